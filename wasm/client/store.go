@@ -1,0 +1,122 @@
+package client
+
+import (
+	"context"
+	"sync"
+)
+
+// Key names one persisted stream: the relay it lives on, the runtime instance
+// and the application's name for the stream. Two attachments with the same Key
+// share a cursor, which is what lets a reloaded page pick up where it was.
+type Key struct {
+	URL      string
+	Instance string
+	Name     string
+}
+
+// Saved is what survives a reload: the attachment id to reclaim and the last
+// seq the application handled on it.
+type Saved struct {
+	Session string
+	Cursor  uint64
+}
+
+// Entry is one line of the local transcript. Received entries carry the seq
+// they arrived with (0 for an unsequenced frame); sent entries are marked Out
+// and have no seq, because the runtime never replays what a client sent.
+type Entry struct {
+	Out     bool
+	Seq     uint64
+	Payload []byte
+}
+
+// Store keeps the cursor, and optionally the transcript, of each stream.
+//
+// Commit is the only write on the hot path and the engine calls it once per
+// batch of inbound frames, not once per frame. It applies the new state and
+// the appended entries atomically: after any interruption, the stored cursor
+// and the stored transcript agree, so the transcript plus what a resume
+// replays holds every frame exactly once. A Store may make a Commit durable
+// after it returns, but must apply commits in the order they were made.
+type Store interface {
+	// Load returns the saved state of k, or the zero Saved if nothing is stored.
+	Load(ctx context.Context, k Key) (Saved, error)
+	// Commit records s and appends entries to k's transcript, keeping at most
+	// keep entries (the newest); keep <= 0 keeps no transcript.
+	Commit(ctx context.Context, k Key, s Saved, entries []Entry, keep int) error
+	// History returns k's transcript, oldest first.
+	History(ctx context.Context, k Key) ([]Entry, error)
+	// Clear forgets everything stored for k.
+	Clear(ctx context.Context, k Key) error
+}
+
+// MemoryStore is a Store in process memory: the default, and what the browser
+// falls back to when IndexedDB is unavailable. It survives the loss of an
+// Attachment (a new one with the same Key resumes), not the loss of the process.
+type MemoryStore struct {
+	mu      sync.Mutex
+	streams map[Key]*memoryStream
+}
+
+type memoryStream struct {
+	saved      Saved
+	transcript []Entry
+}
+
+// NewMemoryStore returns an empty MemoryStore.
+func NewMemoryStore() *MemoryStore {
+	return &MemoryStore{streams: make(map[Key]*memoryStream)}
+}
+
+// Load implements Store.
+func (m *MemoryStore) Load(_ context.Context, k Key) (Saved, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if s := m.streams[k]; s != nil {
+		return s.saved, nil
+	}
+	return Saved{}, nil
+}
+
+// Commit implements Store. Payloads are copied: the engine reuses its buffers.
+func (m *MemoryStore) Commit(_ context.Context, k Key, s Saved, entries []Entry, keep int) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	st := m.streams[k]
+	if st == nil {
+		st = &memoryStream{}
+		m.streams[k] = st
+	}
+	st.saved = s
+	if keep <= 0 {
+		st.transcript = nil
+		return nil
+	}
+	for _, e := range entries {
+		e.Payload = append([]byte(nil), e.Payload...)
+		st.transcript = append(st.transcript, e)
+	}
+	if over := len(st.transcript) - keep; over > 0 {
+		st.transcript = append(st.transcript[:0:0], st.transcript[over:]...)
+	}
+	return nil
+}
+
+// History implements Store.
+func (m *MemoryStore) History(_ context.Context, k Key) ([]Entry, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	st := m.streams[k]
+	if st == nil {
+		return nil, nil
+	}
+	return append([]Entry(nil), st.transcript...), nil
+}
+
+// Clear implements Store.
+func (m *MemoryStore) Clear(_ context.Context, k Key) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.streams, k)
+	return nil
+}

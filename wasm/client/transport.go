@@ -1,0 +1,60 @@
+package client
+
+import (
+	"context"
+	"strconv"
+)
+
+// Transport opens WebSockets to a relay's browser leg. The engine calls Dial
+// once per connection attempt; everything above the socket (hello, welcome,
+// resume, heartbeats) is the engine's.
+//
+// Natively the default is coder/websocket (DefaultTransport). In the browser
+// the jsbridge package supplies one built on the page's own WebSocket, because
+// coder/websocket's browser build neither reports close codes nor keeps the
+// frames that arrived just before a close.
+type Transport interface {
+	// Dial opens a WebSocket to url offering protocols and returns once it is
+	// open. A refusal before the socket opens (a 403 for the Origin, a refused
+	// TCP connection) is an error that is not a *CloseError.
+	Dial(ctx context.Context, url string, protocols []string) (Conn, error)
+}
+
+// Conn is one open WebSocket carrying one frame per text message.
+//
+// Read and Write may be called concurrently with each other, but each by one
+// goroutine at a time: the engine has one reader and one writer per Conn.
+type Conn interface {
+	// Read blocks until at least one message has arrived and returns every
+	// message that is waiting, oldest first, so a transport that receives in
+	// bursts (the browser's event loop) hands a burst over in one call. The
+	// slices are valid until the next Read.
+	//
+	// Every message that arrived before the peer closed is returned before the
+	// close is: the error comes only once nothing is left, and when the peer
+	// sent a close frame it is (or wraps) a *CloseError.
+	Read(ctx context.Context) ([][]byte, error)
+
+	// Write sends msg as one text message. The transport does not keep msg
+	// after Write returns.
+	Write(ctx context.Context, msg []byte) error
+
+	// Close sends a close frame with code and reason and releases the socket.
+	// Browsers let script send only 1000 and 3000–4999.
+	Close(code int, reason string) error
+}
+
+// CloseError is how a Conn reports that the peer closed the socket: the
+// relay's close code (see relayleg) and its reason text.
+type CloseError struct {
+	Code   int
+	Reason string
+}
+
+func (e *CloseError) Error() string {
+	s := "relaywasm: socket closed with code " + strconv.Itoa(e.Code)
+	if e.Reason != "" {
+		s += " (" + e.Reason + ")"
+	}
+	return s
+}
