@@ -1,0 +1,276 @@
+package librelay
+
+import "strconv"
+
+// This file is a strict JSON validator: it accepts exactly what encoding/json
+// accepts (RFC 8259 grammar, no raw control bytes in strings, nesting at most
+// maxDepth) and reports where each value ends. It exists so the codec can find
+// a payload's extent and prove it well-formed without reflection, without
+// building a tree, and without linking encoding/json into the browser module.
+// Like encoding/json it does not check UTF-8 inside strings: a payload is
+// opaque bytes to this package and is carried as received.
+
+// maxDepth is encoding/json's nesting limit; a frame it would refuse to
+// decode is refused here too. The frame's own object counts as one level.
+const maxDepth = 10000
+
+// plainByte marks the bytes a JSON string may contain without attention: not
+// a quote, not a backslash, not a control byte.
+var plainByte = func() (t [256]bool) {
+	for c := 0x20; c < 256; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
+// scanner walks a JSON text in b. Its methods take the offset of a token and
+// return the offset just past it.
+type scanner struct {
+	b []byte
+	// space records that insignificant whitespace was skipped, which is
+	// what decides whether a payload needs compacting.
+	space bool
+	// esc records that the last string scanned contained an escape.
+	esc bool
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\n' || c == '\r' || c == '\t' }
+
+func (s *scanner) skipSpace(i int) int {
+	j := i
+	for j < len(s.b) && isSpace(s.b[j]) {
+		j++
+	}
+	if j != i {
+		s.space = true
+	}
+	return j
+}
+
+// fail reports a syntax error at offset i.
+func (s *scanner) fail(i int) error {
+	if i >= len(s.b) {
+		return wrap(ErrMalformedFrame, "unexpected end of JSON input")
+	}
+	return wrap(ErrMalformedFrame, "invalid character "+strconv.QuoteRuneToASCII(rune(s.b[i]))+" at offset "+strconv.Itoa(i))
+}
+
+// value scans one value starting at b[i]; depth is the number of containers
+// already open around it.
+func (s *scanner) value(i, depth int) (int, error) {
+	if i >= len(s.b) {
+		return i, s.fail(i)
+	}
+	switch c := s.b[i]; c {
+	case '"':
+		return s.str(i)
+	case '{':
+		return s.object(i, depth+1)
+	case '[':
+		return s.array(i, depth+1)
+	case 't':
+		return s.literal(i, "true")
+	case 'f':
+		return s.literal(i, "false")
+	case 'n':
+		return s.literal(i, "null")
+	default:
+		if c == '-' || '0' <= c && c <= '9' {
+			return s.number(i)
+		}
+		return i, s.fail(i)
+	}
+}
+
+func (s *scanner) tooDeep(depth, i int) error {
+	if depth > maxDepth {
+		return wrap(ErrMalformedFrame, "exceeded max depth at offset "+strconv.Itoa(i))
+	}
+	return nil
+}
+
+func (s *scanner) object(i, depth int) (int, error) {
+	if err := s.tooDeep(depth, i); err != nil {
+		return i, err
+	}
+	b := s.b
+	i = s.skipSpace(i + 1)
+	if i < len(b) && b[i] == '}' {
+		return i + 1, nil
+	}
+	for {
+		var err error
+		if i >= len(b) || b[i] != '"' {
+			return i, s.fail(i)
+		}
+		if i, err = s.str(i); err != nil {
+			return i, err
+		}
+		if i = s.skipSpace(i); i >= len(b) || b[i] != ':' {
+			return i, s.fail(i)
+		}
+		if i, err = s.value(s.skipSpace(i+1), depth); err != nil {
+			return i, err
+		}
+		var more bool
+		if i, more, err = s.separator(s.skipSpace(i), '}'); !more || err != nil {
+			return i, err
+		}
+	}
+}
+
+func (s *scanner) array(i, depth int) (int, error) {
+	if err := s.tooDeep(depth, i); err != nil {
+		return i, err
+	}
+	i = s.skipSpace(i + 1)
+	if i < len(s.b) && s.b[i] == ']' {
+		return i + 1, nil
+	}
+	for {
+		var err error
+		var more bool
+		if i, err = s.value(i, depth); err != nil {
+			return i, err
+		}
+		if i, more, err = s.separator(s.skipSpace(i), ']'); !more || err != nil {
+			return i, err
+		}
+	}
+}
+
+// separator consumes the ',' between members (more is true, and the offset
+// is past any following space) or the closing byte (more is false).
+func (s *scanner) separator(i int, closing byte) (int, bool, error) {
+	if i < len(s.b) {
+		switch s.b[i] {
+		case ',':
+			return s.skipSpace(i + 1), true, nil
+		case closing:
+			return i + 1, false, nil
+		}
+	}
+	return i, false, s.fail(i)
+}
+
+// str scans a string starting at its opening quote and sets s.esc.
+func (s *scanner) str(i int) (int, error) {
+	b := s.b
+	s.esc = false
+	i++
+	for {
+		for i < len(b) && plainByte[b[i]] {
+			i++
+		}
+		if i >= len(b) {
+			return i, s.fail(i)
+		}
+		switch b[i] {
+		case '"':
+			return i + 1, nil
+		case '\\':
+			n := escapeLen(b[i:])
+			if n == 0 {
+				return i, s.fail(i + 1)
+			}
+			s.esc = true
+			i += n
+		default:
+			return i, s.fail(i)
+		}
+	}
+}
+
+// escapeLen is the length of the valid escape at the start of b, or 0.
+func escapeLen(b []byte) int {
+	if len(b) < 2 {
+		return 0
+	}
+	switch b[1] {
+	case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+		return 2
+	case 'u':
+		if len(b) >= 6 && hexVal(b[2]) >= 0 && hexVal(b[3]) >= 0 && hexVal(b[4]) >= 0 && hexVal(b[5]) >= 0 {
+			return 6
+		}
+	}
+	return 0
+}
+
+func hexVal(c byte) rune {
+	switch {
+	case '0' <= c && c <= '9':
+		return rune(c - '0')
+	case 'a' <= c && c <= 'f':
+		return rune(c - 'a' + 10)
+	case 'A' <= c && c <= 'F':
+		return rune(c - 'A' + 10)
+	}
+	return -1
+}
+
+// number scans -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+func (s *scanner) number(i int) (int, error) {
+	b := s.b
+	if b[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(b) && b[i] == '0':
+		i++
+	case i < len(b) && '1' <= b[i] && b[i] <= '9':
+		i = digits(b, i+1)
+	default:
+		return i, s.fail(i)
+	}
+	if i < len(b) && b[i] == '.' {
+		j := digits(b, i+1)
+		if j == i+1 {
+			return j, s.fail(j)
+		}
+		i = j
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		j := digits(b, i)
+		if j == i {
+			return j, s.fail(j)
+		}
+		i = j
+	}
+	return i, nil
+}
+
+func digits(b []byte, i int) int {
+	for i < len(b) && '0' <= b[i] && b[i] <= '9' {
+		i++
+	}
+	return i
+}
+
+func (s *scanner) literal(i int, lit string) (int, error) {
+	for j := 0; j < len(lit); j++ {
+		if i+j >= len(s.b) || s.b[i+j] != lit[j] {
+			return i + j, s.fail(i + j)
+		}
+	}
+	return i + len(lit), nil
+}
+
+// checkValue validates that b holds exactly one JSON value, optionally
+// surrounded by whitespace, nested inside depth containers. It reports
+// whether b contains insignificant whitespace anywhere.
+func checkValue(b []byte, depth int) (space bool, err error) {
+	s := scanner{b: b}
+	i, err := s.value(s.skipSpace(0), depth)
+	if err != nil {
+		return false, err
+	}
+	if i = s.skipSpace(i); i != len(b) {
+		return false, s.fail(i)
+	}
+	return s.space, nil
+}
