@@ -125,8 +125,10 @@ func (d *decoder) stringSpan(field string) (body []byte, escaped, set bool, err 
 	}
 	start := d.i
 	end, err := d.str(start)
-	d.i = end
-	return d.b[start+1 : end-1], d.esc, true, err
+	if d.i = end; err != nil {
+		return nil, false, false, err
+	}
+	return d.b[start+1 : end-1], d.esc, true, nil
 }
 
 // numberSpan consumes a number value; set is false for null.
@@ -139,8 +141,10 @@ func (d *decoder) numberSpan(field string) (num []byte, set bool, err error) {
 	}
 	start := d.i
 	end, err := d.number(start)
-	d.i = end
-	return d.b[start:end], true, err
+	if d.i = end; err != nil {
+		return nil, false, err
+	}
+	return d.b[start:end], true, nil
 }
 
 // readString decodes a string value into dst as encoding/json does, invalid
