@@ -1,0 +1,132 @@
+package relay
+
+import (
+	"time"
+
+	"github.com/relaywasm/relaywasm/librelay"
+	"github.com/relaywasm/relaywasm/relayleg"
+)
+
+// attachment is the relay's node-local record of one attachment id: which
+// socket holds it, or the grace timer running while none does.
+type attachment struct {
+	key   route
+	sock  *browserConn
+	grace *time.Timer
+}
+
+// attach grants s an attachment id for instance: wanted back when it was
+// issued to this credential and instance and has not ended, a fresh one
+// otherwise. welcome is queued on s before the route is installed, so no
+// routed frame can overtake it. A live socket holding the id is superseded.
+// It returns the error code of a refusal, or "".
+func (r *Relay) attach(s *browserConn, instance, wanted string, welcome func(id string) bool) string {
+	r.mu.Lock()
+	id, a, code := r.claimLocked(s.cred, instance, wanted)
+	if code != "" {
+		r.mu.Unlock()
+		return code
+	}
+	if !welcome(id) {
+		r.mu.Unlock()
+		return relayleg.CodeShuttingDown
+	}
+	prev := a.sock
+	a.sock = s
+	s.instance, s.id = instance, id
+	if a.grace != nil {
+		a.grace.Stop()
+		a.grace = nil
+	}
+	r.table.SetAttachment(instance, id, s)
+	r.mu.Unlock()
+	if prev != nil {
+		prev.closeWith(relayleg.CodeSuperseded, "another socket reclaimed this attachment", false)
+	}
+	return ""
+}
+
+// claimLocked finds or creates the attachment record for a hello.
+func (r *Relay) claimLocked(cred credHash, instance, wanted string) (string, *attachment, string) {
+	if wanted != "" && !r.ended.has(wanted) && r.ids.verify(wanted, cred, instance) {
+		if a, ok := r.attachments[route{instance, wanted}]; ok {
+			return wanted, a, ""
+		}
+		// Issued before a restart, or by another node sharing the key.
+		return r.newAttachmentLocked(instance, wanted)
+	}
+	return r.newAttachmentLocked(instance, r.ids.mint(cred, instance))
+}
+
+func (r *Relay) newAttachmentLocked(instance, id string) (string, *attachment, string) {
+	if r.perInstance[instance] >= r.cfg.Limits.AttachmentsPerInstance {
+		return "", nil, relayleg.CodeTooManyAttachments
+	}
+	a := &attachment{key: route{instance, id}}
+	r.attachments[a.key] = a
+	r.perInstance[instance]++
+	return id, a, ""
+}
+
+// release is called when s is done. If s still holds its attachment, the
+// route is removed and either the id ends now (explicit detach, already
+// forwarded) or its grace period starts.
+func (r *Relay) release(s *browserConn, detached bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	a := r.attachments[route{s.instance, s.id}]
+	if a == nil || a.sock != s {
+		return // superseded, or never attached
+	}
+	r.table.RemoveAttachment(s.instance, s.id, s)
+	a.sock = nil
+	if detached {
+		r.endLocked(a)
+		return
+	}
+	if r.closed {
+		return
+	}
+	a.grace = time.AfterFunc(r.cfg.Limits.Grace, func() { r.expire(a) })
+}
+
+// expire ends an attachment whose grace ran out and tells the runtime, which
+// then drops the session's agent and retention.
+func (r *Relay) expire(a *attachment) {
+	r.mu.Lock()
+	if r.attachments[a.key] != a || a.sock != nil || r.closed {
+		r.mu.Unlock()
+		return
+	}
+	r.endLocked(a)
+	r.mu.Unlock()
+	r.log.Info("attachment grace expired", "instance", a.key.instance, "attachment", a.key.session)
+	if rt := r.table.Runtime(a.key.instance); rt != nil {
+		rt.Send(&librelay.Frame{Type: librelay.TypeACPDetach, Instance: a.key.instance, Session: a.key.session})
+	}
+}
+
+func (r *Relay) endLocked(a *attachment) {
+	delete(r.attachments, a.key)
+	r.ended.add(a.key.session)
+	if r.perInstance[a.key.instance]--; r.perInstance[a.key.instance] <= 0 {
+		delete(r.perInstance, a.key.instance)
+	}
+}
+
+// runtimeGone closes every socket attached to instance with runtime_gone.
+// Their ids stay reclaimable: the grace period runs as for any drop, and the
+// client resumes from its cursor once the runtime is back.
+func (r *Relay) runtimeGone(instance string) {
+	r.mu.Lock()
+	var socks []*browserConn
+	for k, a := range r.attachments {
+		if k.instance == instance && a.sock != nil {
+			socks = append(socks, a.sock)
+		}
+	}
+	r.mu.Unlock()
+	for _, s := range socks {
+		s.closeWith(relayleg.CodeRuntimeGone, "the instance's runtime disconnected", true)
+	}
+}

@@ -1,0 +1,182 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/relaywasm/relaywasm/librelay"
+	"github.com/relaywasm/relaywasm/relayleg"
+)
+
+// readLoop handles the socket's frames until it ends; it reports whether the
+// client detached explicitly.
+func (s *browserConn) readLoop() (detached bool) {
+	limit := s.r.cfg.Limits.BrowserFrameBytes
+	for {
+		msg, err := s.readMessage(limit)
+		switch {
+		case errors.Is(err, errTooLarge):
+			s.closeWith(relayleg.CodeFrameTooLarge, "frame exceeds the browser-leg limit", false)
+			return false
+		case errors.Is(err, errBinary):
+			s.sendControl(ptr(librelay.NewError(librelay.Frame{}, librelay.CodeMalformedFrame, "binary messages are not frames")))
+			continue
+		case err != nil:
+			return false
+		}
+		s.live.active.Store(true)
+		f, err := librelay.ParseFrame(msg.b)
+		msg.free()
+		if err != nil {
+			s.sendControl(ptr(librelay.NewError(librelay.Frame{}, librelay.CodeMalformedFrame, "not a valid frame")))
+			continue
+		}
+		if s.handle(&f) {
+			return true
+		}
+	}
+}
+
+// handle acts on one frame from the browser and reports whether it was the
+// client's detach.
+func (s *browserConn) handle(f *librelay.Frame) bool {
+	if librelay.IsControl(f.Type) {
+		s.control(f)
+		return false
+	}
+	if f.IsRequest() && f.Instance != "" && s.r.client.allows(s.cred, f.Instance) && s.r.table.Runtime(f.Instance) == nil {
+		s.sendControl(ptr(librelay.NewError(*f, librelay.CodeUnknownInstance, "no runtime is connected for this instance")))
+		return false
+	}
+	if f.Instance != s.instance || f.Session != s.id {
+		return false // never let a socket speak for another attachment
+	}
+	s.toRuntime(f)
+	if f.Type == librelay.TypeACPDetach {
+		s.r.log.Info("browser detached", "instance", s.instance, "attachment", s.id)
+		s.closeWithFrame(librelay.Frame{}, relayleg.CloseNormal, "detached", true)
+		return true
+	}
+	return false
+}
+
+// toRuntime routes f to the instance's runtime, waiting while the runtime's
+// queue is full. A request that cannot be delivered is answered, so the
+// client never waits for a reply that cannot come.
+func (s *browserConn) toRuntime(f *librelay.Frame) {
+	rt := s.r.table.Runtime(s.instance)
+	if (rt == nil || !rt.Send(f)) && f.IsRequest() {
+		s.sendControl(ptr(librelay.NewError(*f, librelay.CodeUnknownInstance, "no runtime is connected for this instance")))
+	}
+}
+
+// control handles relay.* frames from the browser. relay.error is routed
+// when it carries this attachment's route: it answers a request the runtime
+// routed to the client.
+func (s *browserConn) control(f *librelay.Frame) {
+	switch f.Type {
+	case librelay.TypeHeartbeat:
+		if f.IsRequest() {
+			s.sendControl(&librelay.Frame{Type: librelay.TypeAck, ReplyTo: f.ID})
+		}
+	case librelay.TypeAck:
+	case librelay.TypeError:
+		if f.Instance == s.instance && f.Session == s.id {
+			s.toRuntime(f)
+		}
+	case librelay.TypeHello:
+		if f.IsRequest() {
+			s.sendControl(ptr(librelay.NewError(*f, librelay.CodeMalformedFrame, "already attached")))
+		}
+	default:
+		if reply, ok := librelay.Unsupported(*f); ok {
+			s.sendControl(&reply)
+		}
+	}
+}
+
+// Send queues a frame from the runtime. When the queue is full it waits up to
+// SlowConsumerWait for the browser to make room; after that the browser is a
+// slow consumer and is let go.
+func (s *browserConn) Send(f *librelay.Frame) bool {
+	msg, err := encodeMsg(f)
+	if err != nil {
+		return false
+	}
+	if len(msg) > s.r.cfg.Limits.BrowserFrameBytes {
+		s.r.log.Warn("dropping a runtime frame larger than the browser-leg limit",
+			"instance", s.instance, "attachment", s.id, "bytes", len(msg))
+		return false
+	}
+	switch s.q.push(msg, s.r.cfg.Limits.SlowConsumerWait) {
+	case pushed:
+		return true
+	case pushFull:
+		s.r.log.Warn("slow consumer", "instance", s.instance, "attachment", s.id)
+		s.closeWith(relayleg.CodeSlowConsumer, "the socket did not drain its send queue", false)
+	}
+	return false
+}
+
+// sendControl queues one of the relay's own frames without waiting.
+func (s *browserConn) sendControl(f *librelay.Frame) bool {
+	msg, err := encodeMsg(f)
+	return err == nil && s.q.pushControl(msg)
+}
+
+// closeWith sends relay.error code (not answering anything) and closes with
+// the code's close code.
+func (s *browserConn) closeWith(code, message string, keepPending bool) {
+	s.closeWithFrame(librelay.NewError(librelay.Frame{}, code, message), relayleg.CloseCode(code), code, keepPending)
+}
+
+// closeWithFrame queues last (none when its Type is empty), then the close
+// frame; pending frames go first when keepPending. A socket that does not
+// drain within CloseTimeout is cut.
+func (s *browserConn) closeWithFrame(last librelay.Frame, closeCode int, reason string, keepPending bool) {
+	var msg []byte
+	if last.Type != "" {
+		msg, _ = encodeMsg(&last)
+	}
+	s.closeOnce.Do(func() {
+		s.closeCode, s.closeReason = closeCode, reason
+		s.cut = time.AfterFunc(s.r.cfg.Limits.CloseTimeout, func() { s.ws.CloseNow() })
+		s.q.close(msg, keepPending)
+	})
+}
+
+// flush writes a batch, one WebSocket message per frame.
+func (s *browserConn) flush(batch [][]byte) error {
+	for _, m := range batch {
+		if err := s.ws.Write(context.Background(), websocket.MessageText, m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// finish runs after the last queued frame of a closing socket: the close
+// frame, then the handshake's wait for the browser's close.
+func (s *browserConn) finish() {
+	s.ws.Close(websocket.StatusCode(s.closeCode), s.closeReason)
+	s.cut.Stop()
+}
+
+func (s *browserConn) alive() *liveness { return &s.live }
+
+func (s *browserConn) probe(id string) {
+	s.sendControl(&librelay.Frame{Type: librelay.TypeHeartbeat, ID: id})
+}
+
+func (s *browserConn) timedOut() {
+	s.r.log.Info("browser missed a heartbeat", "instance", s.instance, "attachment", s.id)
+	s.closeWith(relayleg.CodeHeartbeatTimeout, "no answer to a heartbeat", false)
+}
+
+func (s *browserConn) shutdown() {
+	s.closeWith(relayleg.CodeShuttingDown, "the relay is shutting down", false)
+}
+
+func ptr[T any](v T) *T { return &v }

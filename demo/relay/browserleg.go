@@ -1,0 +1,267 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/relaywasm/relaywasm/librelay"
+	"github.com/relaywasm/relaywasm/relayleg"
+)
+
+// browserConn is one browser WebSocket. Its reader goroutine is the only
+// goroutine it owns for its whole life; a writer exists only while its send
+// queue is non-empty.
+type browserConn struct {
+	r      *Relay
+	ws     *websocket.Conn
+	cred   credHash
+	credOK bool
+	q      sendQueue
+	live   liveness
+	addr   string
+
+	// Set once by attach, before the route exists; read-only afterwards.
+	instance, id string
+
+	// Set once by closeWithFrame, before the queue can finish.
+	closeOnce   sync.Once
+	closeCode   int
+	closeReason string
+	cut         *time.Timer
+}
+
+// serveAttach accepts the browser leg. The Origin check is coder/websocket's
+// (HTTP 403 for an origin not in OriginPatterns); the credential is read
+// from the offered subprotocols and checked after the hello, so that the
+// refusal can be a relay.error the page can read.
+func (r *Relay) serveAttach(w http.ResponseWriter, req *http.Request) {
+	if r.isClosed() {
+		http.Error(w, "relay is shutting down", http.StatusServiceUnavailable)
+		return
+	}
+	cred, ok := relayleg.ParseBearer(offeredProtocols(req))
+	ws, err := websocket.Accept(w, req, &websocket.AcceptOptions{
+		Subprotocols:   []string{relayleg.Subprotocol},
+		OriginPatterns: r.cfg.OriginPatterns,
+	})
+	if err != nil {
+		r.log.Info("browser upgrade refused", "remote", req.RemoteAddr, "err", err)
+		return
+	}
+	s := &browserConn{r: r, ws: ws, cred: hashCredential(cred), credOK: ok, addr: req.RemoteAddr}
+	l := r.cfg.Limits
+	s.q = sendQueue{maxMsgs: l.QueueFrames, maxBytes: l.QueueBytes, flush: s.flush, finish: s.finish}
+	ws.SetReadLimit(-1) // the relay enforces its own limit, to close with 4413
+	if !r.track(s) {
+		ws.Close(websocket.StatusCode(relayleg.CloseShuttingDown), relayleg.CodeShuttingDown)
+		return
+	}
+	go s.run()
+}
+
+// offeredProtocols lists the subprotocols of a WebSocket upgrade request.
+func offeredProtocols(req *http.Request) []string {
+	var out []string
+	for _, v := range req.Header.Values("Sec-WebSocket-Protocol") {
+		for p := range strings.SplitSeq(v, ",") {
+			out = append(out, strings.TrimSpace(p))
+		}
+	}
+	return out
+}
+
+// run is the socket's reader: hello, then frames until the socket ends.
+func (s *browserConn) run() {
+	defer s.r.untrack(s)
+	defer s.ws.CloseNow()
+	if !s.handshake() {
+		s.drainUntilClosed()
+		return
+	}
+	s.r.addPeer(s)
+	defer s.r.removePeer(s)
+	detached := s.readLoop()
+	s.r.release(s, detached)
+}
+
+// handshake reads and answers the hello; false means the socket was refused
+// (the refusal is already queued).
+func (s *browserConn) handshake() bool {
+	l := s.r.cfg.Limits
+	timer := time.AfterFunc(l.HelloTimeout, func() {
+		s.refuse(librelay.Frame{}, librelay.CodeMalformedFrame, "no hello within the hello timeout")
+	})
+	defer timer.Stop()
+	msg, err := s.readMessage(l.HelloBytes)
+	switch {
+	case errors.Is(err, errTooLarge):
+		s.refuse(librelay.Frame{}, relayleg.CodeFrameTooLarge, "hello exceeds the hello limit")
+		return false
+	case errors.Is(err, errBinary):
+		s.refuse(librelay.Frame{}, librelay.CodeMalformedFrame, "hello is not a text message")
+		return false
+	case err != nil:
+		return false
+	}
+	f, err := librelay.ParseFrame(msg.b)
+	msg.free()
+	if err != nil {
+		s.refuse(librelay.Frame{}, librelay.CodeMalformedFrame, "hello is not a valid frame")
+		return false
+	}
+	return s.hello(f)
+}
+
+// hello checks the hello in order — shape, credential, runtime, version —
+// and either welcomes the socket or refuses it with the first failure.
+func (s *browserConn) hello(f librelay.Frame) bool {
+	h, code, msg := checkHello(f)
+	v, vok := negotiate(h.ProtocolVersion)
+	switch {
+	case code != "":
+	case !s.credOK || !s.r.client.allows(s.cred, f.Instance):
+		code, msg = relayleg.CodeUnauthorized, "the credential may not attach to this instance"
+	case s.r.table.Runtime(f.Instance) == nil:
+		code, msg = librelay.CodeUnknownInstance, "no runtime is connected for this instance"
+	case !vok:
+		code, msg = librelay.CodeVersion, "no protocol version in common"
+	}
+	if code != "" {
+		s.refuse(f, code, msg)
+		return false
+	}
+	sig, err := signIfAsked(s.r, h.Nonce, v, f.Instance)
+	if err != nil {
+		s.refuse(f, librelay.CodeMalformedFrame, "cannot sign over this nonce and instance")
+		return false
+	}
+	if code := s.r.attach(s, f.Instance, f.Session, func(id string) bool {
+		return s.welcome(f, id, v, sig)
+	}); code != "" {
+		s.refuse(f, code, "attachment refused")
+		return false
+	}
+	s.r.log.Info("browser attached", "instance", s.instance, "attachment", s.id, "remote", s.addr,
+		"reclaimed", f.Session != "" && f.Session == s.id)
+	return true
+}
+
+// checkHello validates the hello frame's shape and decodes its payload.
+func checkHello(f librelay.Frame) (librelay.Hello, string, string) {
+	var h librelay.Hello
+	if f.Type != librelay.TypeHello || !f.IsRequest() || f.Instance == "" {
+		return h, librelay.CodeMalformedFrame, "the first frame must be a relay.hello request naming an instance"
+	}
+	if err := h.UnmarshalJSON(f.Payload); err != nil {
+		return h, librelay.CodeMalformedFrame, "the hello payload is not a Hello"
+	}
+	if h.Instance != "" && h.Instance != f.Instance {
+		return h, librelay.CodeMalformedFrame, "the hello names two instances"
+	}
+	return h, "", ""
+}
+
+// signIfAsked signs the welcome when the peer sent a nonce; a peer that pins
+// no key sends none and gets an unsigned welcome.
+func signIfAsked(r *Relay, nonce []byte, v int, instance string) ([]byte, error) {
+	if len(nonce) == 0 {
+		return nil, nil
+	}
+	return librelay.SignWelcome(r.key, nonce, v, instance)
+}
+
+// welcome queues the welcome; attach calls it with the granted id before the
+// route exists.
+func (s *browserConn) welcome(hello librelay.Frame, id string, v int, sig []byte) bool {
+	payload, _ := librelay.Welcome{
+		ProtocolVersion: v, Relay: s.r.cfg.Name, Signature: sig, RetryAfterSeconds: s.r.cfg.RetryAfter,
+	}.MarshalJSON()
+	f := librelay.Frame{Type: librelay.TypeWelcome, ReplyTo: hello.ID, Instance: hello.Instance, Session: id, Payload: payload}
+	return s.sendControl(&f)
+}
+
+// refuse sends relay.error (answering req when it is a request) and closes
+// with the code's close code.
+func (s *browserConn) refuse(req librelay.Frame, code, message string) {
+	s.r.log.Info("browser refused", "code", code, "remote", s.addr, "instance", req.Instance)
+	s.closeWithFrame(librelay.NewError(req, code, message), relayleg.CloseCode(code), code, false)
+}
+
+// drainUntilClosed keeps reading after a refusal so the close handshake (and
+// the refusal before it) completes; the queue's close bounds it.
+func (s *browserConn) drainUntilClosed() {
+	for {
+		if _, _, err := s.ws.Reader(context.Background()); err != nil {
+			return
+		}
+	}
+}
+
+// message is one read message in a pooled buffer.
+type message struct {
+	b   []byte
+	buf *[]byte
+}
+
+func (m message) free() {
+	if cap(*m.buf) <= maxPooledBuffer {
+		*m.buf = m.b[:0]
+		msgPool.Put(m.buf)
+	}
+}
+
+const maxPooledBuffer = 64 << 10
+
+// msgPool holds read buffers: a socket holds one only while a message is
+// being read and handled, never while idle.
+var msgPool = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
+
+var errTooLarge = errors.New("relay: message exceeds the limit")
+
+// errBinary reports a binary message: the browser leg carries text only.
+var errBinary = errors.New("relay: binary message")
+
+// readMessage reads one whole message of at most limit bytes.
+func (s *browserConn) readMessage(limit int) (message, error) {
+	typ, rd, err := s.ws.Reader(context.Background())
+	if err != nil {
+		return message{}, err
+	}
+	buf := msgPool.Get().(*[]byte)
+	b := (*buf)[:0]
+	for {
+		if len(b) == cap(b) {
+			if len(b) > limit {
+				break
+			}
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := rd.Read(b[len(b):min(cap(b), limit+1)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return message{}, err
+		}
+		if len(b) > limit {
+			break
+		}
+	}
+	m := message{b: b, buf: buf}
+	if len(b) > limit {
+		m.free()
+		return message{}, errTooLarge
+	}
+	if typ != websocket.MessageText {
+		m.free()
+		return message{}, errBinary
+	}
+	return m, nil
+}

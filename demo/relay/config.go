@@ -1,0 +1,161 @@
+package relay
+
+import (
+	"crypto/ed25519"
+	"crypto/sha256"
+	"errors"
+	"log/slog"
+	"time"
+)
+
+// AnyInstance, as the instance of a credential, allows every instance.
+const AnyInstance = "*"
+
+// Config configures a Relay. Zero limits and durations take the defaults in
+// Limits' documentation; every limit is enforced, and what happens at each is
+// documented beside it.
+type Config struct {
+	// Key signs every welcome. Its public half is what runtimes and clients
+	// pin. Required.
+	Key ed25519.PrivateKey
+	// AttachmentKey keys the MAC that binds attachment ids to a credential and
+	// an instance; relays that share it accept each other's ids. Empty derives
+	// it from Key's seed, so ids survive a restart with the same Key.
+	AttachmentKey []byte
+
+	// RuntimeCredentials maps a runtime's bearer credential to the instance
+	// it may connect as (AnyInstance for any).
+	RuntimeCredentials map[string]string
+	// ClientCredentials maps a browser client's bearer credential to the
+	// instance it may attach to (AnyInstance for any).
+	ClientCredentials map[string]string
+	// OriginPatterns are the browser origins (host patterns, as in
+	// websocket.AcceptOptions) allowed besides the relay's own host. A
+	// cross-origin upgrade from anywhere else is refused with HTTP 403.
+	OriginPatterns []string
+
+	// Name is the relay's name in welcomes, for diagnosis only.
+	Name string
+	// RetryAfter is the redial hint (seconds) put in every welcome; 0 leaves
+	// the peer's own backoff in charge.
+	RetryAfter int
+
+	Limits Limits
+
+	// Table routes frames; nil uses an in-memory table for one process.
+	Table Table
+	// Logger receives structured logs; nil uses slog.Default(). No
+	// credential is ever logged.
+	Logger *slog.Logger
+}
+
+// Limits bounds what one peer can make the relay hold or do. The defaults
+// are chosen for a dev relay on a small machine; the numbers behind them are
+// in the package documentation.
+type Limits struct {
+	// BrowserFrameBytes is the largest frame on the browser leg, either way
+	// (default 1 MiB). A larger message from a browser gets relay.error
+	// frame_too_large and close 4413; a larger frame from the runtime for a
+	// browser is dropped and logged (the producer must not exceed the leg).
+	// The runtime leg's limit is librelay.MaxFrameBytes (16 MiB), fixed by
+	// librelay.Reader.
+	BrowserFrameBytes int
+	// HelloBytes is the largest first frame on either leg (default 4 KiB):
+	// everything a peer can make the relay read before it has authenticated.
+	HelloBytes int
+	// HelloTimeout bounds the wait for a hello (default 10s).
+	HelloTimeout time.Duration
+	// AttachmentsPerInstance bounds the attachment ids one instance holds,
+	// live or in their grace period (default 1024); a hello past it gets
+	// too_many_attachments and close 4430.
+	AttachmentsPerInstance int
+	// QueueFrames and QueueBytes bound each browser socket's send queue
+	// (default 1024 frames, 2 MiB, never less than one largest frame). When
+	// a frame for the socket does not fit for SlowConsumerWait, the socket is
+	// closed 4429 slow_consumer and its queue dropped.
+	QueueFrames int
+	QueueBytes  int
+	// SlowConsumerWait is how long a frame for a full socket waits for room
+	// (default 2s). Waiting holds up that instance's runtime leg, which is
+	// the backpressure that lets a fast runtime stream to a slower browser
+	// without loss; the bound keeps one stalled browser from holding it up
+	// for long.
+	SlowConsumerWait time.Duration
+	// RuntimeQueueFrames and RuntimeQueueBytes bound the queue towards each
+	// runtime (default 4096 frames, 16 MiB). A browser whose frame does not
+	// fit waits: its socket is not read until there is room.
+	RuntimeQueueFrames int
+	RuntimeQueueBytes  int
+	// Grace is how long an attachment id stays reclaimable after its socket
+	// dropped without a detach (default 2m); then acp.detach goes to the
+	// runtime and the id ends.
+	Grace time.Duration
+	// HeartbeatInterval is how long a peer may be silent before the relay
+	// probes it (default 15s); HeartbeatTimeout how long the probe may go
+	// unanswered before relay.error heartbeat_timeout and close 4408
+	// (default 10s).
+	HeartbeatInterval time.Duration
+	HeartbeatTimeout  time.Duration
+	// CloseTimeout bounds how long a closing socket may take to drain its
+	// last frames and close frame before it is cut (default 5s).
+	CloseTimeout time.Duration
+	// EndedIDs bounds how many ended attachment ids are remembered, so that a
+	// hello naming one gets a fresh id instead (default 65536, ~6 MiB).
+	EndedIDs int
+}
+
+// ErrConfig reports a Config New cannot run with.
+var ErrConfig = errors.New("relay: bad config")
+
+func (l *Limits) setDefaults() {
+	setDefault(&l.BrowserFrameBytes, 1<<20)
+	setDefault(&l.HelloBytes, 4<<10)
+	setDefault(&l.HelloTimeout, 10*time.Second)
+	setDefault(&l.AttachmentsPerInstance, 1024)
+	setDefault(&l.QueueFrames, 1024)
+	setDefault(&l.QueueBytes, 2<<20)
+	l.QueueBytes = max(l.QueueBytes, l.BrowserFrameBytes)
+	setDefault(&l.SlowConsumerWait, 2*time.Second)
+	setDefault(&l.RuntimeQueueFrames, 4096)
+	setDefault(&l.RuntimeQueueBytes, 16<<20)
+	setDefault(&l.Grace, 2*time.Minute)
+	setDefault(&l.HeartbeatInterval, 15*time.Second)
+	setDefault(&l.HeartbeatTimeout, 10*time.Second)
+	setDefault(&l.CloseTimeout, 5*time.Second)
+	setDefault(&l.EndedIDs, 65536)
+}
+
+func setDefault[T int | time.Duration](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
+}
+
+// credHash is how a credential is held: the relay compares and MACs the
+// digest, so the credential itself is not kept in memory after New.
+type credHash [sha256.Size]byte
+
+func hashCredential(cred string) credHash { return sha256.Sum256([]byte(cred)) }
+
+// grants indexes credentials by digest.
+type grants map[credHash]string
+
+func newGrants(m map[string]string) grants {
+	g := make(grants, len(m))
+	for cred, instance := range m {
+		g[hashCredential(cred)] = instance
+	}
+	return g
+}
+
+// allows reports whether the credential may use instance.
+func (g grants) allows(h credHash, instance string) bool {
+	granted, ok := g[h]
+	return ok && (granted == AnyInstance || granted == instance)
+}
+
+// known reports whether the credential is known at all.
+func (g grants) known(h credHash) bool {
+	_, ok := g[h]
+	return ok
+}

@@ -1,0 +1,318 @@
+package relay
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/relaywasm/relaywasm/librelay"
+	"github.com/relaywasm/relaywasm/relayleg"
+)
+
+// runtimeConn is one runtime's connection: NDJSON both ways over the raw
+// stream left by the HTTP upgrade.
+type runtimeConn struct {
+	r        *Relay
+	nc       net.Conn
+	bw       *bufio.Writer // owned by whichever drain goroutine runs
+	q        sendQueue
+	live     liveness
+	cred     credHash
+	addr     string
+	instance string // set by the hello, read-only afterwards
+	once     sync.Once
+}
+
+// serveConnect authenticates the runtime leg's upgrade and switches the
+// connection to NDJSON. A bad credential is HTTP 401 before anything else:
+// the runtime leg can read a status, and nothing unauthenticated gets a frame.
+func (r *Relay) serveConnect(w http.ResponseWriter, req *http.Request) {
+	if req.Method != http.MethodGet || !headerHasToken(req.Header, "Connection", "upgrade") ||
+		!strings.EqualFold(req.Header.Get("Upgrade"), relayleg.UpgradeToken) {
+		w.Header().Set("Upgrade", relayleg.UpgradeToken)
+		http.Error(w, "expected GET with Upgrade: "+relayleg.UpgradeToken, http.StatusUpgradeRequired)
+		return
+	}
+	cred, ok := bearer(req.Header.Get("Authorization"))
+	h := hashCredential(cred)
+	if !ok || !r.runtime.known(h) {
+		r.log.Info("runtime refused: bad credential", "remote", req.RemoteAddr)
+		w.Header().Set("WWW-Authenticate", "Bearer")
+		http.Error(w, "unauthorized", http.StatusUnauthorized)
+		return
+	}
+	if r.isClosed() {
+		http.Error(w, "relay is shutting down", http.StatusServiceUnavailable)
+		return
+	}
+	nc, brw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		http.Error(w, "cannot upgrade", http.StatusInternalServerError)
+		return
+	}
+	c := r.newRuntimeConn(nc, h, req.RemoteAddr)
+	brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: " + relayleg.UpgradeToken + "\r\n\r\n")
+	if err := brw.Flush(); err != nil || !r.track(c) {
+		nc.Close()
+		return
+	}
+	go c.run(brw.Reader)
+}
+
+func (r *Relay) newRuntimeConn(nc net.Conn, h credHash, addr string) *runtimeConn {
+	c := &runtimeConn{r: r, nc: nc, cred: h, addr: addr, bw: bufio.NewWriterSize(nc, 32<<10)}
+	l := r.cfg.Limits
+	c.q = sendQueue{maxMsgs: l.RuntimeQueueFrames, maxBytes: l.RuntimeQueueBytes, flush: c.flush, finish: c.finish}
+	return c
+}
+
+// bearer extracts the credential of an "Authorization: Bearer" header.
+func bearer(h string) (string, bool) {
+	scheme, cred, ok := strings.Cut(strings.TrimSpace(h), " ")
+	cred = strings.TrimSpace(cred)
+	return cred, ok && strings.EqualFold(scheme, "Bearer") && cred != ""
+}
+
+// headerHasToken reports whether a comma-separated header lists token.
+func headerHasToken(h http.Header, name, token string) bool {
+	for _, v := range h.Values(name) {
+		for t := range strings.SplitSeq(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(t), token) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// run is the connection's reader: hello, then frames until it ends.
+func (c *runtimeConn) run(src *bufio.Reader) {
+	defer c.r.untrack(c)
+	defer c.q.kill()
+	defer c.nc.Close()
+	lim := &helloLimiter{r: src, n: int64(c.r.cfg.Limits.HelloBytes)}
+	rd := librelay.NewReader(lim)
+	if !c.handshake(rd, lim) {
+		c.waitClosed()
+		return
+	}
+	lim.n = -1
+	c.r.addPeer(c)
+	defer c.r.removePeer(c)
+	c.readLoop(rd)
+	if c.r.table.RemoveRuntime(c.instance, c) {
+		c.r.log.Info("runtime disconnected", "instance", c.instance, "remote", c.addr)
+		c.r.runtimeGone(c.instance)
+	}
+}
+
+// helloLimiter caps what the Reader may read before the welcome; -1 lifts it.
+type helloLimiter struct {
+	r io.Reader
+	n int64
+}
+
+func (l *helloLimiter) Read(p []byte) (int, error) {
+	if l.n < 0 {
+		return l.r.Read(p)
+	}
+	if l.n == 0 {
+		return 0, io.EOF
+	}
+	p = p[:min(int64(len(p)), l.n)]
+	n, err := l.r.Read(p)
+	l.n -= int64(n)
+	return n, err
+}
+
+// handshake reads the hello within HelloTimeout and HelloBytes and answers
+// it; false means refused (the refusal is queued).
+func (c *runtimeConn) handshake(rd *librelay.Reader, lim *helloLimiter) bool {
+	c.nc.SetReadDeadline(time.Now().Add(c.r.cfg.Limits.HelloTimeout))
+	f, err := rd.ReadFrame()
+	c.nc.SetReadDeadline(time.Time{})
+	switch {
+	case err != nil && lim.n == 0:
+		c.refuse(librelay.Frame{}, relayleg.CodeFrameTooLarge, "hello exceeds the hello limit")
+		return false
+	case err != nil:
+		c.refuse(librelay.Frame{}, librelay.CodeMalformedFrame, "no valid hello")
+		return false
+	}
+	h, code, msg := checkHello(f)
+	v, vok := negotiate(h.ProtocolVersion)
+	switch {
+	case code != "":
+	case !c.r.runtime.allows(c.cred, f.Instance):
+		code, msg = relayleg.CodeUnauthorized, "the credential may not serve this instance"
+	case !vok:
+		code, msg = librelay.CodeVersion, "no protocol version in common"
+	}
+	if code != "" {
+		c.refuse(f, code, msg)
+		return false
+	}
+	sig, err := librelay.SignWelcome(c.r.key, h.Nonce, v, f.Instance)
+	if err != nil {
+		c.refuse(f, librelay.CodeMalformedFrame, "cannot sign over this nonce and instance")
+		return false
+	}
+	c.instance = f.Instance
+	c.welcome(f, v, sig)
+	return true
+}
+
+// welcome queues the welcome, then installs this connection as the
+// instance's runtime, replacing (and closing) any earlier one.
+func (c *runtimeConn) welcome(hello librelay.Frame, v int, sig []byte) {
+	payload, _ := librelay.Welcome{
+		ProtocolVersion: v, Relay: c.r.cfg.Name, Signature: sig, RetryAfterSeconds: c.r.cfg.RetryAfter,
+	}.MarshalJSON()
+	c.sendControl(&librelay.Frame{Type: librelay.TypeWelcome, ReplyTo: hello.ID, Instance: c.instance, Payload: payload})
+	if old := c.r.table.SetRuntime(c.instance, c); old != nil {
+		if oc, ok := old.(*runtimeConn); ok {
+			oc.closeWith(relayleg.CodeSuperseded, "another connection took over this instance")
+		}
+	}
+	c.r.log.Info("runtime connected", "instance", c.instance, "remote", c.addr)
+}
+
+func (c *runtimeConn) refuse(req librelay.Frame, code, message string) {
+	c.r.log.Info("runtime refused", "code", code, "remote", c.addr)
+	c.closeFrame(librelay.NewError(req, code, message))
+}
+
+// waitClosed reads until the connection closes, so a refusal is flushed
+// before the peer sees the connection end; the close timeout cuts it.
+func (c *runtimeConn) waitClosed() {
+	io.Copy(io.Discard, c.nc)
+}
+
+// readLoop handles the runtime's frames until the connection ends.
+func (c *runtimeConn) readLoop(rd *librelay.Reader) {
+	for {
+		f, err := rd.ReadFrame()
+		if err != nil {
+			if errors.Is(err, librelay.ErrFrameTooLarge) {
+				c.closeWith(relayleg.CodeFrameTooLarge, "frame exceeds librelay.MaxFrameBytes")
+				return
+			}
+			if !perFrame(err) {
+				return
+			}
+			c.sendControl(ptr(librelay.NewError(librelay.Frame{}, librelay.CodeMalformedFrame, "not a valid frame")))
+			continue
+		}
+		c.live.active.Store(true)
+		c.handle(&f)
+	}
+}
+
+// perFrame reports whether a read error concerns one frame only: a source
+// error (EOF, a closed or reset connection) ends the stream, a bad frame
+// does not.
+func perFrame(err error) bool {
+	var ne net.Error
+	return !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.ErrNoProgress) &&
+		!errors.Is(err, net.ErrClosed) && !errors.Is(err, librelay.ErrReaderClosed) && !errors.As(err, &ne)
+}
+
+// handle routes a frame from the runtime to the attachment its session
+// names. Frames for another instance, with no session, or for a session no
+// socket holds are dropped: the runtime retains what it sent and the client
+// resumes.
+func (c *runtimeConn) handle(f *librelay.Frame) {
+	if librelay.IsControl(f.Type) && !c.control(f) {
+		return
+	}
+	if f.Instance != c.instance || f.Session == "" {
+		return
+	}
+	if ep := c.r.table.Attachment(c.instance, f.Session); ep != nil {
+		ep.Send(f)
+	}
+}
+
+// control handles relay.* frames from the runtime; it reports true for a
+// relay.error on an attachment's route, which answers a request the client
+// sent and is routed like cargo.
+func (c *runtimeConn) control(f *librelay.Frame) bool {
+	switch f.Type {
+	case librelay.TypeHeartbeat:
+		if f.IsRequest() {
+			c.sendControl(&librelay.Frame{Type: librelay.TypeAck, ReplyTo: f.ID})
+		}
+	case librelay.TypeAck:
+	case librelay.TypeError:
+		return f.Session != ""
+	case librelay.TypeHello:
+		if f.IsRequest() {
+			c.sendControl(ptr(librelay.NewError(*f, librelay.CodeMalformedFrame, "already welcomed")))
+		}
+	default:
+		if reply, ok := librelay.Unsupported(*f); ok {
+			c.sendControl(&reply)
+		}
+	}
+	return false
+}
+
+// Send queues a frame for the runtime, waiting while its queue is full: the
+// browser's socket is not read meanwhile, which is the backpressure. It
+// fails only when the runtime connection is gone.
+func (c *runtimeConn) Send(f *librelay.Frame) bool {
+	line, err := encodeLine(f)
+	return err == nil && c.q.push(line, -1) == pushed
+}
+
+func (c *runtimeConn) sendControl(f *librelay.Frame) {
+	if line, err := encodeLine(f); err == nil {
+		c.q.pushControl(line)
+	}
+}
+
+// flush writes a batch with one syscall (unless it exceeds the buffer).
+func (c *runtimeConn) flush(batch [][]byte) error {
+	for _, line := range batch {
+		if _, err := c.bw.Write(line); err != nil {
+			return err
+		}
+	}
+	return c.bw.Flush()
+}
+
+// finish closes the connection once its last frame is written.
+func (c *runtimeConn) finish() { c.nc.Close() }
+
+// closeWith sends relay.error code and closes the connection.
+func (c *runtimeConn) closeWith(code, message string) {
+	c.closeFrame(librelay.NewError(librelay.Frame{}, code, message))
+}
+
+func (c *runtimeConn) closeFrame(last librelay.Frame) {
+	c.once.Do(func() {
+		line, _ := encodeLine(&last)
+		time.AfterFunc(c.r.cfg.Limits.CloseTimeout, func() { c.nc.Close() })
+		c.q.close(line, false)
+	})
+}
+
+func (c *runtimeConn) alive() *liveness { return &c.live }
+
+func (c *runtimeConn) probe(id string) {
+	c.sendControl(&librelay.Frame{Type: librelay.TypeHeartbeat, ID: id})
+}
+
+func (c *runtimeConn) timedOut() {
+	c.r.log.Info("runtime missed a heartbeat", "instance", c.instance)
+	c.closeWith(relayleg.CodeHeartbeatTimeout, "no answer to a heartbeat")
+}
+
+func (c *runtimeConn) shutdown() {
+	c.closeWith(relayleg.CodeShuttingDown, "the relay is shutting down")
+}

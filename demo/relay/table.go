@@ -1,0 +1,99 @@
+package relay
+
+import (
+	"sync"
+
+	"github.com/relaywasm/relaywasm/librelay"
+)
+
+// Endpoint is one end of a route: an instance's runtime connection or one
+// attachment's browser socket. Send encodes f for its leg and queues it; it
+// reports false when the endpoint is gone or could not take the frame.
+// Send may wait for room (that is how backpressure crosses the relay) but
+// never longer than the endpoint's own bound.
+type Endpoint interface {
+	Send(f *librelay.Frame) bool
+}
+
+// Table is where the relay looks up the far end of a route; it is consulted
+// once per frame and knows nothing of frames' contents. The in-memory table
+// serves one process. When one relay is not enough, a table whose endpoints
+// publish to a message bus (NATS subjects per instance and per (instance,
+// session)) lets a runtime and a browser on different nodes meet, without
+// changing anything else in the relay: attachment ids already verify on any
+// node sharing the attachment key.
+//
+// Set* install an endpoint and return the one it replaced, if any; Remove*
+// remove ep only if it is still the one installed, so a late cleanup of a
+// replaced endpoint cannot remove its successor.
+type Table interface {
+	Runtime(instance string) Endpoint
+	SetRuntime(instance string, ep Endpoint) (replaced Endpoint)
+	RemoveRuntime(instance string, ep Endpoint) bool
+
+	Attachment(instance, session string) Endpoint
+	SetAttachment(instance, session string, ep Endpoint) (replaced Endpoint)
+	RemoveAttachment(instance, session string, ep Endpoint) bool
+}
+
+// route is an (instance, session) key; session "" is the instance's runtime.
+type route struct{ instance, session string }
+
+// memTable is the one-process Table: a map behind a read-write lock, read on
+// every frame and written only when a peer comes or goes.
+type memTable struct {
+	mu sync.RWMutex
+	m  map[route]Endpoint
+}
+
+// NewMemTable returns an empty in-memory Table.
+func NewMemTable() Table { return &memTable{m: make(map[route]Endpoint)} }
+
+func (t *memTable) get(k route) Endpoint {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.m[k]
+}
+
+func (t *memTable) set(k route, ep Endpoint) Endpoint {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	old := t.m[k]
+	t.m[k] = ep
+	return old
+}
+
+func (t *memTable) remove(k route, ep Endpoint) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.m[k] != ep {
+		return false
+	}
+	delete(t.m, k)
+	return true
+}
+
+func (t *memTable) Runtime(instance string) Endpoint { return t.get(route{instance, ""}) }
+
+func (t *memTable) SetRuntime(instance string, ep Endpoint) Endpoint {
+	return t.set(route{instance, ""}, ep)
+}
+
+func (t *memTable) RemoveRuntime(instance string, ep Endpoint) bool {
+	return t.remove(route{instance, ""}, ep)
+}
+
+func (t *memTable) Attachment(instance, session string) Endpoint {
+	if session == "" {
+		return nil
+	}
+	return t.get(route{instance, session})
+}
+
+func (t *memTable) SetAttachment(instance, session string, ep Endpoint) Endpoint {
+	return t.set(route{instance, session}, ep)
+}
+
+func (t *memTable) RemoveAttachment(instance, session string, ep Endpoint) bool {
+	return t.remove(route{instance, session}, ep)
+}

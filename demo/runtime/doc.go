@@ -1,0 +1,48 @@
+// Package runtime is the dev runtime: a stand-in for a contenox runtime that
+// dials a relay, proves nothing about itself but its bearer credential, checks
+// that the relay proves itself (the welcome's signature against a pinned key),
+// and serves an ACP agent on every attachment the relay routes to it.
+//
+// It is the producer side of resumption. Every frame it sends on an
+// attachment's session is stamped with seq 1, 2, 3 … and kept in a retention
+// window bounded by count and bytes; session.resume {after_seq} is answered
+// with session.resumed {from_seq, evicted} followed by the retained frames
+// after the cursor and then live frames, with no gap and no reordering.
+// A cursor this runtime cannot continue — for a session it holds nothing of,
+// or past the newest frame (an earlier life of the stream) — is answered with
+// relay.error cursor_evicted. acp.detach drops the session: agent, running
+// turns and retention.
+//
+// The connection is redialled with exponential backoff and full jitter,
+// honouring the welcome's retry_after; sessions and retention survive a
+// redial, so a client resumes where it was. A welcome that does not verify,
+// a refused credential, or being superseded by another runtime for the same
+// instance ends Run instead, because dialling again cannot fix them.
+//
+// # The dev agent
+//
+// Each attachment gets its own agent, built on github.com/coder/acp-go-sdk.
+// Each JSON-RPC message the agent writes becomes one acp.message frame, and
+// each acp.message payload from the client is one line of the agent's input.
+// It is deterministic so that tests can predict every byte:
+//
+//   - initialize answers protocol version 1 and no capabilities.
+//   - session/new answers session ids "s1", "s2", … per attachment.
+//   - session/prompt streams agent_message_chunk updates and then answers
+//     {stopReason: "end_turn"}. What it streams depends on the prompt's text:
+//   - "ping": one chunk, "pong".
+//   - "count N" (0 ≤ N ≤ 100,000): N chunks, "1\n", "2\n", … "N\n".
+//   - "count N size S" (S ≤ 256 KiB): N chunks, each "i xxx…x\n" padded
+//     with 'x' to S bytes, for benchmarks with messages of a given size.
+//   - anything else: the prompt echoed word by word, the first chunk the
+//     first word and every later chunk a space and the next word.
+//   - session/cancel ends the running turn, which answers
+//     {stopReason: "cancelled"}; a new prompt on a session cancels the
+//     turn still running on it.
+//   - the extension method "_relaywasm/echo" (EchoMethod) is answered with
+//     its params unchanged: a one-request, one-response round trip for
+//     benchmarks.
+//
+// Chunks are paced by Config.AgentRate (chunks per second; 0 is as fast as
+// the connection takes them, which is the relay's backpressure).
+package runtime
