@@ -143,6 +143,7 @@ func (s *browserConn) closeWithFrame(last librelay.Frame, closeCode int, reason 
 	s.closeOnce.Do(func() {
 		s.closeCode, s.closeReason = closeCode, reason
 		s.cut = time.AfterFunc(s.r.cfg.Limits.CloseTimeout, func() { s.ws.CloseNow() })
+		s.closing.Store(true)
 		s.q.close(msg, keepPending)
 	})
 }
@@ -157,11 +158,15 @@ func (s *browserConn) flush(batch [][]byte) error {
 	return nil
 }
 
-// finish runs after the last queued frame of a closing socket: the close
-// frame, then the handshake's wait for the browser's close.
-func (s *browserConn) finish() {
-	s.ws.Close(websocket.StatusCode(s.closeCode), s.closeReason)
+// finish ends a closing socket: after its last queued frame, the close
+// frame and the handshake's wait for the browser's close (which reads past
+// any message left half-read); after a failed write, nothing more.
+func (s *browserConn) finish(clean bool) {
+	if clean {
+		s.ws.Close(websocket.StatusCode(s.closeCode), s.closeReason)
+	}
 	s.cut.Stop()
+	close(s.ended)
 }
 
 func (s *browserConn) alive() *liveness { return &s.live }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -34,6 +35,8 @@ type browserConn struct {
 	closeCode   int
 	closeReason string
 	cut         *time.Timer
+	closing     atomic.Bool
+	ended       chan struct{} // closed when a close the relay started is done
 }
 
 // serveAttach accepts the browser leg. The Origin check is coder/websocket's
@@ -54,7 +57,7 @@ func (r *Relay) serveAttach(w http.ResponseWriter, req *http.Request) {
 		r.log.Info("browser upgrade refused", "remote", req.RemoteAddr, "err", err)
 		return
 	}
-	s := &browserConn{r: r, ws: ws, cred: hashCredential(cred), credOK: ok, addr: req.RemoteAddr}
+	s := &browserConn{r: r, ws: ws, cred: hashCredential(cred), credOK: ok, addr: req.RemoteAddr, ended: make(chan struct{})}
 	l := r.cfg.Limits
 	s.q = sendQueue{maxMsgs: l.QueueFrames, maxBytes: l.QueueBytes, flush: s.flush, finish: s.finish}
 	ws.SetReadLimit(-1) // the relay enforces its own limit, to close with 4413
@@ -77,17 +80,21 @@ func offeredProtocols(req *http.Request) []string {
 }
 
 // run is the socket's reader: hello, then frames until the socket ends.
+// When the relay ended the socket, run waits for that close to finish (its
+// last frames and close handshake, bounded by CloseTimeout) before the
+// socket is released.
 func (s *browserConn) run() {
 	defer s.r.untrack(s)
 	defer s.ws.CloseNow()
-	if !s.handshake() {
-		s.drainUntilClosed()
-		return
+	if s.handshake() {
+		s.r.addPeer(s)
+		detached := s.readLoop()
+		s.r.removePeer(s)
+		s.r.release(s, detached)
 	}
-	s.r.addPeer(s)
-	defer s.r.removePeer(s)
-	detached := s.readLoop()
-	s.r.release(s, detached)
+	if s.closing.Load() {
+		<-s.ended
+	}
 }
 
 // handshake reads and answers the hello; false means the socket was refused
@@ -191,16 +198,6 @@ func (s *browserConn) welcome(hello librelay.Frame, id string, v int, sig []byte
 func (s *browserConn) refuse(req librelay.Frame, code, message string) {
 	s.r.log.Info("browser refused", "code", code, "remote", s.addr, "instance", req.Instance)
 	s.closeWithFrame(librelay.NewError(req, code, message), relayleg.CloseCode(code), code, false)
-}
-
-// drainUntilClosed keeps reading after a refusal so the close handshake (and
-// the refusal before it) completes; the queue's close bounds it.
-func (s *browserConn) drainUntilClosed() {
-	for {
-		if _, _, err := s.ws.Reader(context.Background()); err != nil {
-			return
-		}
-	}
 }
 
 // message is one read message in a pooled buffer.

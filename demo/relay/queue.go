@@ -24,9 +24,10 @@ type sendQueue struct {
 	maxMsgs, maxBytes int
 	// flush writes a batch in order; one goroutine at a time calls it.
 	flush func(batch [][]byte) error
-	// finish runs once, after the last frame of a closed queue is written:
-	// it sends the close frame or closes the connection.
-	finish func()
+	// finish runs once when a closed queue ends: clean after its last frame
+	// was written (it then sends the close frame or half-closes), not clean
+	// when writing failed first.
+	finish func(clean bool)
 
 	mu      sync.Mutex
 	msgs    [][]byte
@@ -35,6 +36,7 @@ type sendQueue struct {
 	writing bool
 	closing bool          // nothing more is accepted
 	dead    bool          // the connection failed; nothing more is written
+	ended   bool          // finish has been called
 	space   chan struct{} // closed when room is made; nil when nobody waits
 }
 
@@ -161,19 +163,16 @@ func (q *sendQueue) drain() {
 	var batch [][]byte
 	for {
 		q.mu.Lock()
-		if q.dead {
-			q.writing = false
-			q.mu.Unlock()
-			return
+		if !q.dead {
+			q.releaseLocked(batch)
 		}
-		q.releaseLocked(batch)
-		if len(q.msgs) == 0 {
-			q.writing = false
-			q.msgs = nil
-			finish := q.closing
+		if q.dead || len(q.msgs) == 0 {
+			q.writing, q.msgs = false, nil
+			finish, clean := q.closing && !q.ended, !q.dead
+			q.ended = q.ended || finish
 			q.mu.Unlock()
 			if finish {
-				q.finish()
+				q.finish(clean)
 			}
 			return
 		}

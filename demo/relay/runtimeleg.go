@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/relaywasm/relaywasm/librelay"
@@ -26,6 +27,8 @@ type runtimeConn struct {
 	addr     string
 	instance string // set by the hello, read-only afterwards
 	once     sync.Once
+	closing  atomic.Bool
+	welcomed atomic.Bool // instance is set; published by this flag
 }
 
 // serveConnect authenticates the runtime leg's upgrade and switches the
@@ -93,19 +96,30 @@ func headerHasToken(h http.Header, name, token string) bool {
 // run is the connection's reader: hello, then frames until it ends.
 func (c *runtimeConn) run(src *bufio.Reader) {
 	defer c.r.untrack(c)
-	defer c.q.kill()
 	defer c.nc.Close()
 	lim := &helloLimiter{r: src, n: int64(c.r.cfg.Limits.HelloBytes)}
 	rd := librelay.NewReader(lim)
-	if !c.handshake(rd, lim) {
-		c.waitClosed()
-		return
+	if c.handshake(rd, lim) {
+		lim.n = -1
+		c.r.addPeer(c)
+		c.readLoop(rd)
+		c.r.removePeer(c)
+		c.leave()
 	}
-	lim.n = -1
-	c.r.addPeer(c)
-	defer c.r.removePeer(c)
-	c.readLoop(rd)
-	if c.r.table.RemoveRuntime(c.instance, c) {
+	if c.closing.Load() {
+		// The relay ended the connection: let its last frame go out and the
+		// half-close reach the peer, reading (and discarding) until the peer
+		// closes too, or CloseTimeout cuts it. Closing with unread input
+		// would reset the connection and could destroy that last frame.
+		io.Copy(io.Discard, c.nc)
+	}
+	c.q.kill() // wakes browsers waiting for room in this runtime's queue
+}
+
+// leave removes the connection from the table if it is still the
+// instance's runtime, and tells the instance's browsers it is gone.
+func (c *runtimeConn) leave() {
+	if c.welcomed.Load() && c.r.table.RemoveRuntime(c.instance, c) {
 		c.r.log.Info("runtime disconnected", "instance", c.instance, "remote", c.addr)
 		c.r.runtimeGone(c.instance)
 	}
@@ -163,6 +177,7 @@ func (c *runtimeConn) handshake(rd *librelay.Reader, lim *helloLimiter) bool {
 		return false
 	}
 	c.instance = f.Instance
+	c.welcomed.Store(true)
 	c.welcome(f, v, sig)
 	return true
 }
@@ -187,15 +202,10 @@ func (c *runtimeConn) refuse(req librelay.Frame, code, message string) {
 	c.closeFrame(librelay.NewError(req, code, message))
 }
 
-// waitClosed reads until the connection closes, so a refusal is flushed
-// before the peer sees the connection end; the close timeout cuts it.
-func (c *runtimeConn) waitClosed() {
-	io.Copy(io.Discard, c.nc)
-}
-
-// readLoop handles the runtime's frames until the connection ends.
+// readLoop handles the runtime's frames until the connection ends or the
+// relay starts closing it.
 func (c *runtimeConn) readLoop(rd *librelay.Reader) {
-	for {
+	for !c.closing.Load() {
 		f, err := rd.ReadFrame()
 		if err != nil {
 			if errors.Is(err, librelay.ErrFrameTooLarge) {
@@ -286,8 +296,15 @@ func (c *runtimeConn) flush(batch [][]byte) error {
 	return c.bw.Flush()
 }
 
-// finish closes the connection once its last frame is written.
-func (c *runtimeConn) finish() { c.nc.Close() }
+// finish half-closes the connection once its last frame is written; run
+// closes it fully once the peer has closed its side.
+func (c *runtimeConn) finish(clean bool) {
+	if hc, ok := c.nc.(interface{ CloseWrite() error }); ok && clean {
+		hc.CloseWrite()
+		return
+	}
+	c.nc.Close()
+}
 
 // closeWith sends relay.error code and closes the connection.
 func (c *runtimeConn) closeWith(code, message string) {
@@ -298,7 +315,9 @@ func (c *runtimeConn) closeFrame(last librelay.Frame) {
 	c.once.Do(func() {
 		line, _ := encodeLine(&last)
 		time.AfterFunc(c.r.cfg.Limits.CloseTimeout, func() { c.nc.Close() })
+		c.closing.Store(true)
 		c.q.close(line, false)
+		c.leave()
 	})
 }
 

@@ -8,11 +8,11 @@ package relaytest
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -109,6 +109,8 @@ type Browser struct {
 	WS       *websocket.Conn
 	Instance string
 	Session  string // the attachment id granted by the welcome
+	// AnswerHeartbeats makes ReadUntilClosed answer the relay's probes.
+	AnswerHeartbeats bool
 }
 
 // DialOptions adjusts a browser dial.
@@ -188,18 +190,26 @@ func (b *Browser) Read() (librelay.Frame, error) {
 }
 
 // ReadUntilClosed reads until the relay closes the socket and returns the
-// frames before the close and the close code (-1 when it was not a close).
+// frames before the close, other than heartbeat probes (answered when
+// AnswerHeartbeats is set), and the close code (-1 when the socket ended
+// without one).
 func (b *Browser) ReadUntilClosed() ([]librelay.Frame, int) {
 	var frames []librelay.Frame
 	for {
-		f, err := b.Read()
+		msg, err := b.ReadRaw()
 		if err != nil {
-			if code := CloseCode(err); code != -1 || !errors.Is(err, librelay.ErrMalformedFrame) {
-				return frames, code
-			}
-			continue
+			return frames, CloseCode(err)
 		}
-		frames = append(frames, f)
+		f, err := librelay.ParseFrame(msg)
+		switch {
+		case err != nil:
+		case f.Type == librelay.TypeHeartbeat && f.IsRequest():
+			if b.AnswerHeartbeats {
+				b.Send(librelay.Frame{Type: librelay.TypeAck, ReplyTo: f.ID})
+			}
+		default:
+			frames = append(frames, f)
+		}
 	}
 }
 
@@ -264,6 +274,9 @@ type Runtime struct {
 	R        *librelay.Reader
 	W        *librelay.Writer
 	Instance string
+	// Timeout guards each Read (IOTimeout when zero); a test that waits for
+	// something the relay does after a long period raises it.
+	Timeout time.Duration
 }
 
 // DialRuntime performs the runtime leg's HTTP upgrade with token. On a
@@ -318,7 +331,7 @@ func (r *Runtime) SendRaw(b []byte) error {
 
 // Read returns the next frame.
 func (r *Runtime) Read() (librelay.Frame, error) {
-	r.Conn.SetReadDeadline(time.Now().Add(IOTimeout))
+	r.Conn.SetReadDeadline(time.Now().Add(cmp.Or(r.Timeout, IOTimeout)))
 	return r.R.ReadFrame()
 }
 

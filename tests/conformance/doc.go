@@ -1,0 +1,26 @@
+// Package conformance is a relay conformance suite: what any relay serving
+// the relaywasm browser leg and the contenox runtime leg must do, written as
+// tests that fail when the rule they check breaks. It plays a raw runtime
+// (the runtime leg by hand, NDJSON through librelay) and raw browser clients
+// (coder/websocket), and never looks inside the relay.
+//
+// With no flags it starts the dev relay (demo/relay) in-process, with short
+// grace and heartbeat periods where a test needs them:
+//
+//	go test ./tests/conformance
+//
+// Against another relay, give its base URL, credentials and public key:
+//
+//	go test ./tests/conformance -relay=http://127.0.0.1:8080 \
+//	    -instance=demo -runtime-token=… -client-token=… -relay-key=… -origin=http://127.0.0.1:3000
+//
+// The suite connects its own runtime for -instance, replacing any runtime the
+// relay holds for it. Tests that depend on the relay's own settings take
+// them as flags and are skipped, with the reason, when the flag is not given:
+// -grace (the relay's grace period; the test waits that long), -heartbeat
+// (set to probe the relay's idle-peer heartbeat, which takes its interval
+// plus timeout), -other-client-token (a second credential allowed on
+// -instance) and -any-client-token / -any-runtime-token (credentials allowed
+// on any instance). -frame-limit, -hello-limit and -flood-bytes size the
+// oversize and slow-consumer tests.
+package conformance

@@ -1,0 +1,188 @@
+package conformance
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/relaywasm/relaywasm/demo/relay"
+	"github.com/relaywasm/relaywasm/demo/relay/relaytest"
+	"github.com/relaywasm/relaywasm/librelay"
+	"github.com/relaywasm/relaywasm/relayleg"
+)
+
+// bigFrame is an acp.message on b's route of about n bytes.
+func bigFrame(b *relaytest.Browser, n int) []byte {
+	f := msg(b, `"`+strings.Repeat("x", n)+`"`)
+	out, _ := librelay.AppendFrame(nil, &f)
+	return out
+}
+
+// A browser frame over the relay's limit gets frame_too_large and close 4413.
+func TestOversizeBrowserFrame(t *testing.T) {
+	s := newSuite(t, nil)
+	_, b := s.pair(t)
+	go b.SendRaw(bigFrame(b, s.frameLimit+1024))
+	wantClosedWith(t, b, relayleg.CodeFrameTooLarge)
+}
+
+// A frame just under the limit is fine.
+func TestFrameAtLimitRouted(t *testing.T) {
+	s := newSuite(t, nil)
+	rt, b := s.pair(t)
+	big := bigFrame(b, s.frameLimit-512)
+	if err := b.SendRaw(big); err != nil {
+		t.Fatal(err)
+	}
+	if f := mustCargo(t, rt); len(f.Payload) < s.frameLimit-512 {
+		t.Fatalf("runtime got a %d-byte payload", len(f.Payload))
+	}
+}
+
+// A hello over the hello limit is refused with frame_too_large and 4413
+// before the relay has parsed it.
+func TestOversizeHello(t *testing.T) {
+	s := newSuite(t, nil)
+	s.Connect(t)
+	b := dial(t, s, s.ClientToken)
+	payload, _ := librelay.Hello{ProtocolVersion: 1, Instance: s.Instance, Agent: strings.Repeat("a", s.helloLimit)}.MarshalJSON()
+	hello := librelay.Frame{Type: librelay.TypeHello, ID: "hello", Instance: s.Instance, Payload: payload}
+	if err := b.Send(hello); err != nil {
+		t.Fatal(err)
+	}
+	wantClosedWith(t, b, relayleg.CodeFrameTooLarge)
+}
+
+// A runtime-leg line over librelay.MaxFrameBytes gets frame_too_large and
+// the connection is closed.
+func TestOversizeRuntimeFrame(t *testing.T) {
+	s := newSuite(t, nil)
+	rt, _ := s.pair(t)
+	line := append(bytes.Repeat([]byte("x"), librelay.MaxFrameBytes+16), '\n')
+	go rt.SendRaw(line)
+	var last librelay.Frame
+	for {
+		f, err := rt.Read()
+		if err != nil {
+			break
+		}
+		last = f
+	}
+	wantError(t, last, relayleg.CodeFrameTooLarge, "")
+}
+
+// A socket that stops reading while its runtime keeps sending is a slow
+// consumer: its queue stays bounded, and once it reads again it finds
+// slow_consumer and close 4429. Another attachment of the same instance is
+// not held up for good.
+func TestSlowConsumer(t *testing.T) {
+	s := newSuite(t, func(c *relay.Config) {
+		c.Limits.QueueFrames, c.Limits.QueueBytes = 64, 256<<10
+		c.Limits.SlowConsumerWait = 20 * time.Millisecond
+	})
+	rt := s.Connect(t)
+	slow := s.attachWith(t, relaytest.DialOptions{Origin: s.Origin, ReadBuf: 16 << 10})
+	fast := s.Attach(t, "")
+	chunk := `"` + strings.Repeat("s", 64<<10) + `"`
+	for sent := 0; sent < s.floodBytes; sent += len(chunk) {
+		f := librelay.Frame{Type: librelay.TypeACPMessage, Instance: slow.Instance, Session: slow.Session, Payload: []byte(chunk)}
+		if err := rt.Send(f); err != nil {
+			t.Fatalf("runtime held up by a slow consumer: %v", err)
+		}
+	}
+	rt.Send(librelay.Frame{Type: librelay.TypeACPMessage, Instance: fast.Instance, Session: fast.Session, Payload: []byte(`"marker"`)})
+	if f := mustRead(t, fast); string(f.Payload) != `"marker"` {
+		t.Fatalf("other attachment got %s", f.Payload)
+	}
+	wantClosedWith(t, slow, relayleg.CodeSlowConsumer)
+}
+
+// attachWith dials with options and attaches.
+func (s *suite) attachWith(t *testing.T, o relaytest.DialOptions) *relaytest.Browser {
+	t.Helper()
+	b, _, err := relaytest.DialBrowser(t.Context(), s.AttachURL, s.ClientToken, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.WS.CloseNow() })
+	f, _, err := b.Hello(s.Instance, "", librelay.ProtocolVersion)
+	if err != nil || f.Type != librelay.TypeWelcome {
+		t.Fatalf("hello: %s %v", f.Payload, err)
+	}
+	return b
+}
+
+// heartbeatSuite is a relay with short heartbeat periods in-process, or the
+// external relay when -heartbeat allows waiting for its own.
+func heartbeatSuite(t *testing.T) *suite {
+	need(t, inProcess() || *flagHeartbeat, "needs -heartbeat to wait for the relay's heartbeat period")
+	return newSuite(t, func(c *relay.Config) {
+		c.Limits.HeartbeatInterval, c.Limits.HeartbeatTimeout = 100*time.Millisecond, 200*time.Millisecond
+	})
+}
+
+// A silent browser is probed with relay.heartbeat; answering keeps it, and
+// leaving a probe unanswered ends it with heartbeat_timeout and close 4408.
+func TestBrowserHeartbeatProbe(t *testing.T) {
+	s := heartbeatSuite(t)
+	rt, b := s.pair(t)
+	keepAlive(rt)
+	for range 3 {
+		f, err := b.Read()
+		if err != nil || f.Type != librelay.TypeHeartbeat || !f.IsRequest() {
+			t.Fatalf("want a relay.heartbeat request, got %s (%v)", f.Type, err)
+		}
+		b.Send(librelay.Frame{Type: librelay.TypeAck, ReplyTo: f.ID})
+	}
+	wantClosedWith(t, b, relayleg.CodeHeartbeatTimeout)
+}
+
+// keepAlive answers the runtime's heartbeats in the background until its
+// connection ends.
+func keepAlive(rt *relaytest.Runtime) {
+	go func() {
+		for {
+			if _, err := rt.ReadCargo(); err != nil {
+				return
+			}
+		}
+	}()
+}
+
+// A silent runtime is probed too; one that does not answer is let go with
+// heartbeat_timeout, and its browsers get runtime_gone.
+func TestRuntimeHeartbeatProbe(t *testing.T) {
+	s := heartbeatSuite(t)
+	rt, b := s.pair(t)
+	rt.Timeout = time.Minute
+	closed := make(chan int, 1)
+	b.AnswerHeartbeats = true
+	go func() { // the browser answers its own probes and reports how it ended
+		frames, code := b.ReadUntilClosed()
+		gone := 0
+		for _, f := range frames {
+			var e librelay.Error
+			if f.Type == librelay.TypeError && e.UnmarshalJSON(f.Payload) == nil && e.Code == relayleg.CodeRuntimeGone {
+				gone = code
+			}
+		}
+		closed <- gone
+	}()
+	f, err := rt.Read()
+	if err != nil || f.Type != librelay.TypeHeartbeat || !f.IsRequest() {
+		t.Fatalf("want a relay.heartbeat request, got %s (%v)", f.Type, err)
+	}
+	var last librelay.Frame
+	for {
+		f, err := rt.Read()
+		if err != nil {
+			break
+		}
+		last = f
+	}
+	wantError(t, last, relayleg.CodeHeartbeatTimeout, "")
+	if code := <-closed; code != relayleg.CloseRuntimeGone {
+		t.Fatalf("browser of a timed-out runtime: runtime_gone close %d, want %d", code, relayleg.CloseRuntimeGone)
+	}
+}

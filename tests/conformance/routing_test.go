@@ -1,0 +1,208 @@
+package conformance
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/relaywasm/relaywasm/librelay"
+)
+
+// payloads are valid JSON values a relay must carry untouched: ACP and not
+// ACP, escapes a re-encoder would rewrite, HTML characters a careless
+// encoder escapes, numbers a float would round, and insignificant
+// whitespace (which may only be compacted away).
+var payloads = []string{
+	`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`,
+	`{"not":"acp","list":[1,2.5e10,-0.0,true,false,null],"nested":{"a":{"b":{}}}}`,
+	`"a string payload"`,
+	`123456789012345678901234567890.123456789`,
+	`null`,
+	`[]`,
+	`{"escapes":"\u00e9\u2028\u2029\/\"\\\b\f\n\r\t\ud83d\ude00","raw":"é😀 <script>&amp;</script>"}`,
+	`{"z":1,"a":2,"z":3}`,
+	"{ \"spaced\" :\t[ 1 , 2 ] ,\"s\": \" keep  these \" }",
+}
+
+// Cargo payloads reach the other end byte for byte, in both directions.
+func TestPayloadByteIdentity(t *testing.T) {
+	s := newSuite(t, nil)
+	rt, b := s.pair(t)
+	for i, p := range payloads {
+		if err := b.Send(msg(b, p)); err != nil {
+			t.Fatal(err)
+		}
+		got := mustCargo(t, rt)
+		if got.Type != librelay.TypeACPMessage || got.Session != b.Session || got.Instance != b.Instance {
+			t.Fatalf("payload %d: runtime got %s for %s/%s", i, got.Type, got.Instance, got.Session)
+		}
+		if !samePayload(got.Payload, []byte(p)) {
+			t.Fatalf("browser→runtime payload %d changed:\nsent %s\ngot  %s", i, p, got.Payload)
+		}
+		if err := rt.Send(librelay.Frame{Type: librelay.TypeACPMessage, Instance: b.Instance, Session: b.Session, Seq: uint64(i + 1), Payload: []byte(p)}); err != nil {
+			t.Fatal(err)
+		}
+		back := mustRead(t, b)
+		if !samePayload(back.Payload, []byte(p)) || back.Seq != uint64(i+1) {
+			t.Fatalf("runtime→browser payload %d changed (seq %d):\nsent %s\ngot  %s", i, back.Seq, p, back.Payload)
+		}
+	}
+}
+
+// A cargo type the relay has never heard of is routed like any other, both
+// ways, with its id and seq intact.
+func TestUnknownCargoRouted(t *testing.T) {
+	s := newSuite(t, nil)
+	rt, b := s.pair(t)
+	sent := librelay.Frame{Type: "vendor.future-thing", Instance: b.Instance, Session: b.Session, ID: "q1", Payload: []byte(`{"x":1}`)}
+	if err := b.Send(sent); err != nil {
+		t.Fatal(err)
+	}
+	got := mustCargo(t, rt)
+	if got.Type != sent.Type || got.ID != "q1" || string(got.Payload) != `{"x":1}` {
+		t.Fatalf("runtime got %+v", got)
+	}
+	reply := librelay.Frame{Type: "vendor.future-reply", Instance: b.Instance, Session: b.Session, ReplyTo: "q1", Seq: 9, Payload: []byte(`[2]`)}
+	if err := rt.Send(reply); err != nil {
+		t.Fatal(err)
+	}
+	back := mustRead(t, b)
+	if back.Type != reply.Type || back.ReplyTo != "q1" || back.Seq != 9 || string(back.Payload) != `[2]` {
+		t.Fatalf("browser got %+v", back)
+	}
+}
+
+// An unknown control request gets unsupported_type; an unknown control
+// notification gets nothing — on both legs.
+func TestUnknownControl(t *testing.T) {
+	s := newSuite(t, nil)
+	rt, b := s.pair(t)
+
+	b.Send(librelay.Frame{Type: "relay.no-such-thing"})
+	b.Send(librelay.Frame{Type: "relay.no-such-thing", ID: "u1"})
+	wantError(t, mustRead(t, b), librelay.CodeUnsupportedType, "u1")
+
+	rt.Send(librelay.Frame{Type: "relay.no-such-thing"})
+	rt.Send(librelay.Frame{Type: "relay.no-such-thing", ID: "u2"})
+	wantError(t, mustCargo(t, rt), librelay.CodeUnsupportedType, "u2")
+}
+
+// relay.heartbeat requests are answered with relay.ack on both legs.
+func TestHeartbeatAck(t *testing.T) {
+	s := newSuite(t, nil)
+	rt, b := s.pair(t)
+	b.Send(librelay.Frame{Type: librelay.TypeHeartbeat, ID: "hb-b"})
+	if f := mustRead(t, b); f.Type != librelay.TypeAck || f.ReplyTo != "hb-b" {
+		t.Fatalf("browser leg: want relay.ack re hb-b, got %s re %q", f.Type, f.ReplyTo)
+	}
+	rt.Send(librelay.Frame{Type: librelay.TypeHeartbeat, ID: "hb-r"})
+	f, err := rt.Read()
+	if err != nil || f.Type != librelay.TypeAck || f.ReplyTo != "hb-r" {
+		t.Fatalf("runtime leg: want relay.ack re hb-r, got %s re %q (%v)", f.Type, f.ReplyTo, err)
+	}
+}
+
+// Frames from the runtime with no session, for a session no attachment
+// holds, or for another instance are dropped; the next routable frame
+// arrives next.
+func TestRuntimeFramesDropped(t *testing.T) {
+	s := newSuite(t, nil)
+	rt, b := s.pair(t)
+	drops := []librelay.Frame{
+		{Type: librelay.TypeACPMessage, Instance: b.Instance, Payload: []byte(`"no session"`)},
+		{Type: librelay.TypeACPMessage, Instance: b.Instance, Session: "nobody-holds-this", Payload: []byte(`"unheld"`)},
+		{Type: librelay.TypeACPMessage, Instance: b.Instance + "-other", Session: b.Session, Payload: []byte(`"other instance"`)},
+	}
+	for _, f := range drops {
+		if err := rt.Send(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rt.Send(librelay.Frame{Type: librelay.TypeACPMessage, Instance: b.Instance, Session: b.Session, Payload: []byte(`"marker"`)})
+	if f := mustRead(t, b); string(f.Payload) != `"marker"` {
+		t.Fatalf("browser got %s %s, want only the marker", f.Type, f.Payload)
+	}
+}
+
+// A browser socket speaks only for its own attachment: frames with no
+// session, another attachment's session or an unheld session never reach
+// the runtime or the other attachment.
+func TestBrowserFramesDropped(t *testing.T) {
+	s := newSuite(t, nil)
+	rt, b := s.pair(t)
+	other := s.Attach(t, "")
+	drops := []librelay.Frame{
+		{Type: librelay.TypeACPMessage, Instance: b.Instance, Payload: []byte(`"no session"`)},
+		{Type: librelay.TypeACPMessage, Instance: b.Instance, Session: other.Session, Payload: []byte(`"impersonation"`)},
+		{Type: librelay.TypeACPMessage, Instance: b.Instance, Session: "nobody-holds-this", Payload: []byte(`"unheld"`)},
+		{Type: librelay.TypeACPMessage, Payload: []byte(`"no route at all"`)},
+	}
+	for _, f := range drops {
+		if err := b.Send(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.Send(msg(b, `"marker"`))
+	if f := mustCargo(t, rt); string(f.Payload) != `"marker"` || f.Session != b.Session {
+		t.Fatalf("runtime got %s %s on %q, want only the marker", f.Type, f.Payload, f.Session)
+	}
+	rt.Send(librelay.Frame{Type: librelay.TypeACPMessage, Instance: other.Instance, Session: other.Session, Payload: []byte(`"to other"`)})
+	if f := mustRead(t, other); string(f.Payload) != `"to other"` {
+		t.Fatalf("the other attachment got %s %s", f.Type, f.Payload)
+	}
+}
+
+// A cargo request addressed to an instance with no runtime is answered with
+// unknown_instance at once, so the client never waits for a reply that
+// cannot come; a notification to it is just dropped.
+func TestCargoRequestUnknownInstance(t *testing.T) {
+	s := newSuite(t, nil)
+	need(t, s.anyClient != "", "needs -any-client-token to address an instance nobody serves")
+	s.Connect(t)
+	b := dial(t, s, s.anyClient)
+	if _, _, err := b.Hello(s.Instance, "", librelay.ProtocolVersion); err != nil {
+		t.Fatal(err)
+	}
+	ghost := "nobody-serves-this"
+	b.Send(librelay.Frame{Type: librelay.TypeACPMessage, Instance: ghost, Session: "x", Payload: []byte(`{}`)})
+	b.Send(librelay.Frame{Type: librelay.TypeACPMessage, Instance: ghost, Session: "x", ID: "r1", Payload: []byte(`{}`)})
+	wantError(t, mustRead(t, b), librelay.CodeUnknownInstance, "r1")
+}
+
+// When the runtime disconnects, each of its browser sockets gets
+// runtime_gone and close 4502, and a new hello is refused as unknown_instance
+// until a runtime is back.
+func TestRuntimeGone(t *testing.T) {
+	s := newSuite(t, nil)
+	rt, b := s.pair(t)
+	rt.Conn.Close()
+	wantClosedWith(t, b, "runtime_gone")
+	b2 := dial(t, s, s.ClientToken)
+	f, _, err := b2.Hello(s.Instance, "", librelay.ProtocolVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantError(t, f, librelay.CodeUnknownInstance, "hello")
+}
+
+// A second runtime connection for an instance replaces the first (which is
+// told superseded and closed); attached browsers stay and now reach the new
+// one.
+func TestRuntimeReplaced(t *testing.T) {
+	s := newSuite(t, nil)
+	old, b := s.pair(t)
+	rt := s.Connect(t)
+	f, err := old.ReadCargo()
+	if err != nil {
+		t.Fatalf("replaced runtime: %v before any relay.error", err)
+	}
+	wantError(t, f, "superseded", "")
+	if _, err := old.ReadCargo(); err == nil {
+		t.Fatal("replaced runtime connection stays open")
+	}
+	for i := range 3 {
+		b.Send(msg(b, fmt.Sprintf(`{"n":%d}`, i)))
+		if f := mustCargo(t, rt); string(f.Payload) != fmt.Sprintf(`{"n":%d}`, i) {
+			t.Fatalf("new runtime got %s", f.Payload)
+		}
+	}
+}
