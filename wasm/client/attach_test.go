@@ -1,0 +1,223 @@
+package client_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/relaywasm/relaywasm/librelay"
+	"github.com/relaywasm/relaywasm/relayleg"
+	"github.com/relaywasm/relaywasm/wasm/client"
+)
+
+// recorder wraps the real transport and keeps every frame the client writes.
+type recorder struct {
+	client.Transport
+	mu     sync.Mutex
+	frames []librelay.Frame
+}
+
+func (r *recorder) Dial(ctx context.Context, url string, protocols []string) (client.Conn, error) {
+	c, err := r.Transport.Dial(ctx, url, protocols)
+	if err != nil {
+		return nil, err
+	}
+	return &recordingConn{Conn: c, r: r}, nil
+}
+
+type recordingConn struct {
+	client.Conn
+	r *recorder
+}
+
+func (c *recordingConn) Write(ctx context.Context, msg []byte) error {
+	if f, err := librelay.ParseFrame(msg); err == nil {
+		c.r.mu.Lock()
+		c.r.frames = append(c.r.frames, f)
+		c.r.mu.Unlock()
+	}
+	return c.Conn.Write(ctx, msg)
+}
+
+func (r *recorder) ofType(typ string) []librelay.Frame {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []librelay.Frame
+	for _, f := range r.frames {
+		if f.Type == typ {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// Every dial sends a hello with a fresh nonce that asks for the stored
+// attachment id back, and a fresh attach with nothing stored starts at 0.
+func TestHelloReclaimsWithFreshNonce(t *testing.T) {
+	s := newStack(t, nil, nil)
+	c := newCollector()
+	rec := &recorder{Transport: client.DefaultTransport}
+	o := s.options(client.NewMemoryStore(), c)
+	o.Transport = rec
+	a := s.attach(o)
+	first := a.Session()
+	if first == "" || a.Cursor() != 0 {
+		t.Fatalf("fresh attach: session %q cursor %d", first, a.Cursor())
+	}
+	c.startChat(t, a)
+
+	s.front.Cut()
+	c.wait(t, "a second welcome", func(c *collector) bool { return countState(c, client.Open) >= 2 })
+
+	hellos := rec.ofType(librelay.TypeHello)
+	if len(hellos) != 2 {
+		t.Fatalf("%d hellos, want 2", len(hellos))
+	}
+	var h0, h1 librelay.Hello
+	if err := h0.UnmarshalJSON(hellos[0].Payload); err != nil {
+		t.Fatal(err)
+	}
+	if err := h1.UnmarshalJSON(hellos[1].Payload); err != nil {
+		t.Fatal(err)
+	}
+	switch {
+	case !hellos[0].IsRequest() || hellos[0].Instance != s.env.Instance || h0.Instance != s.env.Instance:
+		t.Fatalf("first hello %+v", hellos[0])
+	case hellos[0].Session != "":
+		t.Fatalf("fresh attach asked for attachment id %q", hellos[0].Session)
+	case hellos[1].Session != first:
+		t.Fatalf("redial asked for %q, want the granted %q", hellos[1].Session, first)
+	case len(h0.Nonce) != librelay.NonceSize || bytes.Equal(h0.Nonce, h1.Nonce):
+		t.Fatalf("nonces %x and %x: want fresh %d-byte nonces", h0.Nonce, h1.Nonce, librelay.NonceSize)
+	case a.Session() != first:
+		t.Fatalf("redial got attachment id %q, want %q back", a.Session(), first)
+	}
+	resumes := rec.ofType(librelay.TypeResume)
+	var r librelay.Resume
+	if err := r.UnmarshalJSON(resumes[len(resumes)-1].Payload); err != nil || r.AfterSeq != a.Cursor() || r.AfterSeq == 0 {
+		t.Fatalf("redial resumed after %d (err %v), cursor %d", r.AfterSeq, err, a.Cursor())
+	}
+}
+
+func countState(c *collector, s client.State) int {
+	n := 0
+	for _, st := range c.states {
+		if st.State == s {
+			n++
+		}
+	}
+	return n
+}
+
+// A refusal no redial can cure ends Attach at once with its stable code,
+// after exactly one dial.
+func TestFatalRefusals(t *testing.T) {
+	_, otherKey, _ := ed25519.GenerateKey(rand.Reader)
+	cases := []struct {
+		name string
+		edit func(o *client.Options)
+		want *client.Error
+		code string
+	}{
+		{"bad relay key", func(o *client.Options) { o.RelayKey = otherKey.Public().(ed25519.PublicKey) }, client.ErrBadRelaySignature, "bad_relay_signature"},
+		{"bad credential", func(o *client.Options) {
+			o.Credential = func(context.Context) (string, error) { return "not-the-token", nil }
+		}, client.ErrUnauthorized, "unauthorized"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newStack(t, nil, nil)
+			o := s.options(client.NewMemoryStore(), newCollector())
+			tc.edit(&o)
+			ctx, cancel := context.WithTimeout(context.Background(), guard)
+			defer cancel()
+			a, err := client.Attach(ctx, o)
+			if a != nil || !errors.Is(err, tc.want) || client.Code(err) != tc.code {
+				t.Fatalf("Attach = %v, %v (code %q); want %v", a, err, client.Code(err), tc.want)
+			}
+			if n := s.front.Accepted(); n != 1 {
+				t.Fatalf("%d dials, want exactly 1", n)
+			}
+		})
+	}
+}
+
+// A relay that selects a version lower than the client speaks is refused,
+// and not redialled. The dev relay always selects min(peer, self), so this
+// peer is a minimal relay of the test's own that answers with version 0.
+func TestRefusesLowerVersion(t *testing.T) {
+	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
+	var dials atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		dials.Add(1)
+		ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{relayleg.Subprotocol}})
+		if err != nil {
+			return
+		}
+		defer ws.CloseNow()
+		_, msg, err := ws.Read(r.Context())
+		if err != nil {
+			return
+		}
+		hello, _ := librelay.ParseFrame(msg)
+		var h librelay.Hello
+		h.UnmarshalJSON(hello.Payload)
+		sig, _ := librelay.SignWelcome(priv, h.Nonce, 0, hello.Instance)
+		payload, _ := librelay.Welcome{ProtocolVersion: 0, Signature: sig}.MarshalJSON()
+		out, _ := librelay.AppendFrame(nil, &librelay.Frame{Type: librelay.TypeWelcome, ReplyTo: hello.ID, Instance: hello.Instance, Session: "a1", Payload: payload})
+		ws.Write(r.Context(), websocket.MessageText, out)
+		ws.Read(r.Context()) // until the client hangs up
+	}))
+	defer srv.Close()
+	o := client.Options{
+		URL: "ws" + strings.TrimPrefix(srv.URL, "http"), Instance: "i",
+		Credential: func(context.Context) (string, error) { return "t", nil },
+		RelayKey:   pub,
+		OnMessage:  func(client.Message) error { return nil },
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), guard)
+	defer cancel()
+	_, err := client.Attach(ctx, o)
+	if !errors.Is(err, client.ErrUnsupportedVersion) || client.Code(err) != "unsupported_version" {
+		t.Fatalf("Attach: %v, want ErrUnsupportedVersion", err)
+	}
+	if n := dials.Load(); n != 1 {
+		t.Fatalf("%d dials, want 1", n)
+	}
+}
+
+// Options that cannot work are refused before anything is dialled.
+func TestBadOptions(t *testing.T) {
+	ok := client.Options{
+		URL: "ws://127.0.0.1:1/v1/attach", Instance: "i",
+		Credential: func(context.Context) (string, error) { return "t", nil },
+		OnMessage:  func(client.Message) error { return nil },
+	}
+	for name, edit := range map[string]func(*client.Options){
+		"no url":        func(o *client.Options) { o.URL = "" },
+		"no instance":   func(o *client.Options) { o.Instance = "" },
+		"no credential": func(o *client.Options) { o.Credential = nil },
+		"no handler":    func(o *client.Options) { o.OnMessage = nil },
+		"short key":     func(o *client.Options) { o.RelayKey = make(ed25519.PublicKey, 5) },
+	} {
+		o := ok
+		edit(&o)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, err := client.Attach(ctx, o)
+		cancel()
+		if !errors.Is(err, client.ErrBadOptions) {
+			t.Errorf("%s: %v, want ErrBadOptions", name, err)
+		}
+	}
+}

@@ -1,0 +1,175 @@
+package client_test
+
+import (
+	"context"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/relaywasm/relaywasm/demo/runtime"
+	"github.com/relaywasm/relaywasm/wasm/client"
+)
+
+// chaosFrames is how long a stream the chaos tests push through the cuts.
+const chaosFrames = 10_000
+
+// streamRate paces the dev agent so the stream lasts long enough (about four
+// seconds) for the cuts to land in the middle of it.
+const streamRate = 2500
+
+// Nothing is lost: while the runtime streams 10,000 sequenced frames, a proxy
+// cuts the client's connection at random moments at least 20 times and the
+// relay process restarts once with the same key. The handler sees every seq
+// exactly once, in order, and the transcript matches what it saw.
+func TestChaosNothingLost(t *testing.T) {
+	if testing.Short() {
+		t.Skip("streams for several seconds")
+	}
+	s := newStack(t, nil, func(c *runtime.Config) { c.AgentRate = streamRate })
+	c := newCollector()
+	store := client.NewMemoryStore()
+	a := s.attach(s.options(store, c))
+	session := c.startChat(t, a)
+	send(t, a, `{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":`+promptParams(session, "count 10000")+`}`)
+
+	cuts := chaos(t, s, c, func() bool { _, done := c.response(3); return done })
+	if cuts < 20 {
+		t.Fatalf("only %d cuts landed before the stream ended; want at least 20", cuts)
+	}
+	msgs := c.snapshot()
+	last := msgs[len(msgs)-1].Seq
+	checkSeqs(t, msgs, 1, last)
+	checkCount(t, chunks(msgs), chaosFrames)
+
+	hist, err := a.History(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := inboundSeqs(hist), deliveredSeqs(msgs); !slices.Equal(got, want) {
+		t.Fatalf("transcript holds %d received frames, the handler saw %d", len(got), len(want))
+	}
+}
+
+// The same with reloads: at random moments the client is dropped without a
+// detach and a new one attaches with the same Store and name. Across all
+// clients together every frame is delivered exactly once, in order.
+func TestChaosReloads(t *testing.T) {
+	if testing.Short() {
+		t.Skip("streams for several seconds")
+	}
+	s := newStack(t, nil, func(c *runtime.Config) { c.AgentRate = streamRate })
+	c := newCollector() // one application, outliving its clients
+	store := client.NewMemoryStore()
+	o := s.options(store, c)
+	a := s.attach(o)
+	session := c.startChat(t, a)
+	send(t, a, `{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":`+promptParams(session, "count 10000")+`}`)
+
+	reloads := 0
+	done := func() bool { _, ok := c.response(3); return ok }
+	for !locked(c, done) {
+		time.Sleep(time.Duration(50+rand.IntN(150)) * time.Millisecond)
+		a.Close() // the page goes away: no detach
+		a = s.attach(o)
+		reloads++
+	}
+	c.wait(t, "the end of the stream", func(c *collector) bool { return done() })
+	if reloads < 10 {
+		t.Fatalf("only %d reloads landed during the stream", reloads)
+	}
+	msgs := c.snapshot()
+	checkSeqs(t, msgs, 1, msgs[len(msgs)-1].Seq)
+	checkCount(t, chunks(msgs), chaosFrames)
+}
+
+// When the client is away for longer than the runtime retains, the resume
+// reports the eviction rather than skipping silently: every delivered seq is
+// contiguous except across the one reported gap.
+func TestChaosEvictionReported(t *testing.T) {
+	s := newStack(t, nil, func(c *runtime.Config) { c.AgentRate = 1000; c.RetainFrames = 50 })
+	c := newCollector()
+	a := s.attach(s.options(client.NewMemoryStore(), c))
+	session := c.startChat(t, a)
+	send(t, a, `{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":`+promptParams(session, "count 2000")+`}`)
+	c.wait(t, "the first chunk", func(c *collector) bool { return len(chunks(c.msgs)) > 0 })
+
+	// The client is away while hundreds of frames go by: ten times what the
+	// runtime retains at the agent's pace, so the gap cannot be replayed.
+	s.front.Down()
+	time.Sleep(500 * time.Millisecond)
+	s.front.Up()
+
+	c.wait(t, "an eviction", func(c *collector) bool { return len(c.evicted) > 0 })
+	c.wait(t, "the end of the stream", func(c *collector) bool { _, ok := c.response(3); return ok })
+	c.mu.Lock()
+	ev := c.evicted[0]
+	c.mu.Unlock()
+	if ev.Reason != "evicted" || ev.FromSeq <= ev.AfterSeq+1 {
+		t.Fatalf("eviction %+v: want a reported gap", ev)
+	}
+	var prev uint64
+	for _, m := range c.snapshot() {
+		if prev != 0 && m.Seq != prev+1 && !(prev == ev.AfterSeq && m.Seq == ev.FromSeq) {
+			t.Fatalf("seq %d followed %d without a reported eviction", m.Seq, prev)
+		}
+		prev = m.Seq
+	}
+}
+
+// chaos cuts the client's connection at random moments until done, and
+// restarts the relay once along the way; it returns the number of cuts.
+func chaos(t *testing.T, s *stack, c *collector, done func() bool) int {
+	t.Helper()
+	cuts, restarted := 0, false
+	for !locked(c, done) {
+		time.Sleep(time.Duration(20+rand.IntN(130)) * time.Millisecond)
+		if !restarted && cuts == 10 {
+			s.restartRelay()
+			restarted = true
+		} else {
+			s.front.Cut()
+		}
+		cuts++
+	}
+	c.wait(t, "the end of the stream", func(*collector) bool { return done() })
+	if !restarted {
+		t.Fatal("the stream ended before the relay restart")
+	}
+	return cuts
+}
+
+func locked(c *collector, cond func() bool) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return cond()
+}
+
+func inboundSeqs(hist []client.Entry) []uint64 {
+	var out []uint64
+	for _, e := range hist {
+		if !e.Out {
+			out = append(out, e.Seq)
+		}
+	}
+	return out
+}
+
+func deliveredSeqs(msgs []received) []uint64 {
+	var out []uint64
+	for _, m := range msgs {
+		out = append(out, m.Seq)
+	}
+	return out
+}
+
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(guard)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -1,0 +1,53 @@
+package client_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	"github.com/relaywasm/relaywasm/wasm/client"
+)
+
+// A prompt's streamed answer arrives whole, in order, each seq once, and the
+// transcript holds both directions in the order they happened.
+func TestStreamInOrder(t *testing.T) {
+	s := newStack(t, nil, nil)
+	c := newCollector()
+	store := client.NewMemoryStore()
+	a := s.attach(s.options(store, c))
+	session := c.startChat(t, a)
+	resp := c.call(t, a, 3, "session/prompt", promptParams(session, "count 500"))
+	if string(resp.Result) != `{"stopReason":"end_turn"}` {
+		t.Fatalf("prompt answered %s", resp.Result)
+	}
+	msgs := c.snapshot()
+	checkSeqs(t, msgs, 1, msgs[len(msgs)-1].Seq)
+	checkCount(t, chunks(msgs), 500)
+	if got := a.Cursor(); got != msgs[len(msgs)-1].Seq {
+		t.Fatalf("cursor %d, last delivered seq %d", got, msgs[len(msgs)-1].Seq)
+	}
+
+	hist, err := a.History(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var in []uint64
+	outs := 0
+	for _, e := range hist {
+		if e.Out {
+			outs++
+			continue
+		}
+		in = append(in, e.Seq)
+	}
+	var delivered []uint64
+	for _, m := range msgs {
+		delivered = append(delivered, m.Seq)
+	}
+	if !slices.Equal(in, delivered) {
+		t.Fatalf("transcript seqs differ from delivered ones")
+	}
+	if outs != 3 || !hist[0].Out {
+		t.Fatalf("transcript has %d sent entries (first sent: %v), want 3 and the initialize first", outs, hist[0].Out)
+	}
+}

@@ -1,0 +1,198 @@
+package client_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/relaywasm/relaywasm/demo/relay/relaytest"
+	"github.com/relaywasm/relaywasm/librelay"
+	"github.com/relaywasm/relaywasm/wasm/client"
+)
+
+// scripted is a real relay with a runtime peer the test drives frame by
+// frame, to produce duplicates, gaps and evictions on demand.
+type scripted struct {
+	env *relaytest.Env
+	rt  *relaytest.Runtime
+	c   *collector
+	a   *client.Attachment
+}
+
+func newScripted(t *testing.T) *scripted {
+	t.Helper()
+	env := relaytest.Start(t, nil)
+	s := &scripted{env: env, rt: env.Connect(t), c: newCollector()}
+	o := client.Options{
+		URL: env.AttachURL, Instance: env.Instance,
+		Credential: func(context.Context) (string, error) { return env.ClientToken, nil },
+		RelayKey:   env.Key, Store: client.NewMemoryStore(), History: 1000,
+		OnMessage: s.c.onMessage, OnEvicted: s.c.onEvicted, OnState: s.c.onState,
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), guard)
+	defer cancel()
+	a, err := client.Attach(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	s.a = a
+	return s
+}
+
+// expectResume reads the client's next session.resume and returns its cursor
+// and request id.
+func (s *scripted) expectResume(t *testing.T) (uint64, string) {
+	t.Helper()
+	f := s.next(t)
+	if f.Type != librelay.TypeResume || !f.IsRequest() {
+		t.Fatalf("want session.resume, got %s %s", f.Type, f.Payload)
+	}
+	var r librelay.Resume
+	if err := r.UnmarshalJSON(f.Payload); err != nil {
+		t.Fatal(err)
+	}
+	return r.AfterSeq, f.ID
+}
+
+// next returns the next frame the client sent to the runtime.
+func (s *scripted) next(t *testing.T) librelay.Frame {
+	t.Helper()
+	f, err := s.rt.ReadCargo()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func (s *scripted) resumed(t *testing.T, re string, from uint64, evicted bool) {
+	t.Helper()
+	payload, _ := librelay.Resumed{FromSeq: from, Evicted: evicted}.MarshalJSON()
+	s.send(t, librelay.Frame{Type: librelay.TypeResumed, ReplyTo: re, Payload: payload})
+}
+
+// msg sends an ACP notification carrying n, sequenced by seq.
+func (s *scripted) msg(t *testing.T, seq uint64, n int) {
+	t.Helper()
+	s.send(t, librelay.Frame{Type: librelay.TypeACPMessage, Seq: seq,
+		Payload: []byte(fmt.Sprintf(`{"jsonrpc":"2.0","method":"n","params":%d}`, n))})
+}
+
+func (s *scripted) send(t *testing.T, f librelay.Frame) {
+	t.Helper()
+	f.Instance, f.Session = s.env.Instance, s.a.Session()
+	if err := s.rt.Send(f); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// params lists the n of each delivered message, with its seq and replay mark.
+func (s *scripted) delivered() []string {
+	var out []string
+	for _, m := range s.c.snapshot() {
+		out = append(out, fmt.Sprintf("%s@%d", m.rpc.Params, m.Seq))
+	}
+	return out
+}
+
+// The delivery rules: in order only, duplicates dropped, a gap answered with
+// a resume from the cursor, unsequenced frames passed through, and sequenced
+// cargo that is not ACP moving the cursor without reaching the handler.
+func TestDeliveryRules(t *testing.T) {
+	s := newScripted(t)
+	after, id := s.expectResume(t)
+	if after != 0 {
+		t.Fatalf("fresh attach resumed after %d, want 0", after)
+	}
+	s.resumed(t, id, 1, false)
+	s.msg(t, 1, 1)
+	s.msg(t, 2, 2)
+	s.msg(t, 2, 2)                                                                                                         // duplicate
+	s.send(t, librelay.Frame{Type: librelay.TypeACPMessage, Payload: []byte(`{"jsonrpc":"2.0","method":"n","params":0}`)}) // unsequenced
+	s.msg(t, 4, 4)                                                                                                         // gap: 3 is missing
+
+	after, id = s.expectResume(t)
+	if after != 2 {
+		t.Fatalf("gap resumed after %d, want 2", after)
+	}
+	s.resumed(t, id, 3, false)
+	s.msg(t, 3, 3)
+	s.msg(t, 4, 4)
+	s.send(t, librelay.Frame{Type: "x.custom", Seq: 5, Payload: []byte(`{}`)})
+	s.msg(t, 6, 6)
+	s.c.wait(t, "seq 6", func(c *collector) bool { return len(c.msgs) == 6 })
+
+	want := []string{"1@1", "2@2", "0@0", "3@3", "4@4", "6@6"}
+	if got := s.delivered(); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("delivered %v, want %v", got, want)
+	}
+	if s.a.Cursor() != 6 {
+		t.Fatalf("cursor %d, want 6", s.a.Cursor())
+	}
+	for _, m := range s.c.snapshot() {
+		if m.Replay {
+			t.Fatalf("seq %d marked replay on its first delivery", m.Seq)
+		}
+	}
+}
+
+// A resume answered with evicted content is reported with both cursors, and
+// delivery carries on from where the producer can.
+func TestEvictionReported(t *testing.T) {
+	s := newScripted(t)
+	_, id := s.expectResume(t)
+	s.resumed(t, id, 1, false)
+	s.msg(t, 1, 1)
+	s.msg(t, 5, 5) // a gap the producer can no longer fill
+	after, id := s.expectResume(t)
+	s.resumed(t, id, 10, true)
+	s.msg(t, 10, 10)
+	s.c.wait(t, "seq 10", func(c *collector) bool { return len(c.msgs) == 2 })
+
+	s.c.mu.Lock()
+	ev := s.c.evicted
+	s.c.mu.Unlock()
+	if len(ev) != 1 || ev[0] != (client.Eviction{AfterSeq: after, FromSeq: 10, Reason: "evicted"}) || after != 1 {
+		t.Fatalf("evictions %+v, want one from after 1 to 10", ev)
+	}
+	if s.a.Cursor() != 10 {
+		t.Fatalf("cursor %d, want 10", s.a.Cursor())
+	}
+}
+
+// The cursor moves past a message only once the handler accepted it: a
+// refused message is fetched again and delivered once, in its place.
+func TestHandlerRefusalRedelivers(t *testing.T) {
+	s := newScripted(t)
+	s.c.failOnce[2] = true
+	_, id := s.expectResume(t)
+	s.resumed(t, id, 1, false)
+	for i := 1; i <= 3; i++ {
+		s.msg(t, uint64(i), i)
+	}
+	after, id := s.expectResume(t)
+	if after != 1 {
+		t.Fatalf("after a refusal of seq 2 the client resumed after %d, want 1", after)
+	}
+	s.resumed(t, id, 2, false)
+	s.msg(t, 2, 2)
+	s.msg(t, 3, 3)
+	s.c.wait(t, "seq 3", func(c *collector) bool { return len(c.msgs) == 3 })
+	if got := s.delivered(); fmt.Sprint(got) != "[1@1 2@2 3@3]" {
+		t.Fatalf("delivered %v", got)
+	}
+}
+
+// Unknown control requests get exactly one unsupported_type answer; the
+// relay's heartbeats get an ack.
+func TestAnswersControlRequests(t *testing.T) {
+	s := newScripted(t)
+	_, id := s.expectResume(t)
+	s.resumed(t, id, 1, false)
+	s.send(t, librelay.Frame{Type: "x.query", ID: "q1"})
+	f := s.next(t)
+	var e librelay.Error
+	if f.Type != librelay.TypeError || f.ReplyTo != "q1" || e.UnmarshalJSON(f.Payload) != nil || e.Code != librelay.CodeUnsupportedType {
+		t.Fatalf("unknown cargo request answered with %s re %q %s", f.Type, f.ReplyTo, f.Payload)
+	}
+}

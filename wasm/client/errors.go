@@ -1,0 +1,168 @@
+package client
+
+import (
+	"context"
+	"errors"
+
+	"github.com/relaywasm/relaywasm/relayleg"
+)
+
+// Error is a failure with a stable code. The code is what a program branches
+// on (and what the JavaScript API puts in Error.code); the message is for
+// people and may change. Compare with errors.Is against the sentinels below.
+type Error struct {
+	code, msg string
+}
+
+func (e *Error) Error() string { return "relaywasm: " + e.msg }
+
+// Code is the stable, machine-readable name of the failure.
+func (e *Error) Code() string { return e.code }
+
+// Failures that end an attachment. None is retried: each says the next dial
+// would fail the same way, or that the application asked for the end.
+var (
+	ErrUnauthorized       = &Error{relayleg.CodeUnauthorized, "the relay refused the credential"}
+	ErrBadRelaySignature  = &Error{"bad_relay_signature", "the relay could not prove it holds the pinned key"}
+	ErrUnsupportedVersion = &Error{"unsupported_version", "the relay selected a protocol version this client does not speak"}
+	ErrSuperseded         = &Error{relayleg.CodeSuperseded, "another client reclaimed this attachment"}
+	ErrDetached           = &Error{"detached", "the attachment was detached"}
+	ErrClosed             = &Error{"closed", "the attachment is closed"}
+)
+
+// Failures reported to the caller of one operation.
+var (
+	ErrBadOptions    = &Error{"bad_options", "invalid options"}
+	ErrBadPayload    = &Error{"bad_payload", "payload is not a single JSON value"}
+	ErrBadCursor     = &Error{"bad_cursor", "cannot resume after a seq that was never delivered"}
+	ErrSendQueueFull = &Error{"send_queue_full", "too many messages are waiting for the connection"}
+	ErrSendFailed    = &Error{"send_failed", "the connection dropped while the message was being written; it may not have arrived"}
+)
+
+// Failures that end one connection; the attachment redials after each.
+var (
+	ErrUnknownInstance  = &Error{"unknown_instance", "no runtime is connected to the relay for this instance"}
+	ErrRuntimeGone      = &Error{relayleg.CodeRuntimeGone, "the runtime disconnected from the relay"}
+	ErrHeartbeatTimeout = &Error{relayleg.CodeHeartbeatTimeout, "the relay did not answer a heartbeat in time"}
+	ErrProtocol         = &Error{"protocol_error", "the relay sent something this client cannot follow"}
+	ErrUnreachable      = &Error{"unreachable", "the relay could not be reached"}
+	ErrOffline          = &Error{"offline", "the browser reports no network"}
+)
+
+// ErrNotSent is what a Transport's Conn.Write wraps when it knows the message
+// did not leave (the socket was already closing). The engine then keeps the
+// message queued for the next connection instead of failing it, which is safe
+// precisely because nothing was sent: a client never sends a message twice.
+var ErrNotSent = errors.New("relaywasm: message not sent: the socket is not open")
+
+// detailed keeps a sentinel's identity while saying what happened this time.
+type detailed struct {
+	sentinel *Error
+	detail   string
+	cause    error
+}
+
+func (e *detailed) Error() string {
+	s := e.sentinel.Error()
+	if e.detail != "" {
+		s += ": " + e.detail
+	}
+	if e.cause != nil {
+		s += ": " + e.cause.Error()
+	}
+	return s
+}
+
+func (e *detailed) Unwrap() []error {
+	if e.cause == nil {
+		return []error{e.sentinel}
+	}
+	return []error{e.sentinel, e.cause}
+}
+
+func wrap(sentinel *Error, detail string, cause error) error {
+	return &detailed{sentinel: sentinel, detail: detail, cause: cause}
+}
+
+// Code returns the stable code of err: the code of the *Error it wraps, the
+// reason a relay's close code names, "canceled" or "timeout" for a context,
+// and "error" for anything else. Code(nil) is "".
+func Code(err error) string {
+	if err == nil {
+		return ""
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return e.code
+	}
+	var ce *CloseError
+	if errors.As(err, &ce) {
+		if r := relayleg.CloseReason(ce.Code); r != "" {
+			return r
+		}
+		return "closed_by_relay"
+	}
+	switch {
+	case errors.Is(err, context.Canceled):
+		return "canceled"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	}
+	return "error"
+}
+
+// fatal reports whether err ends the attachment instead of one connection.
+func fatal(err error) bool {
+	for _, s := range []*Error{ErrUnauthorized, ErrBadRelaySignature, ErrUnsupportedVersion, ErrSuperseded, ErrDetached, ErrClosed} {
+		if errors.Is(err, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// closeError turns a relay's close into the error it stands for, so a close
+// with 4401 ends the attachment exactly as a relay.error unauthorized would.
+func closeError(ce *CloseError) error {
+	var s *Error
+	switch ce.Code {
+	case relayleg.CloseUnauthorized:
+		s = ErrUnauthorized
+	case relayleg.CloseUnsupportedVersion:
+		s = ErrUnsupportedVersion
+	case relayleg.CloseSuperseded:
+		s = ErrSuperseded
+	case relayleg.CloseUnknownInstance:
+		s = ErrUnknownInstance
+	case relayleg.CloseRuntimeGone:
+		s = ErrRuntimeGone
+	case relayleg.CloseHeartbeatTimeout:
+		s = ErrHeartbeatTimeout
+	default:
+		return ce
+	}
+	return wrap(s, "", ce)
+}
+
+// relayError turns a relay.error code into the error it stands for, or nil
+// when the code names nothing this client acts on.
+func relayError(code, message string) error {
+	var s *Error
+	switch code {
+	case relayleg.CodeUnauthorized:
+		s = ErrUnauthorized
+	case "unsupported_version":
+		s = ErrUnsupportedVersion
+	case relayleg.CodeSuperseded:
+		s = ErrSuperseded
+	case "unknown_instance":
+		s = ErrUnknownInstance
+	case relayleg.CodeRuntimeGone:
+		s = ErrRuntimeGone
+	case relayleg.CodeHeartbeatTimeout:
+		s = ErrHeartbeatTimeout
+	default:
+		return nil
+	}
+	return wrap(s, message, nil)
+}

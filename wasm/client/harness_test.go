@@ -1,0 +1,296 @@
+package client_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/relaywasm/relaywasm/demo/relay"
+	"github.com/relaywasm/relaywasm/demo/relay/relaytest"
+	"github.com/relaywasm/relaywasm/demo/runtime"
+	"github.com/relaywasm/relaywasm/relayleg"
+	"github.com/relaywasm/relaywasm/wasm/client"
+)
+
+// guard bounds every wait in these tests so a broken engine fails instead of
+// hanging. It is a deadline for liveness, not an assertion about speed.
+const guard = 60 * time.Second
+
+// stack is a real dev relay and dev runtime on loopback, with the client and
+// the runtime each reaching the relay through a proxy the test can cut.
+type stack struct {
+	t     *testing.T
+	env   *relaytest.Env
+	front *proxy // client → relay
+	back  *proxy // runtime → relay
+	rt    *runtime.Runtime
+	stop  func() // stops rt and waits for it
+}
+
+func newStack(t *testing.T, editRelay func(*relay.Config), editRuntime func(*runtime.Config)) *stack {
+	t.Helper()
+	env := relaytest.Start(t, editRelay)
+	host := strings.TrimPrefix(env.HTTPURL, "http://")
+	s := &stack{t: t, env: env, front: newProxy(t, host), back: newProxy(t, host)}
+	s.startRuntime(editRuntime)
+	return s
+}
+
+func (s *stack) startRuntime(edit func(*runtime.Config)) {
+	cfg := runtime.Config{
+		Relay: "http://" + s.back.Addr(), Instance: s.env.Instance,
+		Credential: s.env.RuntimeToken, RelayKey: s.env.Key,
+		BackoffMin: 10 * time.Millisecond, BackoffMax: 100 * time.Millisecond,
+		Logger: slog.New(slog.DiscardHandler),
+	}
+	if edit != nil {
+		edit(&cfg)
+	}
+	rt, err := runtime.New(cfg)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); rt.Run(ctx) }()
+	s.stop = func() { cancel(); <-done }
+	s.t.Cleanup(s.stop)
+	select {
+	case <-rt.Connected():
+	case <-done:
+		s.t.Fatal("runtime stopped before connecting")
+	case <-time.After(guard):
+		s.t.Fatal("runtime did not connect")
+	}
+	s.rt = rt
+}
+
+// restartRuntime replaces the runtime with a new process that knows
+// nothing of the streams the old one produced.
+func (s *stack) restartRuntime(edit func(*runtime.Config)) {
+	s.stop()
+	s.startRuntime(edit)
+}
+
+// url is the relay's browser leg as the client reaches it.
+func (s *stack) url() string { return "ws://" + s.front.Addr() + relayleg.AttachPath }
+
+// restartRelay stops the relay process and starts a new one with the same
+// key, as an operator restarting it would; both proxies follow it.
+func (s *stack) restartRelay() {
+	s.env.Restart(s.t)
+	host := strings.TrimPrefix(s.env.HTTPURL, "http://")
+	s.front.Repoint(host)
+	s.back.Repoint(host)
+}
+
+// options are the client options for this stack: pinned key, fast backoff.
+func (s *stack) options(store client.Store, c *collector) client.Options {
+	return client.Options{
+		URL: s.url(), Instance: s.env.Instance,
+		Credential: func(context.Context) (string, error) { return s.env.ClientToken, nil },
+		RelayKey:   s.env.Key,
+		Name:       "test",
+		Store:      store,
+		History:    1 << 20,
+		OnMessage:  c.onMessage,
+		OnEvicted:  c.onEvicted,
+		OnState:    c.onState,
+		Backoff:    client.Backoff{Initial: 20 * time.Millisecond, Max: 200 * time.Millisecond},
+	}
+}
+
+func (s *stack) attach(o client.Options) *client.Attachment {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), guard)
+	defer cancel()
+	a, err := client.Attach(ctx, o)
+	if err != nil {
+		s.t.Fatalf("attach: %v", err)
+	}
+	s.t.Cleanup(func() { a.Close() })
+	return a
+}
+
+// received is one delivered message as the test keeps it.
+type received struct {
+	client.Message
+	rpc relaytest.RPC
+}
+
+// collector is an application: it keeps every message delivered to it, in
+// order, and lets the test wait for a condition on them.
+type collector struct {
+	mu       sync.Mutex
+	msgs     []received
+	evicted  []client.Eviction
+	states   []client.StateChange
+	changed  chan struct{}
+	failOnce map[uint64]bool // seqs the handler refuses the first time
+}
+
+func newCollector() *collector {
+	return &collector{changed: make(chan struct{}, 1), failOnce: map[uint64]bool{}}
+}
+
+func (c *collector) onMessage(m client.Message) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.failOnce[m.Seq] {
+		delete(c.failOnce, m.Seq)
+		return fmt.Errorf("the application refuses seq %d once", m.Seq)
+	}
+	m.Payload = append([]byte(nil), m.Payload...)
+	r := received{Message: m}
+	if err := json.Unmarshal(m.Payload, &r.rpc); err != nil {
+		return err
+	}
+	r.rpc.Seq = m.Seq
+	c.msgs = append(c.msgs, r)
+	c.poke()
+	return nil
+}
+
+func (c *collector) onEvicted(e client.Eviction) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.evicted = append(c.evicted, e)
+	c.poke()
+}
+
+func (c *collector) onState(s client.StateChange) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.states = append(c.states, s)
+	c.poke()
+}
+
+func (c *collector) poke() {
+	select {
+	case c.changed <- struct{}{}:
+	default:
+	}
+}
+
+// wait blocks until cond holds over the collector's state.
+func (c *collector) wait(t testing.TB, what string, cond func(c *collector) bool) {
+	t.Helper()
+	deadline := time.After(guard)
+	for {
+		c.mu.Lock()
+		ok := cond(c)
+		c.mu.Unlock()
+		if ok {
+			return
+		}
+		select {
+		case <-c.changed:
+		case <-deadline:
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+func (c *collector) snapshot() []received {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]received(nil), c.msgs...)
+}
+
+// response finds the response to JSON-RPC id among the messages.
+func (c *collector) response(id int) (relaytest.RPC, bool) {
+	for _, m := range c.msgs {
+		if m.rpc.Method == "" && string(m.rpc.ID) == strconv.Itoa(id) {
+			return m.rpc, true
+		}
+	}
+	return relaytest.RPC{}, false
+}
+
+// call sends a JSON-RPC request and waits for its response.
+func (c *collector) call(t testing.TB, a *client.Attachment, id int, method, params string) relaytest.RPC {
+	t.Helper()
+	send(t, a, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`, id, method, params))
+	var resp relaytest.RPC
+	c.wait(t, method+" response", func(c *collector) bool {
+		var ok bool
+		resp, ok = c.response(id)
+		return ok
+	})
+	return resp
+}
+
+// startChat initializes ACP and opens a session, returning its id.
+func (c *collector) startChat(t testing.TB, a *client.Attachment) string {
+	t.Helper()
+	c.call(t, a, 1, "initialize", `{"protocolVersion":1}`)
+	resp := c.call(t, a, 2, "session/new", `{"cwd":"/","mcpServers":[]}`)
+	var r struct {
+		SessionID string `json:"sessionId"`
+	}
+	if err := json.Unmarshal(resp.Result, &r); err != nil || r.SessionID == "" {
+		t.Fatalf("session/new answered %s %s", resp.Result, resp.Error)
+	}
+	return r.SessionID
+}
+
+func promptParams(session, text string) string {
+	return fmt.Sprintf(`{"sessionId":%q,"prompt":[{"type":"text","text":%q}]}`, session, text)
+}
+
+func send(t testing.TB, a *client.Attachment, msg string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), guard)
+	defer cancel()
+	if err := a.SendACP(ctx, []byte(msg)); err != nil {
+		t.Fatalf("SendACP: %v", err)
+	}
+}
+
+// chunks returns the agent_message_chunk texts among msgs, in order.
+func chunks(msgs []received) []string {
+	var out []string
+	for _, m := range msgs {
+		if text, ok := relaytest.ChunkText(m.rpc); ok {
+			out = append(out, text)
+		}
+	}
+	return out
+}
+
+// checkSeqs fails unless msgs carry seq from..to exactly once each, in order.
+func checkSeqs(t testing.TB, msgs []received, from, to uint64) {
+	t.Helper()
+	want := from
+	for _, m := range msgs {
+		if m.Seq == 0 {
+			continue
+		}
+		if m.Seq != want {
+			t.Fatalf("delivered seq %d where %d was due", m.Seq, want)
+		}
+		want++
+	}
+	if want != to+1 {
+		t.Fatalf("delivered seqs %d..%d, want up to %d", from, want-1, to)
+	}
+}
+
+// checkCount fails unless texts are "1\n" … "n\n", each once, in order.
+func checkCount(t testing.TB, texts []string, n int) {
+	t.Helper()
+	if len(texts) != n {
+		t.Fatalf("got %d chunks, want %d", len(texts), n)
+	}
+	for i, text := range texts {
+		if text != strconv.Itoa(i+1)+"\n" {
+			t.Fatalf("chunk %d is %q", i+1, text)
+		}
+	}
+}

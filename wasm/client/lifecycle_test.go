@@ -1,0 +1,234 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/relaywasm/relaywasm/demo/relay"
+	"github.com/relaywasm/relaywasm/librelay"
+	"github.com/relaywasm/relaywasm/wasm/client"
+)
+
+// Sends made while the connection is down wait, and go out once the stream
+// has resumed; the runtime answers them.
+func TestSendWaitsForReconnect(t *testing.T) {
+	s := newStack(t, nil, nil)
+	c := newCollector()
+	a := s.attach(s.options(client.NewMemoryStore(), c))
+	session := c.startChat(t, a)
+
+	s.front.Down()
+	c.wait(t, "reconnecting", func(c *collector) bool { return c.states[len(c.states)-1].State == client.Reconnecting })
+	result := make(chan error, 1)
+	go func() {
+		result <- a.SendACP(context.Background(), []byte(`{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":`+promptParams(session, "hello there")+`}`))
+	}()
+	s.front.Up()
+	if err := <-result; err != nil {
+		t.Fatalf("queued send: %v", err)
+	}
+	c.wait(t, "the answer", func(c *collector) bool { _, ok := c.response(3); return ok })
+	if got := strings.Join(chunks(c.snapshot()), ""); got != "hello there" {
+		t.Fatalf("echo %q", got)
+	}
+}
+
+// The queue is bounded, and what is still waiting at Detach fails with
+// ErrDetached rather than vanishing.
+func TestSendQueueBoundsAndDetach(t *testing.T) {
+	s := newStack(t, nil, nil)
+	c := newCollector()
+	o := s.options(client.NewMemoryStore(), c)
+	o.SendQueue = 2
+	a := s.attach(o)
+	c.startChat(t, a)
+	s.front.Down()
+	c.wait(t, "reconnecting", func(c *collector) bool { return c.states[len(c.states)-1].State == client.Reconnecting })
+
+	results := make(chan error, 2)
+	for i := 0; i < 2; i++ {
+		go func() { results <- a.SendACP(context.Background(), []byte(`{"jsonrpc":"2.0","method":"n"}`)) }()
+	}
+	waitFor(t, "two queued sends", func() bool { return a.Queued() == 2 })
+	if err := a.SendACP(context.Background(), []byte(`{"jsonrpc":"2.0","method":"n"}`)); !errors.Is(err, client.ErrSendQueueFull) || client.Code(err) != "send_queue_full" {
+		t.Fatalf("third send into a queue of 2: %v", err)
+	}
+	if err := a.Detach(context.Background()); err != nil {
+		t.Fatalf("Detach: %v", err)
+	}
+	for i := 0; i < 2; i++ {
+		if err := <-results; !errors.Is(err, client.ErrDetached) || client.Code(err) != "detached" {
+			t.Fatalf("queued send at detach: %v", err)
+		}
+	}
+	if err := a.SendACP(context.Background(), []byte(`{}`)); !errors.Is(err, client.ErrDetached) {
+		t.Fatalf("send after detach: %v", err)
+	}
+}
+
+// A payload that is not one JSON value is refused before it is queued.
+func TestSendRejectsBadPayload(t *testing.T) {
+	s := newStack(t, nil, nil)
+	a := s.attach(s.options(client.NewMemoryStore(), newCollector()))
+	for _, p := range []string{``, `{`, `{"a":1} {"b":2}`, `nope`} {
+		if err := a.SendACP(context.Background(), []byte(p)); !errors.Is(err, client.ErrBadPayload) {
+			t.Errorf("SendACP(%q) = %v, want ErrBadPayload", p, err)
+		}
+	}
+}
+
+// Detach tells the relay, which tells the runtime at once; the stored state
+// is gone, and a later attach with the same name starts fresh.
+func TestDetachForgets(t *testing.T) {
+	sc := newScripted(t)
+	_, id := sc.expectResume(t)
+	sc.resumed(t, id, 1, false)
+	sc.msg(t, 1, 1)
+	sc.c.wait(t, "seq 1", func(c *collector) bool { return len(c.msgs) == 1 })
+	session := sc.a.Session()
+	if err := sc.a.Detach(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	f := sc.next(t)
+	if f.Type != librelay.TypeACPDetach || f.Session != session {
+		t.Fatalf("the runtime got %s for %q, want acp.detach for %q", f.Type, f.Session, session)
+	}
+	saved, _ := sc.a.History(context.Background())
+	if len(saved) != 0 {
+		t.Fatalf("transcript survived detach: %d entries", len(saved))
+	}
+	if sc.a.State() != client.Closed || !errors.Is(sc.a.Err(), client.ErrDetached) {
+		t.Fatalf("after detach: state %v err %v", sc.a.State(), sc.a.Err())
+	}
+}
+
+// After Detach the same Store and name start a new stream.
+func TestAttachAfterDetachStartsFresh(t *testing.T) {
+	s := newStack(t, nil, nil)
+	store := client.NewMemoryStore()
+	c := newCollector()
+	o := s.options(store, c)
+	a := s.attach(o)
+	c.startChat(t, a)
+	old := a.Session()
+	if err := a.Detach(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if saved, _ := store.Load(context.Background(), a.Key()); saved != (client.Saved{}) {
+		t.Fatalf("store kept %+v after detach", saved)
+	}
+	b := s.attach(o)
+	if b.Session() == old || b.Cursor() != 0 {
+		t.Fatalf("after detach: session %q (old %q), cursor %d", b.Session(), old, b.Cursor())
+	}
+}
+
+// A half-open connection (nothing flows, nothing closes) is noticed by the
+// heartbeat, dropped, and redialled.
+func TestHeartbeatTimeout(t *testing.T) {
+	s := newStack(t, nil, nil)
+	c := newCollector()
+	o := s.options(client.NewMemoryStore(), c)
+	o.Heartbeat = client.Heartbeat{Interval: 50 * time.Millisecond, Timeout: 100 * time.Millisecond}
+	a := s.attach(o)
+	c.startChat(t, a)
+	s.front.Freeze()
+	c.wait(t, "a heartbeat timeout", func(c *collector) bool {
+		last := c.states[len(c.states)-1]
+		return last.State == client.Reconnecting && errors.Is(last.Err, client.ErrHeartbeatTimeout)
+	})
+	s.front.Thaw()
+	s.front.Cut()
+	c.wait(t, "open again", func(c *collector) bool { return countState(c, client.Open) >= 2 })
+}
+
+// A relay's retry_after hint delays the next redial (a lower bound, which a
+// slow machine can only make longer).
+func TestRetryAfterHonoured(t *testing.T) {
+	s := newStack(t, func(cfg *relay.Config) { cfg.RetryAfter = 1 }, nil)
+	c := newCollector()
+	a := s.attach(s.options(client.NewMemoryStore(), c))
+	c.startChat(t, a)
+	cut := time.Now()
+	s.front.Cut()
+	c.wait(t, "open again", func(c *collector) bool { return countState(c, client.Open) >= 2 })
+	if waited := time.Since(cut); waited < 900*time.Millisecond {
+		t.Fatalf("redialled after %v despite retry_after 1s", waited)
+	}
+}
+
+// Offline closes the socket at once and holds redials; online redials
+// without waiting out the backoff.
+func TestOfflineOnline(t *testing.T) {
+	s := newStack(t, nil, nil)
+	c := newCollector()
+	o := s.options(client.NewMemoryStore(), c)
+	o.Backoff = client.Backoff{Initial: time.Hour, Max: time.Hour} // only "online" can bring it back
+	a := s.attach(o)
+	c.startChat(t, a)
+	a.SetOnline(false)
+	c.wait(t, "offline", func(c *collector) bool { return c.states[len(c.states)-1].State == client.Offline })
+	dials := s.front.Accepted()
+	a.SetOnline(true)
+	c.wait(t, "open again", func(c *collector) bool { return countState(c, client.Open) >= 2 })
+	if s.front.Accepted() != dials+1 {
+		t.Fatalf("%d dials after coming online, want 1", s.front.Accepted()-dials)
+	}
+}
+
+// An explicit Resume to an earlier cursor delivers those messages again,
+// marked as replays, without adding them to the transcript twice.
+func TestExplicitResume(t *testing.T) {
+	s := newStack(t, nil, nil)
+	c := newCollector()
+	a := s.attach(s.options(client.NewMemoryStore(), c))
+	session := c.startChat(t, a)
+	c.call(t, a, 3, "session/prompt", promptParams(session, "count 5"))
+	before := len(c.snapshot())
+	hist, _ := a.History(context.Background())
+	cursor := a.Cursor()
+
+	if err := a.Resume(context.Background(), cursor+1); !errors.Is(err, client.ErrBadCursor) {
+		t.Fatalf("resume past the cursor: %v", err)
+	}
+	if err := a.Resume(context.Background(), 2); err != nil {
+		t.Fatal(err)
+	}
+	c.wait(t, "the replay", func(c *collector) bool { return len(c.msgs) == before+int(cursor-2) })
+	for _, m := range c.snapshot()[before:] {
+		if !m.Replay || m.Seq <= 2 {
+			t.Fatalf("redelivered seq %d replay=%v", m.Seq, m.Replay)
+		}
+	}
+	after, _ := a.History(context.Background())
+	if len(after) != len(hist) {
+		t.Fatalf("transcript grew from %d to %d entries on a replay", len(hist), len(after))
+	}
+}
+
+// When the runtime restarts and no longer knows the stream, the client
+// reports the eviction, starts again at seq 1, and the attachment stays
+// usable for a new ACP session.
+func TestRuntimeRestartEvictsCursor(t *testing.T) {
+	s := newStack(t, nil, nil)
+	c := newCollector()
+	a := s.attach(s.options(client.NewMemoryStore(), c))
+	c.startChat(t, a)
+	cursor := a.Cursor()
+	s.restartRuntime(nil)
+	c.wait(t, "an eviction", func(c *collector) bool { return len(c.evicted) > 0 })
+	c.mu.Lock()
+	ev := c.evicted[0]
+	c.mu.Unlock()
+	if ev != (client.Eviction{AfterSeq: cursor, Reason: librelay.CodeCursorEvicted}) || a.Cursor() != 0 {
+		t.Fatalf("eviction %+v cursor %d; want cursor_evicted after %d, cursor 0", ev, a.Cursor(), cursor)
+	}
+	n := len(c.snapshot())
+	c.call(t, a, 11, "initialize", `{"protocolVersion":1}`)
+	if m := c.snapshot()[n]; m.Seq != 1 {
+		t.Fatalf("first message of the new stream has seq %d", m.Seq)
+	}
+}

@@ -1,0 +1,203 @@
+package client
+
+import (
+	"context"
+	"crypto/ed25519"
+	"math/rand/v2"
+	"time"
+)
+
+// Options configures an attachment. URL, Instance, Credential and a message
+// handler are required; every other field has a default, given beside it.
+type Options struct {
+	// URL is the relay's browser leg, for example "wss://relay.example/v1/attach".
+	URL string
+	// Instance names the runtime to reach through the relay.
+	Instance string
+	// Credential returns the bearer credential the relay checks. It is called
+	// on every dial, so a short-lived token can be refreshed between them.
+	Credential func(ctx context.Context) (string, error)
+	// RelayKey pins the relay's Ed25519 public key. When set, a welcome whose
+	// signature does not verify ends the attachment with ErrBadRelaySignature.
+	// Default: not pinned (the transport's TLS is the only relay authentication).
+	RelayKey ed25519.PublicKey
+	// Name tells this stream from others an application keeps on the same
+	// relay and instance; the Store keys the cursor on (URL, Instance, Name).
+	// Default "default".
+	Name string
+	// Store keeps the attachment id, the cursor and the transcript, so a new
+	// Attachment with the same Key resumes where the last one stopped.
+	// Default: a new MemoryStore (nothing survives this Attachment).
+	Store Store
+	// History is how many transcript entries (both directions) the Store keeps
+	// for History(). Default 0: no transcript.
+	History int
+	// Transport dials the relay. Default: DefaultTransport, which is
+	// coder/websocket natively; under js/wasm there is none and jsbridge's is
+	// required.
+	Transport Transport
+
+	// OnMessage receives each ACP message in order. The cursor moves past a
+	// sequenced message only after OnMessage returned nil for it; an error
+	// stops delivery there and the message is fetched again with a resume.
+	// Set OnMessage or OnMessages.
+	OnMessage func(Message) error
+	// OnMessages receives the deliverable messages of one inbound batch at
+	// once and returns how many it handled, in order; it is what a bridge
+	// to another runtime (JavaScript) uses to cross once per batch. It takes
+	// precedence over OnMessage.
+	OnMessages func(batch []Message) (handled int, err error)
+	// OnState is told of every change of connection state. Optional.
+	OnState func(StateChange)
+	// OnEvicted is told when content between two cursors is gone for good:
+	// the application must refetch its state rather than append. Optional.
+	OnEvicted func(Eviction)
+
+	// Backoff paces redials after a dropped connection.
+	Backoff Backoff
+	// Heartbeat paces liveness probes of an open connection.
+	Heartbeat Heartbeat
+	// HandshakeTimeout bounds one dial plus the relay's welcome, and the wait
+	// for the answer to a resume. Default 10s.
+	HandshakeTimeout time.Duration
+	// SendQueue bounds how many messages may wait while the attachment is
+	// reconnecting; a send beyond it fails with ErrSendQueueFull. Default 256.
+	SendQueue int
+	// SendQueueBytes bounds the bytes of those messages. Default 4 MiB.
+	SendQueueBytes int
+	// Agent names this client in its hello, for relay operators; nothing
+	// branches on it. Default "relaywasm".
+	Agent string
+}
+
+// Backoff is exponential backoff with full jitter: the n-th redial after a
+// drop waits a uniformly random time in [0, min(Max, Initial·2ⁿ)). Full
+// jitter spreads a crowd of clients that lost the same relay at once.
+type Backoff struct {
+	// Initial bounds the first wait. Default 500ms.
+	Initial time.Duration
+	// Max bounds every wait. Default 30s.
+	Max time.Duration
+	// Stable is how long a connection must stay up before the next drop is
+	// treated as a first one again. Default 1 minute.
+	Stable time.Duration
+	// MaxRetryAfter caps the relay's welcome.retry_after hint, so a relay
+	// cannot park a client for longer than this. Default 5 minutes.
+	MaxRetryAfter time.Duration
+}
+
+// Heartbeat paces the client's relay.heartbeat probes. They are how a
+// half-open socket (a phone that changed networks) is noticed at all.
+type Heartbeat struct {
+	// Interval between probes of an open connection. Default 15s.
+	Interval time.Duration
+	// Timeout for the relay's relay.ack; past it the connection is dropped
+	// and redialled. Default 10s.
+	Timeout time.Duration
+}
+
+// The defaults of the protocol page and the design.
+const (
+	DefaultName             = "default"
+	DefaultHandshakeTimeout = 10 * time.Second
+	DefaultSendQueue        = 256
+	DefaultSendQueueBytes   = 4 << 20
+	DefaultAgent            = "relaywasm"
+)
+
+func (o *Options) setDefaults() {
+	if o.Name == "" {
+		o.Name = DefaultName
+	}
+	if o.Store == nil {
+		o.Store = NewMemoryStore()
+	}
+	if o.Transport == nil {
+		o.Transport = DefaultTransport
+	}
+	if o.HandshakeTimeout <= 0 {
+		o.HandshakeTimeout = DefaultHandshakeTimeout
+	}
+	if o.SendQueue <= 0 {
+		o.SendQueue = DefaultSendQueue
+	}
+	if o.SendQueueBytes <= 0 {
+		o.SendQueueBytes = DefaultSendQueueBytes
+	}
+	if o.Agent == "" {
+		o.Agent = DefaultAgent
+	}
+	o.Backoff.setDefaults()
+	o.Heartbeat.setDefaults()
+	if o.OnMessages == nil && o.OnMessage != nil {
+		o.OnMessages = perMessage(o.OnMessage)
+	}
+}
+
+func (o *Options) check() error {
+	switch {
+	case o.URL == "":
+		return wrap(ErrBadOptions, "URL is required", nil)
+	case o.Instance == "":
+		return wrap(ErrBadOptions, "Instance is required", nil)
+	case o.Credential == nil:
+		return wrap(ErrBadOptions, "Credential is required", nil)
+	case o.OnMessages == nil:
+		return wrap(ErrBadOptions, "OnMessage or OnMessages is required", nil)
+	case o.Transport == nil:
+		return wrap(ErrBadOptions, "Transport is required in this build", nil)
+	case o.RelayKey != nil && len(o.RelayKey) != ed25519.PublicKeySize:
+		return wrap(ErrBadOptions, "RelayKey is not an Ed25519 public key", nil)
+	}
+	return nil
+}
+
+func perMessage(fn func(Message) error) func([]Message) (int, error) {
+	return func(batch []Message) (int, error) {
+		for i, m := range batch {
+			if err := fn(m); err != nil {
+				return i, err
+			}
+		}
+		return len(batch), nil
+	}
+}
+
+func (b *Backoff) setDefaults() {
+	if b.Initial <= 0 {
+		b.Initial = 500 * time.Millisecond
+	}
+	if b.Max <= 0 {
+		b.Max = 30 * time.Second
+	}
+	if b.Stable <= 0 {
+		b.Stable = time.Minute
+	}
+	if b.MaxRetryAfter <= 0 {
+		b.MaxRetryAfter = 5 * time.Minute
+	}
+}
+
+// delay is the wait before redial number attempt (0 for the first).
+func (b Backoff) delay(attempt int) time.Duration {
+	ceiling := b.Initial
+	for i := 0; i < attempt && ceiling < b.Max; i++ {
+		ceiling *= 2
+	}
+	ceiling = min(ceiling, b.Max)
+	return time.Duration(rand.Int64N(int64(ceiling) + 1))
+}
+
+// retryAfter clamps a relay's hint to the client's own bounds.
+func (b Backoff) retryAfter(seconds int) time.Duration {
+	return min(time.Duration(seconds)*time.Second, b.MaxRetryAfter)
+}
+
+func (h *Heartbeat) setDefaults() {
+	if h.Interval <= 0 {
+		h.Interval = 15 * time.Second
+	}
+	if h.Timeout <= 0 {
+		h.Timeout = 10 * time.Second
+	}
+}

@@ -1,0 +1,303 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/relaywasm/relaywasm/librelay"
+	"github.com/relaywasm/relaywasm/relayleg"
+)
+
+// runner is the attachment's goroutine and owns everything mutable about it:
+// the connection, the cursor, the send queue. One owner means no locks on the
+// delivery path and one order of events to reason about.
+type runner struct {
+	a      *Attachment
+	o      *Options
+	ctx    context.Context // lives as long as the attachment
+	opened chan<- error    // Attach's wait; nil once answered
+
+	saved    Saved  // what the Store holds; saved.Cursor is the highest seq ever handled
+	cursor   uint64 // last seq the handler accepted
+	accepted uint64 // last seq taken into pending (cursor once pending is flushed)
+	pending  []pendingMsg
+	batch    []Message
+	entries  []Entry // transcript lines not yet committed
+	dirty    bool    // saved or entries changed since the last commit
+
+	queue   sendQueue
+	ids     uint64
+	attempt int
+
+	// Per connection.
+	conn       Conn
+	nonce      []byte
+	helloID    string
+	welcomed   bool
+	welcomedAt time.Time
+	ready      bool   // the first resume on this connection was answered
+	resumeID   string // the resume awaiting its answer
+	hbID       string // the heartbeat awaiting its ack
+	retryAfter time.Duration
+	relayErr   error // the last relay.error notification, which explains a close
+	failures   int   // consecutive handler refusals
+
+	answer    alarm // welcome or resumed overdue
+	hbEvery   alarm // next heartbeat
+	hbDue     alarm // heartbeat ack overdue
+	redeliver alarm // resume again after the handler refused a message
+}
+
+type pendingMsg struct {
+	msg     Message
+	deliver bool // an acp.message; other sequenced cargo only moves the cursor
+}
+
+func newRunner(a *Attachment, saved Saved, opened chan<- error) *runner {
+	return &runner{
+		a:      a,
+		o:      &a.o,
+		ctx:    context.Background(),
+		opened: opened,
+		saved:  saved,
+		cursor: saved.Cursor, accepted: saved.Cursor,
+		queue: sendQueue{maxItems: a.o.SendQueue, maxBytes: a.o.SendQueueBytes},
+	}
+}
+
+// run connects, serves and redials until the attachment ends.
+func (r *runner) run() {
+	defer close(r.a.done)
+	r.setState(StateChange{State: Connecting})
+	for {
+		err := r.connection()
+		if fatal(err) {
+			r.end(err)
+			return
+		}
+		if r.welcomed && time.Since(r.welcomedAt) >= r.o.Backoff.Stable {
+			r.attempt = 0
+		}
+		delay := r.o.Backoff.delay(r.attempt)
+		if r.retryAfter > 0 {
+			delay, r.retryAfter = r.retryAfter, 0
+		}
+		r.attempt++
+		if err := r.wait(delay, err); err != nil {
+			r.end(err)
+			return
+		}
+	}
+}
+
+// end finishes the attachment with err.
+func (r *runner) end(err error) {
+	r.queue.fail(err)
+	r.a.queued.Store(0)
+	if errors.Is(err, ErrDetached) {
+		_ = r.o.Store.Clear(r.ctx, r.a.key)
+	} else {
+		r.commit()
+	}
+	if r.opened != nil {
+		r.opened <- err
+		r.opened = nil
+	}
+	r.a.err = err
+	change := StateChange{State: Closed, Err: err}
+	if err == ErrClosed {
+		change.Err = nil
+	}
+	r.setState(change)
+}
+
+// wait sits out a redial delay. Sends queue meanwhile; coming online, a
+// probe, Detach and Close cut it short.
+func (r *runner) wait(delay time.Duration, cause error) error {
+	state := Reconnecting
+	if r.a.offline.Load() {
+		state, delay = Offline, max(delay, r.o.Backoff.Max)
+	}
+	r.setState(StateChange{State: state, Err: cause, Attempt: r.attempt, RetryIn: delay})
+	t := time.NewTimer(delay)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			return nil
+		case <-r.a.wake:
+			wasOffline := state == Offline
+			if r.a.probe.Swap(false) || (wasOffline && !r.a.offline.Load()) {
+				return nil
+			}
+			if !wasOffline && r.a.offline.Load() {
+				state = Offline
+				r.setState(StateChange{State: Offline, Err: ErrOffline, Attempt: r.attempt})
+			}
+		case c := <-r.a.cmds:
+			if err := r.idleCommand(c); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// idleCommand handles a command while there is no connection.
+func (r *runner) idleCommand(c command) error {
+	switch c := c.(type) {
+	case *sendCmd:
+		r.enqueue(c)
+	case *resumeCmd:
+		c.done <- r.rewind(c.after)
+	case detachCmd:
+		return ErrDetached
+	case closeCmd:
+		return ErrClosed
+	}
+	return nil
+}
+
+func (r *runner) setState(c StateChange) {
+	r.a.state.Store(int32(c.State))
+	if r.o.OnState != nil {
+		r.o.OnState(c)
+	}
+}
+
+func (r *runner) newID(prefix string) string {
+	r.ids++
+	return prefix + uitoa(r.ids)
+}
+
+// rewind moves the cursor back so a resume delivers again what follows.
+func (r *runner) rewind(after uint64) error {
+	r.flush()
+	if after > r.saved.Cursor {
+		return ErrBadCursor
+	}
+	r.cursor, r.accepted = after, after
+	r.a.cursor.Store(after)
+	return nil
+}
+
+// enqueue sends s now when the connection has resumed, or queues it.
+func (r *runner) enqueue(s *sendCmd) {
+	if r.conn != nil && r.ready && len(r.queue.items) == 0 {
+		r.writeSend(s)
+		return
+	}
+	if !r.queue.push(s) {
+		if s.take() {
+			s.done <- ErrSendQueueFull
+		}
+	}
+	r.a.queued.Store(int32(len(r.queue.items)))
+}
+
+// drain writes the queued messages in order, stopping if the socket fails.
+func (r *runner) drain() {
+	defer func() { r.a.queued.Store(int32(len(r.queue.items))) }()
+	for s := r.queue.pop(); s != nil; s = r.queue.pop() {
+		if !r.writeSend(s) {
+			return
+		}
+	}
+}
+
+// writeSend writes one message and reports whether the socket is still good.
+func (r *runner) writeSend(s *sendCmd) bool {
+	if !s.take() {
+		return true // withdrawn by its caller
+	}
+	if s.session != r.saved.Session {
+		s.session = r.saved.Session
+		if err := s.encode(r.o.Instance); err != nil {
+			s.done <- err
+			return true
+		}
+	}
+	err := r.conn.Write(r.ctx, s.frame)
+	switch {
+	case errors.Is(err, ErrNotSent):
+		s.release()
+		r.queue.pushFront(s)
+		return false
+	case err != nil:
+		s.done <- wrap(ErrSendFailed, "", err)
+		return false
+	}
+	if r.o.History > 0 {
+		r.entries = append(r.entries, Entry{Out: true, Payload: append([]byte(nil), s.payload...)})
+		r.dirty = true
+	}
+	s.done <- nil
+	return true
+}
+
+// commit hands the Store what changed since the last commit.
+func (r *runner) commit() {
+	if !r.dirty {
+		return
+	}
+	_ = r.o.Store.Commit(r.ctx, r.a.key, r.saved, r.entries, r.o.History)
+	clear(r.entries)
+	r.entries = r.entries[:0]
+	r.dirty = false
+}
+
+func (r *runner) evicted(e Eviction) {
+	if r.o.OnEvicted != nil {
+		r.o.OnEvicted(e)
+	}
+}
+
+// writeFrame encodes and writes a frame of the engine's own.
+func (r *runner) writeFrame(f *librelay.Frame) error {
+	b, err := librelay.AppendFrame(nil, f)
+	if err != nil {
+		return wrap(ErrProtocol, "encoding "+f.Type, err)
+	}
+	return r.conn.Write(r.ctx, b)
+}
+
+// closeCodeFor picks the close code that tells the relay why this client
+// hung up; browsers let script send only 1000 and 3000–4999.
+func closeCodeFor(err error) (int, string) {
+	switch {
+	case errors.Is(err, ErrHeartbeatTimeout):
+		return relayleg.CloseHeartbeatTimeout, "heartbeat timeout"
+	case errors.Is(err, ErrDetached):
+		return relayleg.CloseNormal, "detached"
+	}
+	return relayleg.CloseNormal, Code(err)
+}
+
+func uitoa(v uint64) string { return strconv.FormatUint(v, 10) }
+
+// alarm is a timer that can be off; its channel is nil then, so a select on
+// it never fires.
+type alarm struct{ t *time.Timer }
+
+func (al *alarm) set(d time.Duration) {
+	if al.t == nil {
+		al.t = time.NewTimer(d)
+		return
+	}
+	al.t.Reset(d)
+}
+
+func (al *alarm) stop() {
+	if al.t != nil {
+		al.t.Stop()
+		al.t = nil
+	}
+}
+
+func (al *alarm) C() <-chan time.Time {
+	if al.t == nil {
+		return nil
+	}
+	return al.t.C
+}

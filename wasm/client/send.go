@@ -1,0 +1,131 @@
+package client
+
+import (
+	"bytes"
+	"sync/atomic"
+
+	"github.com/relaywasm/relaywasm/librelay"
+)
+
+// command is what the API methods hand to the attachment's goroutine.
+type command interface{}
+
+type (
+	detachCmd struct{}
+	closeCmd  struct{}
+	resumeCmd struct {
+		after uint64
+		done  chan error
+	}
+)
+
+// sendCmd is one SendACP call. Its frame is encoded by the caller, against
+// the session known then, so the common case encodes once and the
+// attachment's goroutine only writes; a session that changed meanwhile (the
+// relay granted a new attachment id) gets the frame encoded again.
+type sendCmd struct {
+	payload []byte
+	session string
+	frame   []byte
+	done    chan error
+	// state moves from sendWaiting to sendTaken when the goroutine starts
+	// writing, or to sendWithdrawn when the caller gives up first: exactly one
+	// of the two wins, so a withdrawn message is never written.
+	state atomic.Int32
+}
+
+const (
+	sendWaiting int32 = iota
+	sendTaken
+	sendWithdrawn
+)
+
+func newSend(a *Attachment, payload []byte) (*sendCmd, error) {
+	if len(bytes.TrimSpace(payload)) == 0 {
+		return nil, wrap(ErrBadPayload, "empty message", nil)
+	}
+	s := &sendCmd{payload: payload, session: a.Session(), done: make(chan error, 1)}
+	if err := s.encode(a.o.Instance); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *sendCmd) encode(instance string) error {
+	f := librelay.Frame{Type: librelay.TypeACPMessage, Instance: instance, Session: s.session, Payload: s.payload}
+	b, err := librelay.AppendFrame(s.frame[:0], &f)
+	if err != nil {
+		return wrap(ErrBadPayload, "", err)
+	}
+	if len(b) > librelay.MaxFrameBytes {
+		return wrap(ErrBadPayload, "message exceeds librelay.MaxFrameBytes", nil)
+	}
+	s.frame = b
+	return nil
+}
+
+func (s *sendCmd) take() bool     { return s.state.CompareAndSwap(sendWaiting, sendTaken) }
+func (s *sendCmd) withdraw() bool { return s.state.CompareAndSwap(sendWaiting, sendWithdrawn) }
+func (s *sendCmd) release()       { s.state.Store(sendWaiting) }
+
+// sendQueue holds messages waiting for a connection that has resumed,
+// bounded by count and bytes so a long outage cannot grow memory without end.
+type sendQueue struct {
+	items    []*sendCmd
+	bytes    int
+	maxItems int
+	maxBytes int
+}
+
+func (q *sendQueue) push(s *sendCmd) bool {
+	if len(q.items) >= q.maxItems || q.bytes+len(s.frame) > q.maxBytes {
+		q.prune()
+	}
+	if len(q.items) >= q.maxItems || q.bytes+len(s.frame) > q.maxBytes {
+		return false
+	}
+	q.items = append(q.items, s)
+	q.bytes += len(s.frame)
+	return true
+}
+
+// prune drops the messages their callers withdrew, so they stop taking room.
+func (q *sendQueue) prune() {
+	kept := q.items[:0]
+	for _, s := range q.items {
+		if s.state.Load() == sendWithdrawn {
+			q.bytes -= len(s.frame)
+			continue
+		}
+		kept = append(kept, s)
+	}
+	clear(q.items[len(kept):])
+	q.items = kept
+}
+
+// pushFront puts back a message that turned out not to have been sent; it
+// was first in line, so it stays first, and it was already counted once.
+func (q *sendQueue) pushFront(s *sendCmd) {
+	q.items = append([]*sendCmd{s}, q.items...)
+	q.bytes += len(s.frame)
+}
+
+func (q *sendQueue) pop() *sendCmd {
+	if len(q.items) == 0 {
+		return nil
+	}
+	s := q.items[0]
+	q.items[0] = nil
+	q.items = q.items[1:]
+	q.bytes -= len(s.frame)
+	return s
+}
+
+// fail ends every waiting message with err.
+func (q *sendQueue) fail(err error) {
+	for s := q.pop(); s != nil; s = q.pop() {
+		if s.take() {
+			s.done <- err
+		}
+	}
+}

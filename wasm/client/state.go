@@ -1,0 +1,68 @@
+package client
+
+import "time"
+
+// State is where an attachment's connection stands.
+type State int32
+
+const (
+	// Connecting: the first dial and handshake are under way.
+	Connecting State = iota
+	// Open: the relay welcomed this client; frames flow.
+	Open
+	// Reconnecting: the connection dropped and a redial is pending or under way.
+	Reconnecting
+	// Offline: the platform reports no network; the next redial waits for it.
+	Offline
+	// Closed: the attachment has ended (Detach, Close or a fatal error).
+	Closed
+)
+
+var stateNames = [...]string{"connecting", "open", "reconnecting", "offline", "closed"}
+
+// String returns the state's lower-case name, as the JavaScript API spells it.
+func (s State) String() string {
+	if int(s) < len(stateNames) {
+		return stateNames[s]
+	}
+	return "unknown"
+}
+
+// StateChange reports a new State and why it was entered.
+type StateChange struct {
+	State State
+	// Err is why the last connection ended (Reconnecting, Offline) or why the
+	// attachment did (Closed); nil for a Close or a first Connecting.
+	Err error
+	// Attempt counts redials since the connection was last stable.
+	Attempt int
+	// RetryIn is how long until the next redial, when one is scheduled.
+	RetryIn time.Duration
+}
+
+// Message is one ACP message delivered to the application.
+type Message struct {
+	// Payload is the ACP JSON-RPC message, byte for byte as the runtime sent it.
+	Payload []byte
+	// Seq is the runtime's sequence number for it; 0 for an unsequenced frame.
+	Seq uint64
+	// Session is the attachment id the message arrived on.
+	Session string
+	// Replay marks a message this stream has delivered before, fetched again
+	// by an explicit Resume to an earlier cursor. Messages a resume after a
+	// drop or a reload brings are new to the application and are not marked.
+	Replay bool
+}
+
+// Eviction reports content that is gone: the producer could not replay the
+// frames after AfterSeq, and delivery continues at FromSeq (0 when the stream
+// starts over).
+type Eviction struct {
+	AfterSeq uint64
+	FromSeq  uint64
+	// Reason is "evicted" (retention dropped frames the client had not seen),
+	// "cursor_evicted" (the runtime no longer knows the stream at all, e.g. it
+	// restarted) or "session_replaced" (the relay granted a new attachment id
+	// because the old one could not be reclaimed).
+	Reason string
+}
