@@ -197,15 +197,8 @@ func FuzzControlJSON(f *testing.F) {
 	for i, in := range controlInputs {
 		f.Add(byte(i), []byte(in))
 	}
-	fresh := []func() (any, any){
-		func() (any, any) { return new(Hello), new(plainHello) },
-		func() (any, any) { return new(Welcome), new(plainWelcome) },
-		func() (any, any) { return new(Resume), new(plainResume) },
-		func() (any, any) { return new(Resumed), new(plainResumed) },
-		func() (any, any) { return new(Error), new(plainError) },
-	}
 	f.Fuzz(func(t *testing.T, kind byte, data []byte) {
-		newPair := fresh[int(kind)%len(fresh)]
+		newPair := controlPairs[int(kind)%len(controlPairs)]
 		compareUnmarshal(t, data, newPair)
 		ours, ref := newPair()
 		if ours.(json.Unmarshaler).UnmarshalJSON(data) != nil {

@@ -14,8 +14,44 @@ import (
 // refuse is refused here too.
 type decoder struct {
 	scanner
-	i     int
-	first bool
+	i      int
+	opened bool // the opening brace (or a whole-text null) is consumed
+	first  bool // no member has been read yet
+}
+
+// endOfObject is what field returns once the object is fully read.
+const endOfObject = -2
+
+// field moves to the next member whose key selects one of names and returns
+// that name's index, validating and skipping members with other keys. At the
+// end of the object, and for a text that is the literal null, it checks that
+// only whitespace follows and returns endOfObject.
+//
+// It is an iterator rather than a callback so that a caller's decoder can
+// live on the stack: the hot path (ParseFrame) allocates nothing but the
+// frame's own bytes.
+func (d *decoder) field(names []string) (int, error) {
+	if !d.opened {
+		d.opened = true
+		if null, err := d.open(); null || err != nil {
+			return endOfObject, err
+		}
+	}
+	for {
+		key, escaped, ok, err := d.next()
+		if err != nil {
+			return endOfObject, err
+		}
+		if !ok {
+			return endOfObject, d.finish()
+		}
+		if f := matchKey(key, escaped, names); f >= 0 {
+			return f, nil
+		}
+		if err := d.skip(); err != nil {
+			return endOfObject, err
+		}
+	}
 }
 
 func newDecoder(b []byte) decoder { return decoder{scanner: scanner{b: b}} }
@@ -215,12 +251,15 @@ func (d *decoder) readBytes(field string, dst *[]byte) error {
 	}
 	switch d.peek() {
 	case '"':
-		var s string
-		if err := d.readString(field, &s); err != nil {
+		body, escaped, _, err := d.stringSpan(field)
+		if err != nil {
 			return err
 		}
-		out := make([]byte, base64.StdEncoding.DecodedLen(len(s)))
-		n, err := base64.StdEncoding.Decode(out, []byte(s))
+		if escaped || !utf8.Valid(body) {
+			body = appendUnquoted(nil, body, true)
+		}
+		out := make([]byte, base64.StdEncoding.DecodedLen(len(body)))
+		n, err := base64.StdEncoding.Decode(out, body)
 		if err != nil {
 			return wrapBoth(wrap(ErrMalformedFrame, "field "+field), err)
 		}

@@ -1,6 +1,9 @@
 package librelay
 
-import "strconv"
+import (
+	"encoding/binary"
+	"strconv"
+)
 
 // This file is a strict JSON validator: it accepts exactly what encoding/json
 // accepts (RFC 8259 grammar, no raw control bytes in strings, nesting at most
@@ -159,10 +162,7 @@ func (s *scanner) str(i int) (int, error) {
 	s.esc = false
 	i++
 	for {
-		for i < len(b) && plainByte[b[i]] {
-			i++
-		}
-		if i >= len(b) {
+		if i = skipPlain(b, i); i >= len(b) {
 			return i, s.fail(i)
 		}
 		switch b[i] {
@@ -179,6 +179,33 @@ func (s *scanner) str(i int) (int, error) {
 			return i, s.fail(i)
 		}
 	}
+}
+
+// skipPlain returns the first offset at or after i whose byte needs
+// attention inside a string, testing eight bytes at a time while none does:
+// string bodies are nearly all of a payload, so this loop is the codec's
+// speed.
+func skipPlain(b []byte, i int) int {
+	for ; i+8 <= len(b); i += 8 {
+		if specialBytes(binary.LittleEndian.Uint64(b[i:])) != 0 {
+			break
+		}
+	}
+	for i < len(b) && plainByte[b[i]] {
+		i++
+	}
+	return i
+}
+
+// specialBytes is non-zero exactly when one of the eight bytes in x is below
+// 0x20, a quote or a backslash. Each term is the classic "has a zero byte"
+// test ((v - 0x01…) & ^v & 0x80…); ^x can stand in for ^v in all three
+// because '"' and '\\' leave bit 7 alone, and a byte >= 0x80 never matches.
+func specialBytes(x uint64) uint64 {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	quote := x ^ (ones * '"')
+	backslash := x ^ (ones * '\\')
+	return ((x - ones*0x20) | (quote - ones) | (backslash - ones)) & ^x & highs
 }
 
 // escapeLen is the length of the valid escape at the start of b, or 0.

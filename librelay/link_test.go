@@ -131,8 +131,14 @@ func TestLightProgramNative(t *testing.T) {
 // TestLightProgramWasm inspects the GOOS=js GOARCH=wasm build itself, through
 // the function names the Go linker writes into the module's name section.
 func TestLightProgramWasm(t *testing.T) {
-	bin := buildLightProgram(t, "js", "wasm")
-	data, err := os.ReadFile(bin)
+	checkSymbols(t, wasmSymbols(t, buildLightProgram(t, "js", "wasm")), "wasm light program")
+}
+
+// wasmSymbols reads a wasm module's function names, spelled as go tool nm
+// would spell them.
+func wasmSymbols(t *testing.T, path string) []string {
+	t.Helper()
+	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +149,7 @@ func TestLightProgramWasm(t *testing.T) {
 	for i, n := range names {
 		names[i] = wasmSymbolName(n)
 	}
-	checkSymbols(t, names, "wasm light program")
+	return names
 }
 
 // TestWasmSymbolCheckDetects is the control: a program that does call
@@ -152,18 +158,7 @@ func TestWasmSymbolCheckDetects(t *testing.T) {
 	heavy := strings.Replace(lightProgram, "os.Stdout.Write(append(line, hello...))",
 		"var v any\n\t_ = json.Unmarshal(line, &v)\n\tb, _ := json.Marshal(v)\n\tfmt.Println(b)", 1)
 	heavy = strings.Replace(heavy, `"os"`, "\"encoding/json\"\n\t\"fmt\"\n\t\"os\"", 1)
-	data, err := os.ReadFile(buildProgram(t, heavy, "js", "wasm"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	names, err := wasmFunctionNames(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, n := range names {
-		names[i] = wasmSymbolName(n)
-	}
-	found := strings.Join(forbiddenIn(names), " ")
+	found := strings.Join(forbiddenIn(wasmSymbols(t, buildProgram(t, heavy, "js", "wasm"))), " ")
 	for _, want := range []string{"encoding/json.(*decodeState)", "encoding/json.(*encodeState)", "fmt."} {
 		if !strings.Contains(found, want) {
 			t.Errorf("a program using encoding/json and fmt was not caught linking %s", want)

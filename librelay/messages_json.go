@@ -125,27 +125,16 @@ func (e *Error) UnmarshalJSON(data []byte) error {
 }
 
 // decodeObject decodes the JSON object in data, calling member for each
-// member whose key matches one of names (with its index) and validating and
+// member whose key selects one of names (with its index) and validating and
 // skipping the rest. A literal null is a no-op, as encoding/json makes it.
 func decodeObject(data []byte, names []string, member func(d *decoder, field int) error) error {
 	d := newDecoder(data)
-	if null, err := d.open(); null || err != nil {
-		return err
-	}
 	for {
-		key, escaped, ok, err := d.next()
-		if err != nil {
+		field, err := d.field(names)
+		if err != nil || field == endOfObject {
 			return err
 		}
-		if !ok {
-			return d.finish()
-		}
-		if field := matchKey(key, escaped, names); field < 0 {
-			err = d.skip()
-		} else {
-			err = member(&d, field)
-		}
-		if err != nil {
+		if err := member(&d, field); err != nil {
 			return err
 		}
 	}

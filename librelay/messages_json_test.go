@@ -198,16 +198,19 @@ var controlInputs = []string{
 	`{"message":{"nested":true}}`, "\t{ \"code\" :\n\"x\" }\r\n", `{"code":"x"}` + "\x00",
 }
 
+// controlPairs make a fresh target of each control payload type and of its
+// reflection-only twin.
+var controlPairs = []func() (any, any){
+	func() (any, any) { return new(Hello), new(plainHello) },
+	func() (any, any) { return new(Welcome), new(plainWelcome) },
+	func() (any, any) { return new(Resume), new(plainResume) },
+	func() (any, any) { return new(Resumed), new(plainResumed) },
+	func() (any, any) { return new(Error), new(plainError) },
+}
+
 func TestControlUnmarshalMatchesEncodingJSON(t *testing.T) {
-	fresh := []func() (any, any){
-		func() (any, any) { return new(Hello), new(plainHello) },
-		func() (any, any) { return new(Welcome), new(plainWelcome) },
-		func() (any, any) { return new(Resume), new(plainResume) },
-		func() (any, any) { return new(Resumed), new(plainResumed) },
-		func() (any, any) { return new(Error), new(plainError) },
-	}
 	for _, in := range controlInputs {
-		for _, f := range fresh {
+		for _, f := range controlPairs {
 			compareUnmarshal(t, []byte(in), f)
 		}
 	}

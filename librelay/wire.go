@@ -162,8 +162,19 @@ type frameParts struct {
 	payload []byte
 }
 
+// scan is decodeObject with the member handler called directly, which keeps
+// the decoder off the heap.
 func (p *frameParts) scan(msg []byte) error {
-	return decodeObject(msg, frameFields[:], p.member)
+	d := newDecoder(msg)
+	for {
+		field, err := d.field(frameFields[:])
+		if err != nil || field == endOfObject {
+			return err
+		}
+		if err := p.member(&d, field); err != nil {
+			return err
+		}
+	}
 }
 
 func (p *frameParts) member(d *decoder, field int) error {

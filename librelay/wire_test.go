@@ -1,24 +1,17 @@
 package librelay
 
 import (
-	"bytes"
 	"encoding/json"
 	"reflect"
 	"strings"
 	"testing"
 )
 
-// jsonLine is what encoding/json writes for f with HTML escaping off: the
-// reference for Writer's bytes.
+// jsonLine is what encoding/json's Encoder writes for f with HTML escaping
+// off: the reference for Writer's bytes.
 func jsonLine(t testing.TB, f Frame) []byte {
 	t.Helper()
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(f); err != nil {
-		t.Fatalf("encoding/json: %v", err)
-	}
-	return buf.Bytes()
+	return append(encodeNoHTML(t, f), '\n')
 }
 
 // wireFrames are valid frames exercising every member, escaping rule and
