@@ -12,6 +12,8 @@ package relayleg
 import (
 	"encoding/base64"
 	"strings"
+
+	"github.com/relaywasm/relaywasm/librelay"
 )
 
 // The runtime leg: a contenox connector dials the relay with
@@ -108,13 +110,13 @@ const (
 
 // closeCodes pairs each close code with the error code of the same reason.
 var closeCodes = map[int]string{
-	CloseBadHello:           "malformed_frame",
+	CloseBadHello:           librelay.CodeMalformedFrame,
 	CloseUnauthorized:       CodeUnauthorized,
-	CloseUnknownInstance:    "unknown_instance",
+	CloseUnknownInstance:    librelay.CodeUnknownInstance,
 	CloseHeartbeatTimeout:   CodeHeartbeatTimeout,
 	CloseSuperseded:         CodeSuperseded,
 	CloseTooLarge:           CodeFrameTooLarge,
-	CloseUnsupportedVersion: "unsupported_version",
+	CloseUnsupportedVersion: librelay.CodeVersion,
 	CloseSlowConsumer:       CodeSlowConsumer,
 	CloseTooManyAttachments: CodeTooManyAttachments,
 	CloseRuntimeGone:        CodeRuntimeGone,

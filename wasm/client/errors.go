@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/relaywasm/relaywasm/librelay"
 	"github.com/relaywasm/relaywasm/relayleg"
 )
 
@@ -24,7 +25,7 @@ func (e *Error) Code() string { return e.code }
 var (
 	ErrUnauthorized       = &Error{relayleg.CodeUnauthorized, "the relay refused the credential"}
 	ErrBadRelaySignature  = &Error{"bad_relay_signature", "the relay could not prove it holds the pinned key"}
-	ErrUnsupportedVersion = &Error{"unsupported_version", "the relay selected a protocol version this client does not speak"}
+	ErrUnsupportedVersion = &Error{librelay.CodeVersion, "the relay selected a protocol version this client does not speak"}
 	ErrSuperseded         = &Error{relayleg.CodeSuperseded, "another client reclaimed this attachment"}
 	ErrDetached           = &Error{"detached", "the attachment was detached"}
 	ErrClosed             = &Error{"closed", "the attachment is closed"}
@@ -41,7 +42,7 @@ var (
 
 // Failures that end one connection; the attachment redials after each.
 var (
-	ErrUnknownInstance  = &Error{"unknown_instance", "no runtime is connected to the relay for this instance"}
+	ErrUnknownInstance  = &Error{librelay.CodeUnknownInstance, "no runtime is connected to the relay for this instance"}
 	ErrRuntimeGone      = &Error{relayleg.CodeRuntimeGone, "the runtime disconnected from the relay"}
 	ErrHeartbeatTimeout = &Error{relayleg.CodeHeartbeatTimeout, "the relay did not answer a heartbeat in time"}
 	ErrProtocol         = &Error{"protocol_error", "the relay sent something this client cannot follow"}
@@ -151,11 +152,11 @@ func relayError(code, message string) error {
 	switch code {
 	case relayleg.CodeUnauthorized:
 		s = ErrUnauthorized
-	case "unsupported_version":
+	case librelay.CodeVersion:
 		s = ErrUnsupportedVersion
 	case relayleg.CodeSuperseded:
 		s = ErrSuperseded
-	case "unknown_instance":
+	case librelay.CodeUnknownInstance:
 		s = ErrUnknownInstance
 	case relayleg.CodeRuntimeGone:
 		s = ErrRuntimeGone
