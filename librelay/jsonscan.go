@@ -55,7 +55,16 @@ func (s *scanner) fail(i int) error {
 	if i >= len(s.b) {
 		return wrap(ErrMalformedFrame, "unexpected end of JSON input")
 	}
-	return wrap(ErrMalformedFrame, "invalid character "+strconv.QuoteRuneToASCII(rune(s.b[i]))+" at offset "+strconv.Itoa(i))
+	return wrap(ErrMalformedFrame, "invalid character "+describeByte(s.b[i])+" at offset "+strconv.Itoa(i))
+}
+
+// describeByte spells a byte for an error message: 'c' when printable
+// ASCII, 0xNN otherwise (never raw, since messages end up in logs).
+func describeByte(c byte) string {
+	if c >= 0x20 && c < 0x7f {
+		return "'" + string(rune(c)) + "'"
+	}
+	return "0x" + string([]byte{hexDigits[c>>4], hexDigits[c&0xF]})
 }
 
 // value scans one value starting at b[i]; depth is the number of containers

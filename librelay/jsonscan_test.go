@@ -2,7 +2,9 @@ package librelay
 
 import (
 	"encoding/binary"
+	"errors"
 	"math/rand/v2"
+	"strings"
 	"testing"
 )
 
@@ -48,5 +50,18 @@ func TestSkipPlain(t *testing.T) {
 	}
 	if got := skipPlain([]byte("plain to the end"), 3); got != 16 {
 		t.Fatalf("skipPlain to end = %d", got)
+	}
+}
+
+func TestSyntaxErrorMessages(t *testing.T) {
+	for in, want := range map[string]string{
+		`{"type":x}`:      "invalid character 'x' at offset 8",
+		"{\"type\":\x01}": "invalid character 0x01 at offset 8",
+		`{"type":"a"`:     "unexpected end of JSON input",
+	} {
+		_, err := ParseFrame([]byte(in))
+		if !errors.Is(err, ErrMalformedFrame) || !strings.HasSuffix(err.Error(), want) {
+			t.Errorf("ParseFrame(%q) = %v, want ...%s", in, err, want)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package librelay
 
 import (
 	"encoding/json"
+	"math/rand/v2"
 	"reflect"
 	"strings"
 	"testing"
@@ -57,6 +58,92 @@ func TestParseFrameMatchesEncodingJSON(t *testing.T) {
 		}
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("ParseFrame(%s):\n got %+v\nwant %+v", line, got, want)
+		}
+	}
+}
+
+// randomJSON writes a random JSON value with random insignificant
+// whitespace, strings drawn from trickyStrings (already valid JSON text once
+// encoded by appendString, whose own equivalence is tested separately).
+func randomJSON(rng *rand.Rand, depth int) string {
+	ws := func() string { return []string{"", "", " ", "\n", "\t", "\r\n  "}[rng.IntN(6)] }
+	switch k := rng.IntN(8); {
+	case k == 0 && depth < 4:
+		var parts []string
+		for range rng.IntN(4) {
+			parts = append(parts, ws()+randomJSON(rng, depth+1)+ws())
+		}
+		return "[" + strings.Join(parts, ",") + "]"
+	case k == 1 && depth < 4:
+		var parts []string
+		for range rng.IntN(4) {
+			key := string(appendString(nil, randomString(rng)))
+			parts = append(parts, ws()+key+ws()+":"+ws()+randomJSON(rng, depth+1)+ws())
+		}
+		return "{" + strings.Join(parts, ",") + "}"
+	case k == 2:
+		return []string{"true", "false", "null", "0", "-0", "1e9", "-1.25E-7", "123456789012345678901234567890"}[rng.IntN(8)]
+	default:
+		return string(appendString(nil, randomString(rng)))
+	}
+}
+
+// randomValidFrame builds a frame that passes Validate.
+func randomValidFrame(rng *rand.Rand) Frame {
+	ident := func() string {
+		for {
+			s := randomString(rng)
+			if checkIdentifier("x", s) == nil && len(s) > 0 {
+				return s
+			}
+		}
+	}
+	maybe := func() string {
+		if rng.IntN(2) == 0 {
+			return ""
+		}
+		return ident()
+	}
+	f := Frame{Type: ident(), Instance: maybe(), ID: maybe(), Trace: NewTraceID()[:rng.IntN(20)]}
+	if f.Instance != "" {
+		f.Session = maybe()
+	}
+	if f.ID == "" {
+		f.ReplyTo = maybe()
+	}
+	if rng.IntN(2) == 0 {
+		f.Seq = randomUint(rng)
+	}
+	if rng.IntN(5) > 0 {
+		f.Payload = json.RawMessage(randomJSON(rng, 0))
+	}
+	return f
+}
+
+func TestCodecMatchesEncodingJSONRandom(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for range 5000 {
+		f := randomValidFrame(rng)
+		got, err := AppendFrame(nil, &f)
+		if err != nil {
+			t.Fatalf("AppendFrame(%+v): %v", f, err)
+		}
+		if want := jsonLine(t, f); string(got)+"\n" != string(want) {
+			t.Fatalf("AppendFrame:\n got %s\nwant %s", got, want)
+		}
+		escaped, err := json.Marshal(f) // HTML escaping on
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range [][]byte{got, escaped, jsonLine(t, f)} {
+			var want Frame
+			if err := json.Unmarshal(line, &want); err != nil {
+				t.Fatal(err)
+			}
+			back, err := ParseFrame(line)
+			if err != nil || !reflect.DeepEqual(back, want) {
+				t.Fatalf("ParseFrame(%s) = %+v, %v\nwant %+v", line, back, err, want)
+			}
 		}
 	}
 }
