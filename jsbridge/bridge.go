@@ -1,0 +1,187 @@
+//go:build js && wasm
+
+// Package jsbridge is the Go half of relaywasm in the browser: a
+// client.Transport on the page's own WebSocket, a client.Store in IndexedDB,
+// and the JavaScript API that relay.js exposes to applications.
+//
+// The JavaScript half lives in jsbridge/js (relay.js). It owns the WebSocket
+// event handlers and a few helpers, and installs them at a well-known global
+// (bridgeGlobal) that this package looks up. Splitting the work this way keeps
+// the page's hot path cheap: crossing from JavaScript into Go costs more than
+// the work done per frame, so relay.js queues incoming messages and crosses
+// once per event-loop turn with all of them in one byte buffer, into a Go
+// callback registered once. It also keeps eval and new Function out of the
+// module, which pages with a strict Content-Security-Policy require.
+//
+// Everything crosses the boundary through github.com/hack-pad/safejs, so a
+// JavaScript exception becomes a Go error instead of a panic.
+package jsbridge
+
+import (
+	"errors"
+	"sync"
+
+	"github.com/hack-pad/safejs"
+)
+
+// bridgeGlobal names the object relay.js installs on globalThis. Its version
+// changes with the contract between relay.js and relay.wasm.
+const bridgeGlobal = "__relaywasm_bridge_v1"
+
+// ErrNoBridge: relay.js was not loaded into the page, so there is nothing to
+// open sockets with. loadRelay in relay.js loads it before the module starts.
+var ErrNoBridge = errors.New("jsbridge: relay.js is not loaded (globalThis." + bridgeGlobal + " is missing)")
+
+var (
+	bridgeOnce sync.Once
+	bridgeVal  safejs.Value
+	bridgeErr  error
+)
+
+// theBridge returns relay.js's helper object, registering this process's
+// callbacks with it on first use. The callbacks live as long as the process:
+// they are the only way events reach Go, and creating them per socket or per
+// request is what the design avoids.
+func theBridge() (safejs.Value, error) {
+	bridgeOnce.Do(initBridge)
+	return bridgeVal, bridgeErr
+}
+
+// initBridge is not a closure inside theBridge so that theBridge stays small
+// enough to inline everywhere without copying this body each time.
+func initBridge() {
+	b, err := safejs.Global().Get(bridgeGlobal)
+	if err != nil || b.IsUndefined() || b.IsNull() {
+		bridgeErr = ErrNoBridge
+		return
+	}
+	fns := make([]any, 0, 4)
+	for _, fn := range []func(safejs.Value, []safejs.Value) any{onFrames, onSocket, onDone, onTurn} {
+		f, err := safejs.FuncOf(fn)
+		if err != nil {
+			bridgeErr = err
+			return
+		}
+		fns = append(fns, f)
+	}
+	if _, err := b.Call("init", fns...); err != nil {
+		bridgeErr = err
+		return
+	}
+	bridgeVal = b
+}
+
+// JavaScript reports asynchronous outcomes (IndexedDB events, settled
+// Promises) to one Go callback, onDone, as (id, kind, value). newWait hands
+// out the id and a buffered channel the callback sends on without blocking,
+// so the callback stays non-blocking however slow the waiting goroutine is.
+var waits = struct {
+	mu   sync.Mutex
+	next int
+	m    map[int]chan jsEvent
+}{m: make(map[int]chan jsEvent)}
+
+// A jsEvent is one outcome reported to onDone.
+type jsEvent struct {
+	kind  int
+	value safejs.Value
+}
+
+// Kinds every reporter uses; IndexedDB's open adds its own.
+const (
+	doneOK     = 0 // success, complete, fulfilled (value: the result)
+	doneFailed = 1 // error, abort, rejected (value: the error)
+)
+
+// maxPendingEvents is how many events one id can have outstanding (an
+// IndexedDB open: upgradeneeded, blocked, then success).
+const maxPendingEvents = 4
+
+// newWait registers a waiter. stop must be called once the caller no longer
+// waits, so late events are dropped instead of kept.
+func newWait() (id int, events <-chan jsEvent, stop func()) {
+	ch := make(chan jsEvent, maxPendingEvents)
+	waits.mu.Lock()
+	waits.next++
+	id = waits.next
+	waits.m[id] = ch
+	waits.mu.Unlock()
+	return id, ch, func() {
+		waits.mu.Lock()
+		delete(waits.m, id)
+		waits.mu.Unlock()
+	}
+}
+
+// onDone receives (id, kind, value) from relay.js.
+func onDone(_ safejs.Value, args []safejs.Value) any {
+	if len(args) < 3 {
+		return nil
+	}
+	waits.mu.Lock()
+	ch := waits.m[jsInt(args[0])]
+	waits.mu.Unlock()
+	if ch != nil {
+		select {
+		case ch <- jsEvent{kind: jsInt(args[1]), value: args[2]}:
+		default:
+		}
+	}
+	return nil
+}
+
+// onTurn is relay.js telling Go that the event-loop turn in which later() was
+// called has ended. The Store batches its writes on it.
+func onTurn(safejs.Value, []safejs.Value) any {
+	turnWaiters.mu.Lock()
+	ws := turnWaiters.list
+	turnWaiters.list = nil
+	turnWaiters.mu.Unlock()
+	for _, w := range ws {
+		select {
+		case w <- struct{}{}:
+		default:
+		}
+	}
+	return nil
+}
+
+var turnWaiters struct {
+	mu   sync.Mutex
+	list []chan struct{}
+}
+
+// nextTurn arranges for ch to receive (without blocking the sender) once the
+// current event-loop turn has ended.
+func nextTurn(ch chan struct{}) error {
+	b, err := theBridge()
+	if err != nil {
+		return err
+	}
+	turnWaiters.mu.Lock()
+	turnWaiters.list = append(turnWaiters.list, ch)
+	turnWaiters.mu.Unlock()
+	_, err = b.Call("later")
+	return err
+}
+
+// jsInt reads a JavaScript number argument as an int, 0 when it is not one.
+func jsInt(v safejs.Value) int {
+	n, err := v.Int()
+	if err != nil {
+		return 0
+	}
+	return n
+}
+
+// jsString reads a JavaScript string argument, "" when it is not one.
+func jsString(v safejs.Value) string {
+	if v.Type() != safejs.TypeString {
+		return ""
+	}
+	s, err := v.String()
+	if err != nil {
+		return ""
+	}
+	return s
+}

@@ -1,0 +1,269 @@
+//go:build js && wasm
+
+package jsbridge
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"unsafe"
+
+	"github.com/hack-pad/safejs"
+
+	"github.com/relaywasm/relaywasm/wasm/client"
+)
+
+// Transport is a client.Transport on the page's own WebSocket.
+//
+// It exists because coder/websocket's browser build reports every close as
+// net.ErrClosed (no code, no reason) and can drop a message that arrived just
+// before the close; the client engine needs both to tell a refusal it must not
+// retry from a drop it should. Here relay.js owns the socket's event handlers,
+// flushes its queue of messages into Go before it reports the close, and
+// passes the close code and reason along.
+type Transport struct{}
+
+// Sentinel errors of a browser socket. A close the relay sent with a close
+// frame is a *client.CloseError instead.
+var (
+	// ErrDialFailed: the socket closed before it opened. Browsers do not say
+	// why (a refused connection, a failed TLS handshake and an HTTP 403 for
+	// the Origin all look alike to script).
+	ErrDialFailed = errors.New("jsbridge: the WebSocket closed before it opened")
+	// ErrConnectionLost: the connection ended without a close frame (close
+	// code 1006, or 1015 for a TLS failure), e.g. the network went away.
+	ErrConnectionLost = errors.New("jsbridge: the WebSocket connection was lost")
+	// ErrClosedLocally: this side closed the socket (Conn.Close).
+	ErrClosedLocally = errors.New("jsbridge: the WebSocket was closed by this client")
+)
+
+// Dial implements client.Transport.
+func (Transport) Dial(ctx context.Context, url string, protocols []string) (client.Conn, error) {
+	b, err := theBridge()
+	if err != nil {
+		return nil, err
+	}
+	protos := make([]any, len(protocols))
+	for i, p := range protocols {
+		protos[i] = p
+	}
+	c := &conn{bridge: b, opened: make(chan error, 1), wake: make(chan struct{}, 1)}
+	// Register before dialling: no event can arrive before dial returns (the
+	// page has one thread), but the handle is only known after it.
+	sockets.mu.Lock()
+	h, err := b.Call("dial", url, protos)
+	if err != nil {
+		sockets.mu.Unlock()
+		return nil, err
+	}
+	c.handle = jsInt(h)
+	sockets.m[c.handle] = c
+	sockets.mu.Unlock()
+
+	select {
+	case err := <-c.opened:
+		if err != nil {
+			return nil, err
+		}
+		return c, nil
+	case <-ctx.Done():
+		_, _ = b.Call("close", c.handle, 1000, "")
+		return nil, ctx.Err()
+	}
+}
+
+// sockets routes events from relay.js's shared callbacks to their conn.
+var sockets = struct {
+	mu sync.Mutex
+	m  map[int]*conn
+}{m: make(map[int]*conn)}
+
+func socketByHandle(h int) *conn {
+	sockets.mu.Lock()
+	defer sockets.mu.Unlock()
+	return sockets.m[h]
+}
+
+// conn is one browser WebSocket. Messages arrive packed by relay.js as
+// [u32 length][bytes]…; they are appended to pending as they come and Read
+// takes the whole of pending at once, swapping buffers so neither the
+// callback nor Read allocates in the steady state.
+type conn struct {
+	bridge safejs.Value
+	handle int
+	opened chan error    // the outcome of the dial, sent once
+	wake   chan struct{} // Read's doorbell, never blocks the sender
+
+	mu      sync.Mutex
+	isOpen  bool
+	pending []byte // packed messages not yet returned by Read
+	spare   []byte // the buffer the previous Read returned, reused next
+	err     error  // why the socket ended; reported once pending is empty
+
+	msgs [][]byte // Read's result, reused
+}
+
+// Read implements client.Conn.
+func (c *conn) Read(ctx context.Context) ([][]byte, error) {
+	for {
+		c.mu.Lock()
+		if len(c.pending) > 0 {
+			batch := c.pending
+			c.pending, c.spare = c.spare[:0], batch
+			c.mu.Unlock()
+			return c.split(batch), nil
+		}
+		err := c.err
+		c.mu.Unlock()
+		if err != nil {
+			return nil, err
+		}
+		select {
+		case <-c.wake:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// split cuts a packed batch into its messages, in place.
+func (c *conn) split(batch []byte) [][]byte {
+	c.msgs = c.msgs[:0]
+	for len(batch) >= 4 {
+		n := int(uint32(batch[0]) | uint32(batch[1])<<8 | uint32(batch[2])<<16 | uint32(batch[3])<<24)
+		batch = batch[4:]
+		if n > len(batch) {
+			break // cannot happen: relay.js writes whole messages
+		}
+		c.msgs = append(c.msgs, batch[:n:n])
+		batch = batch[n:]
+	}
+	return c.msgs
+}
+
+// Write implements client.Conn. The message leaves as a JavaScript string,
+// which is what WebSocket.send needs for a text message.
+func (c *conn) Write(ctx context.Context, msg []byte) error {
+	if err := ctx.Err(); err != nil {
+		return errors.Join(client.ErrNotSent, err)
+	}
+	c.mu.Lock()
+	err := c.err
+	c.mu.Unlock()
+	if err != nil {
+		return errors.Join(client.ErrNotSent, err)
+	}
+	// No copy into a Go string: syscall/js copies the bytes into a
+	// JavaScript string during the call and keeps nothing of msg.
+	sent, err := c.bridge.Call("send", c.handle, unsafe.String(unsafe.SliceData(msg), len(msg)))
+	if err != nil {
+		return err
+	}
+	if ok, _ := sent.Bool(); !ok {
+		return client.ErrNotSent
+	}
+	return nil
+}
+
+// Close implements client.Conn. Read stops at once with ErrClosedLocally
+// (after the messages already received) instead of waiting for the relay to
+// answer the close, which a half-open connection never does.
+func (c *conn) Close(code int, reason string) error {
+	if _, err := c.bridge.Call("close", c.handle, code, reason); err != nil {
+		return err
+	}
+	c.end(ErrClosedLocally)
+	return nil
+}
+
+// end records why the socket ended, keeping the first reason, and wakes Read.
+func (c *conn) end(err error) {
+	c.mu.Lock()
+	if c.err == nil {
+		c.err = err
+	}
+	c.mu.Unlock()
+	c.ring()
+}
+
+func (c *conn) ring() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// onFrames receives one flushed batch from relay.js: (handle, Uint8Array,
+// byte length). It copies the bytes and returns; it must never block.
+func onFrames(_ safejs.Value, args []safejs.Value) any {
+	if len(args) < 3 {
+		return nil
+	}
+	c := socketByHandle(jsInt(args[0]))
+	n := jsInt(args[2])
+	if c == nil || n <= 0 {
+		return nil
+	}
+	c.mu.Lock()
+	old := len(c.pending)
+	c.pending = slices.Grow(c.pending, n)[:old+n]
+	_, err := safejs.CopyBytesToGo(c.pending[old:], args[1])
+	if err != nil {
+		c.pending = c.pending[:old]
+		if c.err == nil {
+			c.err = err
+		}
+	}
+	c.mu.Unlock()
+	c.ring()
+	return nil
+}
+
+// Kinds of socket event relay.js reports through onSocket.
+const (
+	socketOpen  = 0
+	socketClose = 1
+)
+
+// onSocket receives a socket's open and close events: (handle, kind, code,
+// text), text being the selected subprotocol or the close reason.
+func onSocket(_ safejs.Value, args []safejs.Value) any {
+	if len(args) < 4 {
+		return nil
+	}
+	h := jsInt(args[0])
+	c := socketByHandle(h)
+	if c == nil {
+		return nil
+	}
+	switch jsInt(args[1]) {
+	case socketOpen:
+		c.mu.Lock()
+		c.isOpen = true
+		c.mu.Unlock()
+		c.opened <- nil
+	case socketClose:
+		sockets.mu.Lock()
+		delete(sockets.m, h)
+		sockets.mu.Unlock()
+		c.mu.Lock()
+		wasOpen := c.isOpen
+		c.mu.Unlock()
+		if !wasOpen {
+			c.opened <- ErrDialFailed
+			return nil
+		}
+		c.end(closeError(jsInt(args[2]), jsString(args[3])))
+	}
+	return nil
+}
+
+// closeError is what Read reports for a close event's code and reason.
+func closeError(code int, reason string) error {
+	switch code {
+	case 1006, 1015: // no close frame arrived: the connection was lost
+		return ErrConnectionLost
+	}
+	return &client.CloseError{Code: code, Reason: reason}
+}
