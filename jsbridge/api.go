@@ -1,0 +1,525 @@
+//go:build js && wasm
+
+package jsbridge
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"strconv"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/hack-pad/safejs"
+
+	"github.com/relaywasm/relaywasm/librelay"
+	"github.com/relaywasm/relaywasm/wasm/client"
+)
+
+// The JavaScript API (relay.js, relay.d.ts) is a thin layer of classes over
+// the functions Register hands to relay.js. Every Promise is made in
+// JavaScript: an operation is a call (op, callID, ...) that returns at once,
+// and Go settles it later with bridge.resolve(callID, value) or
+// bridge.reject(callID, code, message). The functions are created once, for
+// the life of the module, and never block the page: anything that waits runs
+// on a goroutine of its own.
+//
+// Handles name objects across the boundary: relay.js numbers its Relay and
+// Attachment objects and Go keys its state on those numbers.
+
+// ErrHandlerFailed: the application's onMessage threw or its Promise rejected.
+// The engine then stops delivery at that message and fetches it again later.
+var ErrHandlerFailed = errors.New("jsbridge: the onMessage handler failed")
+
+var api = struct {
+	mu     sync.Mutex
+	relays map[int]*relay
+	atts   map[int]*attachment
+	calls  map[int]context.CancelFunc
+}{
+	relays: make(map[int]*relay),
+	atts:   make(map[int]*attachment),
+	calls:  make(map[int]context.CancelFunc),
+}
+
+// relay is one Relay object of relay.js: a Store shared by its attachments,
+// so their writes of one event-loop turn go to IndexedDB together.
+type relay struct {
+	store *Store
+
+	mu       sync.Mutex
+	fallback *Fallback
+}
+
+// attachment is one Attachment object of relay.js.
+type attachment struct {
+	handle int
+	relay  *relay
+	att    *client.Attachment // set once Attach returned
+	batch  []byte             // reused to build each delivery
+}
+
+// Register exports the API to relay.js, which resolves loadRelay once it is
+// there. The module's main calls it and then blocks forever: the program must
+// stay alive for JavaScript to call it.
+func Register() error {
+	b, err := theBridge()
+	if err != nil {
+		return err
+	}
+	fns := map[string]func(safejs.Value, []safejs.Value) any{
+		"relay":   apiRelay,
+		"attach":  apiAttach,
+		"send":    apiSend,
+		"resume":  apiResume,
+		"history": apiHistory,
+		"detach":  apiDetach,
+		"close":   apiClose,
+		"cancel":  apiCancel,
+		"online":  apiOnline,
+		"probe":   apiProbe,
+		"info":    apiInfo,
+	}
+	obj := make(map[string]any, len(fns))
+	for name, fn := range fns {
+		f, err := safejs.FuncOf(fn)
+		if err != nil {
+			return err
+		}
+		obj[name] = f
+	}
+	_, err = b.Call("register", obj)
+	return err
+}
+
+// start runs op for the call callID on its own goroutine, with a context
+// relay.js can cancel (an AbortSignal), and settles the call with its
+// outcome. A nil result resolves to undefined.
+func start(callID int, op func(ctx context.Context) (any, error)) {
+	ctx, cancel := context.WithCancel(context.Background())
+	api.mu.Lock()
+	api.calls[callID] = cancel
+	api.mu.Unlock()
+	go func() {
+		v, err := op(ctx)
+		api.mu.Lock()
+		delete(api.calls, callID)
+		api.mu.Unlock()
+		cancel()
+		settle(callID, v, err)
+	}()
+}
+
+// settle resolves or rejects call callID in relay.js.
+func settle(callID int, v any, err error) {
+	b, _ := theBridge()
+	if err != nil {
+		_, _ = b.Call("reject", callID, client.Code(err), err.Error())
+		return
+	}
+	_, _ = b.Call("resolve", callID, v)
+}
+
+// fail rejects a call that could not start.
+func fail(callID int, err error) any {
+	settle(callID, nil, err)
+	return nil
+}
+
+var errNoAttachment = client.ErrClosed
+
+func lookup(h int) *attachment {
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	return api.atts[h]
+}
+
+// apiRelay(callID, relayHandle, database) opens the Store of a new Relay.
+func apiRelay(_ safejs.Value, args []safejs.Value) any {
+	callID, h, database := argInt(args, 0), argInt(args, 1), argString(args, 2)
+	r := &relay{}
+	start(callID, func(ctx context.Context) (any, error) {
+		r.store = OpenStore(ctx, database, r.fellBack)
+		api.mu.Lock()
+		api.relays[h] = r
+		api.mu.Unlock()
+		return r.store.Backend(), nil
+	})
+	return nil
+}
+
+// fellBack is the Store's fallback hook: every attachment of the relay hears
+// of it through onState, with the state it is in.
+func (r *relay) fellBack(f Fallback) {
+	r.mu.Lock()
+	r.fallback = &f
+	r.mu.Unlock()
+	api.mu.Lock()
+	var atts []*attachment
+	for _, a := range api.atts {
+		if a.relay == r && a.att != nil {
+			atts = append(atts, a)
+		}
+	}
+	api.mu.Unlock()
+	for _, a := range atts {
+		a.onState(client.StateChange{State: a.att.State()})
+	}
+}
+
+// storageInfo is what onState's info says about where state is kept.
+func (r *relay) storageInfo(info map[string]any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.fallback == nil {
+		info["storage"] = "indexeddb"
+		return
+	}
+	info["storage"] = "memory"
+	info["reason"] = r.fallback.Reason
+}
+
+// apiAttach(callID, relayHandle, attachmentHandle, options) attaches. The
+// options object is relay.js's normalised copy of the application's.
+func apiAttach(_ safejs.Value, args []safejs.Value) any {
+	callID, rh, h := argInt(args, 0), argInt(args, 1), argInt(args, 2)
+	api.mu.Lock()
+	r := api.relays[rh]
+	api.mu.Unlock()
+	if r == nil || len(args) < 4 {
+		return fail(callID, client.ErrClosed)
+	}
+	a := &attachment{handle: h, relay: r}
+	o, err := a.options(args[3])
+	if err != nil {
+		return fail(callID, err)
+	}
+	api.mu.Lock()
+	api.atts[h] = a
+	api.mu.Unlock()
+	start(callID, func(ctx context.Context) (any, error) {
+		att, err := client.Attach(ctx, o)
+		if err != nil {
+			a.forget()
+			return nil, err
+		}
+		api.mu.Lock()
+		a.att = att
+		api.mu.Unlock()
+		go a.watch()
+		return nil, nil
+	})
+	return nil
+}
+
+// options reads the attach options relay.js passes.
+func (a *attachment) options(v safejs.Value) (client.Options, error) {
+	get := func(p string) safejs.Value { f, _ := v.Get(p); return f }
+	ms := func(p string) time.Duration { return time.Duration(jsInt(get(p))) * time.Millisecond }
+	o := client.Options{
+		URL:              jsString(get("url")),
+		Instance:         jsString(get("instance")),
+		Name:             jsString(get("name")),
+		History:          jsInt(get("history")),
+		Store:            a.relay.store,
+		Transport:        Transport{},
+		Credential:       a.credential,
+		OnMessages:       a.deliver,
+		OnState:          a.onState,
+		OnEvicted:        a.onEvicted,
+		HandshakeTimeout: ms("handshakeTimeoutMs"),
+		SendQueue:        jsInt(get("sendQueue")),
+		Backoff:          client.Backoff{Initial: ms("backoffInitialMs"), Max: ms("backoffMaxMs")},
+		Heartbeat:        client.Heartbeat{Interval: ms("heartbeatIntervalMs"), Timeout: ms("heartbeatTimeoutMs")},
+		Agent:            "relaywasm-browser",
+	}
+	if key := jsString(get("relayKey")); key != "" {
+		pub, err := librelay.ParsePublicKey(key)
+		if err != nil {
+			return o, errors.Join(client.ErrBadOptions, err)
+		}
+		o.RelayKey = ed25519.PublicKey(pub)
+	}
+	return o, nil
+}
+
+// watch waits for the attachment to end, then forgets it and tells relay.js
+// (which releases the attachment's Web Lock).
+func (a *attachment) watch() {
+	<-a.att.Done()
+	a.forget()
+	b, _ := theBridge()
+	_, _ = b.Call("ended", a.handle, client.Code(a.att.Err()))
+}
+
+func (a *attachment) forget() {
+	api.mu.Lock()
+	delete(api.atts, a.handle)
+	api.mu.Unlock()
+}
+
+// credential asks relay.js for the token (a string, or what the application's
+// token function resolves to), on every dial.
+func (a *attachment) credential(ctx context.Context) (string, error) {
+	b, err := theBridge()
+	if err != nil {
+		return "", err
+	}
+	id, events, stop := newWait()
+	defer stop()
+	if _, err := b.Call("token", a.handle, id); err != nil {
+		return "", err
+	}
+	select {
+	case ev := <-events:
+		if ev.kind != doneOK {
+			return "", errors.New("jsbridge: the token function failed: " + jsString(ev.value))
+		}
+		return jsString(ev.value), nil
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+}
+
+// deliver hands one batch to the application: one JSON text
+// [[seq, replay, payload], …] with the payloads spliced in as they arrived,
+// which relay.js parses once. relay.js answers how many messages the handler
+// accepted, at once, or later (-1) when a handler returned a Promise.
+func (a *attachment) deliver(batch []client.Message) (int, error) {
+	if len(batch) == 0 {
+		return 0, nil
+	}
+	b, err := theBridge()
+	if err != nil {
+		return 0, err
+	}
+	buf := append(a.batch[:0], '[')
+	for i, m := range batch {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = append(buf, '[')
+		buf = strconv.AppendUint(buf, m.Seq, 10)
+		if m.Replay {
+			buf = append(buf, ",1,"...)
+		} else {
+			buf = append(buf, ",0,"...)
+		}
+		buf = appendPayload(buf, m.Payload)
+		buf = append(buf, ']')
+	}
+	buf = append(buf, ']')
+	a.batch = buf
+	id, events, stop := newWait()
+	defer stop()
+	// The text is copied into a JavaScript string during the call; no Go
+	// string copy is needed first.
+	res, err := b.Call("deliver", a.handle, batch[0].Session, unsafe.String(unsafe.SliceData(buf), len(buf)), id)
+	if err != nil {
+		return 0, err
+	}
+	n := jsInt(res)
+	if n < 0 {
+		ev := <-events
+		n = jsInt(ev.value)
+	}
+	if n < len(batch) {
+		return n, ErrHandlerFailed
+	}
+	return n, nil
+}
+
+// appendPayload splices a payload into a JSON text; an absent one is null.
+func appendPayload(buf, payload []byte) []byte {
+	if len(payload) == 0 {
+		return append(buf, "null"...)
+	}
+	return append(buf, payload...)
+}
+
+// onState reports a state change to the application, with why and where the
+// state is kept.
+func (a *attachment) onState(sc client.StateChange) {
+	info := map[string]any{"attempt": sc.Attempt}
+	if sc.RetryIn > 0 {
+		info["retryInMs"] = sc.RetryIn.Milliseconds()
+	}
+	if sc.Err != nil {
+		info["code"] = client.Code(sc.Err)
+		info["message"] = sc.Err.Error()
+	}
+	a.relay.storageInfo(info)
+	b, _ := theBridge()
+	_, _ = b.Call("state", a.handle, sc.State.String(), info)
+}
+
+func (a *attachment) onEvicted(e client.Eviction) {
+	b, _ := theBridge()
+	_, _ = b.Call("evicted", a.handle, map[string]any{
+		"afterSeq": float64(e.AfterSeq),
+		"fromSeq":  float64(e.FromSeq),
+		"reason":   e.Reason,
+	})
+}
+
+// withAttachment runs op on attachment h for call callID, rejecting the call
+// when the attachment is gone or not attached yet.
+func withAttachment(args []safejs.Value, op func(ctx context.Context, att *client.Attachment) (any, error)) any {
+	callID := argInt(args, 0)
+	a := lookup(argInt(args, 1))
+	api.mu.Lock()
+	var att *client.Attachment
+	if a != nil {
+		att = a.att
+	}
+	api.mu.Unlock()
+	if att == nil {
+		return fail(callID, errNoAttachment)
+	}
+	start(callID, func(ctx context.Context) (any, error) { return op(ctx, att) })
+	return nil
+}
+
+// apiSend(callID, handle, text) sends one ACP message, JSON text.
+func apiSend(_ safejs.Value, args []safejs.Value) any {
+	payload := []byte(argString(args, 2))
+	return withAttachment(args, func(ctx context.Context, att *client.Attachment) (any, error) {
+		return nil, att.SendACP(ctx, payload)
+	})
+}
+
+// apiResume(callID, handle, afterSeq).
+func apiResume(_ safejs.Value, args []safejs.Value) any {
+	after := argSeq(args, 2)
+	return withAttachment(args, func(ctx context.Context, att *client.Attachment) (any, error) {
+		return nil, att.Resume(ctx, after)
+	})
+}
+
+// apiHistory(callID, handle) resolves to JSON text [[out, seq, payload], …].
+func apiHistory(_ safejs.Value, args []safejs.Value) any {
+	return withAttachment(args, func(ctx context.Context, att *client.Attachment) (any, error) {
+		h, err := att.History(ctx)
+		if err != nil {
+			return nil, err
+		}
+		buf := []byte{'['}
+		for i, e := range h {
+			if i > 0 {
+				buf = append(buf, ',')
+			}
+			if e.Out {
+				buf = append(buf, "[1,"...)
+			} else {
+				buf = append(buf, "[0,"...)
+			}
+			buf = strconv.AppendUint(buf, e.Seq, 10)
+			buf = append(buf, ',')
+			buf = appendPayload(buf, e.Payload)
+			buf = append(buf, ']')
+		}
+		return string(append(buf, ']')), nil
+	})
+}
+
+// apiDetach(callID, handle).
+func apiDetach(_ safejs.Value, args []safejs.Value) any {
+	return withAttachment(args, func(ctx context.Context, att *client.Attachment) (any, error) {
+		return nil, att.Detach(ctx)
+	})
+}
+
+// apiClose(callID, handle) ends the attachment in this page without
+// detaching; the stream stays reclaimable.
+func apiClose(_ safejs.Value, args []safejs.Value) any {
+	return withAttachment(args, func(ctx context.Context, att *client.Attachment) (any, error) {
+		return nil, att.Close()
+	})
+}
+
+// apiCancel(callID) cancels a pending call (relay.js: its AbortSignal fired).
+func apiCancel(_ safejs.Value, args []safejs.Value) any {
+	api.mu.Lock()
+	cancel := api.calls[argInt(args, 0)]
+	api.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+	return nil
+}
+
+// apiOnline(online) passes the browser's online/offline events to every
+// attachment.
+func apiOnline(_ safejs.Value, args []safejs.Value) any {
+	online := true
+	if len(args) > 0 {
+		online, _ = args[0].Bool()
+	}
+	for _, att := range live() {
+		att.SetOnline(online)
+	}
+	return nil
+}
+
+// apiProbe() checks every connection, when the page becomes visible again.
+func apiProbe(safejs.Value, []safejs.Value) any {
+	for _, att := range live() {
+		att.Probe()
+	}
+	return nil
+}
+
+func live() []*client.Attachment {
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	out := make([]*client.Attachment, 0, len(api.atts))
+	for _, a := range api.atts {
+		if a.att != nil {
+			out = append(out, a.att)
+		}
+	}
+	return out
+}
+
+// apiInfo(handle) returns [state, cursor, session] for the Attachment's
+// getters, or null once it is gone.
+func apiInfo(_ safejs.Value, args []safejs.Value) any {
+	a := lookup(argInt(args, 0))
+	if a == nil {
+		return nil
+	}
+	api.mu.Lock()
+	att := a.att
+	api.mu.Unlock()
+	if att == nil {
+		return []any{client.Connecting.String(), 0, ""}
+	}
+	return []any{att.State().String(), float64(att.Cursor()), att.Session()}
+}
+
+func argInt(args []safejs.Value, i int) int {
+	if i >= len(args) {
+		return 0
+	}
+	return jsInt(args[i])
+}
+
+func argString(args []safejs.Value, i int) string {
+	if i >= len(args) {
+		return ""
+	}
+	return jsString(args[i])
+}
+
+// argSeq reads a seq, which JavaScript holds as a number (exact to 2^53).
+func argSeq(args []safejs.Value, i int) uint64 {
+	if i >= len(args) {
+		return 0
+	}
+	f, err := args[i].Float()
+	if err != nil || f < 0 {
+		return 0
+	}
+	return uint64(f)
+}

@@ -1,0 +1,196 @@
+// Type declarations of relay.js, the JavaScript API of relaywasm.
+//
+// A web page attaches to a contenox runtime through a relay and talks ACP
+// (JSON-RPC 2.0) with it. The client runs in relay.wasm; nothing here blocks
+// the page, every operation returns a Promise, and every rejection is a
+// RelayError with a stable code.
+//
+//   import { loadRelay } from "./relay.js";
+//   const relay = await loadRelay({ wasm: "/relay.wasm" });
+//   const att = await relay.attach({
+//     url: "wss://relay.example/v1/attach", instance: "demo", token: "…",
+//     onMessage(msg, meta) { … },
+//   });
+//   await att.sendACP({ jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: 1 } });
+
+/** Loads relay.wasm once per page and returns a Relay. */
+export function loadRelay(options?: LoadOptions): Promise<Relay>;
+
+export interface LoadOptions {
+  /** relay.wasm: a URL, a fetched Response or a compiled module. Default: relay.wasm beside relay.js. */
+  wasm?: string | URL | Response | WebAssembly.Module;
+  /** wasm_exec.js of the Go that built relay.wasm, when globalThis.Go is not defined yet. Default: beside relay.js. */
+  wasmExec?: string | URL;
+  /** IndexedDB database for stream state. Default "relaywasm". */
+  database?: string;
+}
+
+export interface Relay {
+  /** Where this Relay keeps stream state: "memory" when IndexedDB is unavailable or failed to open. */
+  readonly storage: Storage;
+
+  /**
+   * Attaches to a runtime through the relay: reclaims the stream's stored
+   * attachment id, resumes from its stored cursor, and resolves once the relay
+   * welcomed the client. A relay that cannot be reached yet is retried with
+   * backoff until it can, or until the signal aborts; a refusal that cannot
+   * change (unauthorized, bad_relay_signature, unsupported_version) rejects.
+   */
+  attach(options: AttachOptions): Promise<Attachment>;
+}
+
+export type Storage = "indexeddb" | "memory";
+
+export interface AttachOptions {
+  /** The relay's browser leg, e.g. "wss://relay.example/v1/attach". */
+  url: string;
+  /** The runtime instance to reach. */
+  instance: string;
+  /** The bearer credential, or a function returning it, called on every dial (so it can be refreshed). */
+  token: string | (() => string | Promise<string>);
+  /** The relay's pinned Ed25519 public key (librelay.FormatPublicKey); a welcome that does not verify rejects with bad_relay_signature. */
+  relayKey?: string;
+  /**
+   * Which stored stream this is. Default "default". Each stream is held by one
+   * attachment at a time in the whole browser profile (Web Locks): another tab,
+   * or another attach in this page, gets "name#2", "name#3" … (see Attachment.name).
+   */
+  name?: string;
+  /** How many transcript entries (both directions) to keep for history(). Default 0. */
+  history?: number;
+  /**
+   * Receives every ACP message in order. The cursor moves past a message only
+   * once this returned, or its returned Promise resolved, without throwing; a
+   * message whose handler failed is delivered again later.
+   */
+  onMessage: (message: any, meta: MessageMeta) => void | Promise<void>;
+  /** Told of every change of connection state, and of a fall back to memory storage. */
+  onState?: (state: State, info: StateInfo) => void;
+  /** Told when content is gone for good: refetch state rather than append. */
+  onEvicted?: (info: Eviction) => void;
+  /** Aborts the attach (rejects with code "canceled"). */
+  signal?: AbortSignal;
+  /** Bound on one dial plus the relay's welcome. Default 10000. */
+  handshakeTimeoutMs?: number;
+  /** Redial pacing: exponential backoff with full jitter. Defaults 500 and 30000. */
+  backoff?: { initialMs?: number; maxMs?: number };
+  /** Liveness probes of an open connection. Defaults 15000 and 10000. */
+  heartbeat?: { intervalMs?: number; timeoutMs?: number };
+  /** How many messages may wait to be sent while reconnecting. Default 256. */
+  sendQueue?: number;
+}
+
+export interface Attachment {
+  /** The stream's stored name: the name asked for, or name#2, name#3 … when that was held elsewhere. */
+  readonly name: string;
+  /** The connection's state. */
+  readonly state: State;
+  /** The seq of the last message onMessage accepted; stored, so a reload resumes after it. */
+  readonly cursor: number;
+  /** The attachment id the relay granted. */
+  readonly session: string;
+
+  onMessage: AttachOptions["onMessage"];
+  onState: AttachOptions["onState"] | null;
+  onEvicted: AttachOptions["onEvicted"] | null;
+
+  /**
+   * Sends one ACP message: an object (serialised with JSON.stringify) or JSON
+   * text. Resolves once it is written to the socket; while reconnecting it
+   * waits in a bounded queue (send_queue_full when full). Never sent twice.
+   */
+  sendACP(message: object | string, options?: { signal?: AbortSignal }): Promise<void>;
+  /** Asks for the stream again from after afterSeq; messages this page already had come again with meta.replay set. */
+  resume(afterSeq: number): Promise<void>;
+  /** The local transcript, both directions, oldest first (see AttachOptions.history). */
+  history(): Promise<HistoryEntry[]>;
+  /** Ends the stream for good: tells the runtime, closes the socket, forgets the stored cursor. */
+  detach(): Promise<void>;
+  /** Ends the attachment in this page only: the stored cursor stays and the stream can be attached again. */
+  close(): Promise<void>;
+}
+
+export type State = "connecting" | "open" | "reconnecting" | "offline" | "closed";
+
+export interface StateInfo {
+  /** Redials since the connection was last stable. */
+  attempt: number;
+  /** When a redial is scheduled: in how many milliseconds. */
+  retryInMs?: number;
+  /** Why the last connection or the attachment ended. */
+  code?: ErrorCode;
+  message?: string;
+  /** Where stream state is kept. "memory": IndexedDB is unavailable or failed, see reason. */
+  storage: Storage;
+  reason?: StorageFallbackReason;
+}
+
+export type StorageFallbackReason = "indexeddb_unavailable" | "indexeddb_blocked" | "indexeddb_failed" | "quota_exceeded";
+
+export interface MessageMeta {
+  /** The runtime's sequence number; 0 for an unsequenced message. */
+  seq: number;
+  /** The attachment id it arrived on. */
+  session: string;
+  /**
+   * Delivered before and fetched again by an explicit resume() to an earlier
+   * cursor. What a resume after a drop or a reload brings is new to the page
+   * and not marked.
+   */
+  replay: boolean;
+}
+
+export interface Eviction {
+  afterSeq: number;
+  fromSeq: number;
+  reason: "evicted" | "cursor_evicted" | "session_replaced";
+}
+
+export interface HistoryEntry {
+  /** true for a message this page sent, false for one received. */
+  out: boolean;
+  /** The seq a received message arrived with; 0 for sent ones. */
+  seq: number;
+  message: any;
+}
+
+/** Every rejection of this module. */
+export class RelayError extends Error {
+  readonly name: "RelayError";
+  readonly code: ErrorCode;
+}
+
+/** Stable error codes. */
+export type ErrorCode =
+  // The attachment ended and will not come back by itself.
+  | "unauthorized" // the relay refused the credential
+  | "bad_relay_signature" // the relay could not prove it holds the pinned key
+  | "unsupported_version" // no protocol version in common
+  | "superseded" // another client reclaimed this attachment
+  | "detached" // detach() was called
+  | "closed" // the attachment is closed
+  // One operation failed.
+  | "bad_options"
+  | "bad_payload" // sendACP: not a single JSON value
+  | "bad_cursor" // resume: not a seq that was delivered
+  | "send_queue_full"
+  | "send_failed" // the connection dropped while writing; the message may not have arrived
+  | "canceled" // the AbortSignal fired
+  | "timeout"
+  // One connection ended; the attachment redials by itself (seen in StateInfo.code).
+  | "unknown_instance" // no runtime connected for the instance
+  | "runtime_gone"
+  | "heartbeat_timeout"
+  | "protocol_error"
+  | "unreachable"
+  | "offline"
+  | "malformed_frame"
+  | "frame_too_large"
+  | "slow_consumer"
+  | "too_many_attachments"
+  | "shutting_down"
+  | "closed_by_relay" // a close code this client does not know
+  // Loading.
+  | "wasm_load_failed"
+  | "wasm_exited"
+  | "error"; // anything else

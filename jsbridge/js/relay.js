@@ -1,0 +1,669 @@
+// relay.js: the JavaScript half of relaywasm.
+//
+// relay.wasm (Go) holds the client engine. This module loads it and owns what
+// is cheaper, or only possible, on the JavaScript side of the boundary:
+//
+//   - The WebSocket event handlers. Crossing from JavaScript into Go costs far
+//     more than the work done per frame, so incoming messages are queued here
+//     and handed to Go once per event-loop turn, packed into one byte buffer.
+//   - Small helpers Go calls through one well-known global (BRIDGE below):
+//     there is no eval and no new Function anywhere, so pages with a strict
+//     Content-Security-Policy can load it.
+//
+// Go finds this module's helpers at globalThis[BRIDGE]; importing the module
+// installs them. The version in the name changes whenever the contract between
+// relay.js and relay.wasm does, so a mismatched pair fails loudly.
+
+const BRIDGE = "__relaywasm_bridge_v1";
+
+// ---------------------------------------------------------------------------
+// The bridge: what Go calls.
+
+function makeBridge() {
+  // Go's callbacks, registered once by Go (init). Each is a js.Func: calling
+  // one crosses into Go, which is why they are few and called per batch.
+  let goFrames = null; // (handle, Uint8Array, byteLength)
+  let goSocket = null; // (handle, kind, code, text)
+  let goDone = null; // (id, kind, value)
+  let goTurn = null; // ()
+
+  const sockets = new Map(); // handle -> socket record
+  const dirty = new Set(); // sockets with queued messages
+  let nextHandle = 1;
+  let wantTurn = false;
+  let posted = false;
+
+  // One MessageChannel message per event-loop turn flushes every socket's
+  // queue. A microtask would run after each event and give batches of one.
+  const channel = new MessageChannel();
+  channel.port1.onmessage = () => {
+    posted = false;
+    for (const s of [...dirty]) flush(s);
+    if (wantTurn) {
+      wantTurn = false;
+      goTurn();
+    }
+  };
+  const schedule = () => {
+    if (!posted) {
+      posted = true;
+      channel.port2.postMessage(0);
+    }
+  };
+
+  // The batch buffer: [u32 little-endian byte length][UTF-8 bytes] per message.
+  // It is reused across flushes and grows when a batch does not fit.
+  const encoder = new TextEncoder();
+  let buf = new Uint8Array(64 << 10);
+
+  const grow = (used, need) => {
+    const next = new Uint8Array(Math.max(need, buf.length * 2));
+    next.set(buf.subarray(0, used));
+    buf = next;
+  };
+
+  // put appends one message at off and returns the new end.
+  const put = (m, off) => {
+    if (typeof m !== "string") {
+      // A binary message; the relay sends only text, but bytes are bytes.
+      const b = new Uint8Array(m);
+      if (buf.length < off + 4 + b.length) grow(off, off + 4 + b.length);
+      buf.set(b, off + 4);
+      return len(off, b.length);
+    }
+    for (;;) {
+      // Encoding into what is left fails only when the message is longer in
+      // UTF-8 than the room left; then grow to the worst case and retry.
+      if (buf.length - off - 4 >= m.length) {
+        const r = encoder.encodeInto(m, buf.subarray(off + 4));
+        if (r.read === m.length) return len(off, r.written);
+      }
+      grow(off, off + 4 + m.length * 3);
+    }
+  };
+  const len = (off, n) => {
+    buf[off] = n;
+    buf[off + 1] = n >>> 8;
+    buf[off + 2] = n >>> 16;
+    buf[off + 3] = n >>> 24;
+    return off + 4 + n;
+  };
+
+  const flush = (s) => {
+    dirty.delete(s);
+    const q = s.queue;
+    if (q.length === 0) return;
+    s.queue = [];
+    let off = 0;
+    for (const m of q) off = put(m, off);
+    goFrames(s.handle, buf, off);
+    // A burst can grow the buffer a lot; do not hold on to it for good.
+    if (buf.length > 8 << 20) buf = new Uint8Array(64 << 10);
+  };
+
+  const SOCKET_OPEN = 0;
+  const SOCKET_CLOSE = 1;
+
+  // Calls into the Go API: each returns a Promise that Go settles later
+  // through resolve/reject with the call's id.
+  const calls = new Map();
+  let nextCall = 1;
+  let registered;
+  const ready = new Promise((resolve) => (registered = resolve));
+
+  return {
+    version: 1,
+    api: null, // the Go API, once Go registered it
+    ready, // resolves when it has
+    attachments: new Map(), // handle -> Attachment, for Go's callbacks
+    nextHandle: 1, // Relay and Attachment handles
+
+    // register is Go handing over its API (jsbridge.Register).
+    register(api) {
+      this.api = api;
+      registered(api);
+    },
+
+    // call invokes a Go API function with a fresh call id and returns the
+    // Promise Go settles. An AbortSignal cancels the Go side's context.
+    call(op, args, signal) {
+      return new Promise((resolve, reject) => {
+        if (signal?.aborted) {
+          reject(new RelayError("canceled", "the operation was aborted"));
+          return;
+        }
+        const id = nextCall++;
+        calls.set(id, { resolve, reject });
+        signal?.addEventListener("abort", () => this.api.cancel(id), { once: true });
+        try {
+          this.api[op](id, ...args);
+        } catch (e) {
+          calls.delete(id);
+          reject(e);
+        }
+      });
+    },
+    resolve(id, value) {
+      const c = calls.get(id);
+      calls.delete(id);
+      c?.resolve(value);
+    },
+    reject(id, code, message) {
+      const c = calls.get(id);
+      calls.delete(id);
+      c?.reject(new RelayError(code, message));
+    },
+
+    // Callbacks of an attachment, from Go. Each routes to the Attachment
+    // object; none throws back into Go.
+    deliver(handle, session, text, waitID) {
+      const a = this.attachments.get(handle);
+      return a ? a._deliver(JSON.parse(text), session, waitID) : 0;
+    },
+    state(handle, state, info) {
+      this.attachments.get(handle)?._state(state, info);
+    },
+    evicted(handle, info) {
+      this.attachments.get(handle)?._evicted(info);
+    },
+    token(handle, waitID) {
+      const a = this.attachments.get(handle);
+      if (!a) {
+        goDone(waitID, 1, "the attachment is gone");
+        return;
+      }
+      a._token().then(
+        (t) => goDone(waitID, 0, t),
+        (e) => goDone(waitID, 1, String(e?.message ?? e)),
+      );
+    },
+    ended(handle, code) {
+      const a = this.attachments.get(handle);
+      this.attachments.delete(handle);
+      a?._ended(code);
+    },
+    // done lets this module report to Go as an asynchronous reporter does.
+    done(id, kind, value) {
+      goDone(id, kind, value);
+    },
+
+    // init registers Go's callbacks. Go calls it once per process.
+    init(frames, socket, done, turn) {
+      goFrames = toGo(frames);
+      goSocket = toGo(socket);
+      goDone = toGo(done);
+      goTurn = toGo(turn);
+    },
+
+    // dial opens a WebSocket and returns its handle. Throws (a SyntaxError)
+    // for a URL or subprotocol the browser refuses outright.
+    dial(url, protocols) {
+      const ws = new WebSocket(url, protocols);
+      ws.binaryType = "arraybuffer";
+      const s = { handle: nextHandle++, ws, queue: [] };
+      sockets.set(s.handle, s);
+      ws.onopen = () => goSocket(s.handle, SOCKET_OPEN, 0, ws.protocol);
+      ws.onmessage = (ev) => {
+        s.queue.push(ev.data);
+        if (!dirty.has(s)) {
+          dirty.add(s);
+          schedule();
+        }
+      };
+      // Every message that arrived before the close reaches Go before the
+      // close does: flush the queue first, synchronously.
+      ws.onclose = (ev) => {
+        flush(s);
+        sockets.delete(s.handle);
+        goSocket(s.handle, SOCKET_CLOSE, ev.code, ev.reason);
+      };
+      return s.handle;
+    },
+
+    // send writes one text message; false when the socket is not open, so
+    // Go knows the message did not leave.
+    send(handle, text) {
+      const s = sockets.get(handle);
+      if (!s || s.ws.readyState !== WebSocket.OPEN) return false;
+      s.ws.send(text);
+      return true;
+    },
+
+    // close starts the closing handshake. Throws for a code script may not
+    // send (only 1000 and 3000–4999 are allowed).
+    close(handle, code, reason) {
+      const s = sockets.get(handle);
+      if (s) s.ws.close(code, reason);
+    },
+
+    // later calls Go's turn callback once, on the next event-loop turn, so
+    // everything Go did during this turn can be handled as one batch.
+    later() {
+      wantTurn = true;
+      schedule();
+    },
+
+    // watch reports the events of an IndexedDB request or transaction to Go
+    // as (id, kind, value): kind 0 success/complete (value: result), 1 error
+    // or abort (value: the DOMException), 2 blocked, 3 upgradeneeded (value:
+    // the database). Go awaits them on a channel; nothing here throws. For a
+    // database it only arranges to close it on versionchange.
+    watch(target, id) {
+      if (target instanceof IDBDatabase) {
+        // Never block a newer page that upgrades the schema; this page's
+        // next transaction fails and its Store falls back to memory.
+        target.onversionchange = () => target.close();
+        return;
+      }
+      const fail = () => goDone(id, 1, target.error ?? null);
+      if (target instanceof IDBTransaction) {
+        target.oncomplete = () => goDone(id, 0, null);
+        target.onabort = fail;
+        return;
+      }
+      target.onsuccess = () => goDone(id, 0, target.result);
+      target.onerror = (ev) => {
+        // Stop the error from also aborting the enclosing transaction twice
+        // over; the transaction's own abort is still reported.
+        ev.stopPropagation();
+        fail();
+      };
+      if (target instanceof IDBOpenDBRequest) {
+        target.onblocked = () => goDone(id, 2, null);
+        target.onupgradeneeded = () => goDone(id, 3, target.result);
+      }
+    },
+  };
+}
+
+// toGo wraps a Go callback for calls from browser events: an exception must
+// not escape into the event loop. The one expected exception is a Go program
+// that has exited (a test binary at its end) while sockets still close.
+function toGo(fn) {
+  return (...args) => {
+    try {
+      return fn(...args);
+    } catch (e) {
+      if (e?.message !== "Go program has already exited") console.error("relay.js: relay.wasm failed:", e);
+    }
+  };
+}
+
+function bridge() {
+  // The bridge is created once per page, however many times this module is
+  // evaluated: Go registers its callbacks with it only once.
+  let b = globalThis[BRIDGE];
+  if (!b) {
+    b = makeBridge();
+    Object.defineProperty(globalThis, BRIDGE, { value: b });
+  }
+  return b;
+}
+
+const B = bridge();
+
+// ---------------------------------------------------------------------------
+// The public API. See relay.d.ts for the documentation of every name.
+
+/** An error with a stable code; every rejection of this module is one. */
+export class RelayError extends Error {
+  constructor(code, message) {
+    super(message);
+    this.name = "RelayError";
+    this.code = code;
+  }
+}
+
+let starting = null;
+
+/**
+ * Loads and starts relay.wasm (once per page) and returns a Relay. When the
+ * page's Go program is already running and has registered the API (a page
+ * that instantiated relay.wasm itself, or a Go test binary), nothing is
+ * loaded.
+ */
+export async function loadRelay(options = {}) {
+  if (!B.api) {
+    starting ??= start(options).catch((e) => {
+      starting = null;
+      throw e;
+    });
+    await starting;
+  }
+  const handle = B.nextHandle++;
+  const storage = await B.call("relay", [handle, options.database ?? ""]);
+  return new Relay(handle, storage);
+}
+
+async function start(options) {
+  try {
+    if (typeof globalThis.Go !== "function") {
+      // wasm_exec.js is a classic script that defines globalThis.Go; it
+      // evaluates as a module just as well, with no eval involved.
+      await import(String(options.wasmExec ?? new URL("./wasm_exec.js", import.meta.url)));
+    }
+    const go = new globalThis.Go();
+    const source = options.wasm ?? new URL("./relay.wasm", import.meta.url);
+    const instance = await instantiate(source, go.importObject);
+    const exited = go.run(instance).then(() => {
+      throw new RelayError("wasm_exited", "relay.wasm exited");
+    });
+    await Promise.race([B.ready, exited]);
+  } catch (e) {
+    if (e instanceof RelayError) throw e;
+    throw new RelayError("wasm_load_failed", `could not start relay.wasm: ${e?.message ?? e}`);
+  }
+}
+
+async function instantiate(source, imports) {
+  if (source instanceof WebAssembly.Module) return WebAssembly.instantiate(source, imports);
+  const response = source instanceof Response ? source : await fetch(source);
+  if (!response.ok) throw new Error(`HTTP ${response.status} for ${response.url}`);
+  try {
+    return (await WebAssembly.instantiateStreaming(response.clone(), imports)).instance;
+  } catch (e) {
+    // A server that does not send application/wasm: compile from the bytes.
+    if (!(e instanceof TypeError)) throw e;
+    return (await WebAssembly.instantiate(await response.arrayBuffer(), imports)).instance;
+  }
+}
+
+class Relay {
+  #handle;
+
+  constructor(handle, storage) {
+    this.#handle = handle;
+    /** Where stream state is kept: "indexeddb", or "memory" when IndexedDB failed. */
+    this.storage = storage;
+  }
+
+  async attach(options) {
+    const o = normalise(options);
+    listenToLifecycle();
+    const slot = await takeSlot(o.url, o.instance, o.name);
+    const a = new Attachment(B.nextHandle++, slot, options);
+    B.attachments.set(a._handle, a);
+    try {
+      await B.call("attach", [this.#handle, a._handle, { ...o, name: slot.name }], options.signal);
+    } catch (e) {
+      B.attachments.delete(a._handle);
+      await slot.release();
+      throw e;
+    }
+    return a;
+  }
+}
+
+function normalise(options) {
+  const bad = (what) => {
+    throw new RelayError("bad_options", what);
+  };
+  if (typeof options !== "object" || options === null) bad("attach needs an options object");
+  const { url, instance, token, relayKey, name = "default", history = 0 } = options;
+  if (typeof url !== "string" || url === "") bad("url is required");
+  if (typeof instance !== "string" || instance === "") bad("instance is required");
+  if (typeof token !== "string" && typeof token !== "function") bad("token must be a string or a function");
+  if (typeof options.onMessage !== "function") bad("onMessage is required");
+  if (typeof name !== "string" || name === "") bad("name must be a non-empty string");
+  if (!Number.isSafeInteger(history) || history < 0) bad("history must be a count");
+  const ms = (v) => (v === undefined ? 0 : Number.isFinite(v) && v > 0 ? v : bad("durations are positive milliseconds"));
+  return {
+    url,
+    instance,
+    name,
+    history,
+    relayKey: relayKey ?? "",
+    handshakeTimeoutMs: ms(options.handshakeTimeoutMs),
+    backoffInitialMs: ms(options.backoff?.initialMs),
+    backoffMaxMs: ms(options.backoff?.maxMs),
+    heartbeatIntervalMs: ms(options.heartbeat?.intervalMs),
+    heartbeatTimeoutMs: ms(options.heartbeat?.timeoutMs),
+    sendQueue: options.sendQueue ?? 0,
+  };
+}
+
+class Attachment {
+  #slot;
+  #token;
+  #last = ["connecting", 0, ""]; // state, cursor, session: kept for after the end
+
+  constructor(handle, slot, options) {
+    this._handle = handle;
+    this.#slot = slot;
+    this.#token = options.token;
+    this.onMessage = options.onMessage;
+    this.onState = options.onState ?? null;
+    this.onEvicted = options.onEvicted ?? null;
+  }
+
+  /** The stream's name as stored: the name asked for, or name#2, #3 … in another tab. */
+  get name() {
+    return this.#slot.name;
+  }
+  get state() {
+    return this.#info()[0];
+  }
+  get cursor() {
+    return this.#info()[1];
+  }
+  get session() {
+    return this.#info()[2];
+  }
+  #info() {
+    const live = B.attachments.has(this._handle) ? B.api.info(this._handle) : null;
+    if (live) this.#last = live;
+    return this.#last;
+  }
+
+  sendACP(message, options = {}) {
+    let text = message;
+    if (typeof message !== "string") {
+      try {
+        text = JSON.stringify(message);
+      } catch (e) {
+        return Promise.reject(new RelayError("bad_payload", `message is not JSON: ${e.message}`));
+      }
+      if (text === undefined) return Promise.reject(new RelayError("bad_payload", "message is not JSON"));
+    }
+    return B.call("send", [this._handle, text], options.signal);
+  }
+
+  resume(afterSeq) {
+    if (!Number.isSafeInteger(afterSeq) || afterSeq < 0) {
+      return Promise.reject(new RelayError("bad_cursor", "afterSeq must be a seq (a non-negative integer)"));
+    }
+    return B.call("resume", [this._handle, afterSeq]);
+  }
+
+  async history() {
+    const text = await B.call("history", [this._handle]);
+    return JSON.parse(text).map(([out, seq, message]) => ({ out: out === 1, seq, message }));
+  }
+
+  async detach() {
+    await this.#end("detach");
+  }
+
+  async close() {
+    await this.#end("close");
+  }
+
+  async #end(op) {
+    try {
+      if (B.attachments.has(this._handle)) await B.call(op, [this._handle]);
+    } finally {
+      await this.#slot.release();
+    }
+  }
+
+  // Delivery of one batch, [[seq, replay, message], …], parsed once. Returns
+  // how many the handler accepted, or -1 when a handler returned a Promise;
+  // the count then goes to Go when the batch is done. A message counts as
+  // accepted once its handler returned, or its Promise resolved, without
+  // throwing: only those move the cursor.
+  _deliver(batch, session, waitID, from = 0) {
+    for (let i = from; i < batch.length; i++) {
+      const [seq, replay, message] = batch[i];
+      let r;
+      try {
+        r = this.onMessage(message, { seq, session, replay: replay === 1 });
+      } catch (e) {
+        report("onMessage", e);
+        return this.#delivered(i, waitID, from);
+      }
+      if (r !== null && typeof r === "object" && typeof r.then === "function") {
+        Promise.resolve(r).then(
+          () => this._deliver(batch, session, waitID, i + 1),
+          (e) => {
+            report("onMessage", e);
+            B.done(waitID, 0, i);
+          },
+        );
+        return -1;
+      }
+    }
+    return this.#delivered(batch.length, waitID, from);
+  }
+  #delivered(n, waitID, from) {
+    // Called from a Promise continuation, the count must be sent; called
+    // from Go's synchronous call (from 0), it is returned.
+    if (from > 0) B.done(waitID, 0, n);
+    return n;
+  }
+
+  _state(state, info) {
+    this.#last = [state, this.#last[1], this.#last[2]];
+    if (this.onState) guard("onState", () => this.onState(state, info));
+  }
+
+  _evicted(info) {
+    if (this.onEvicted) guard("onEvicted", () => this.onEvicted(info));
+  }
+
+  async _token() {
+    const t = typeof this.#token === "function" ? await this.#token() : this.#token;
+    if (typeof t !== "string") throw new TypeError("the token function must resolve to a string");
+    return t;
+  }
+
+  _ended() {
+    this.#slot.release();
+  }
+}
+
+function guard(what, fn) {
+  try {
+    const r = fn();
+    if (r && typeof r.then === "function") r.then(undefined, (e) => report(what, e));
+  } catch (e) {
+    report(what, e);
+  }
+}
+
+// An application handler failed: say so on the console, never throw into Go.
+function report(what, e) {
+  console.error(`relay.js: the ${what} handler failed:`, e);
+}
+
+// ---------------------------------------------------------------------------
+// Tabs. Each stream (url, instance, name) is held by one attachment at a time
+// in the whole browser profile, through a Web Lock per slot: the first tab
+// gets "name", a second tab (or a duplicated one) "name#2", and so on, so two
+// tabs never reclaim each other's attachment id. A tab remembers its slot in
+// sessionStorage, and a reloaded tab waits a little for the lock its previous
+// page still held while unloading, so it gets its own stream back.
+
+const RELOAD_WAIT_MS = 3000;
+
+async function takeSlot(url, instance, name) {
+  const locks = globalThis.navigator?.locks;
+  if (!locks) return { name, release: async () => {} }; // no Web Locks (an insecure context)
+  const prefix = `relaywasm:${url}\u0000${instance}\u0000`;
+  const memory = `relaywasm-slot:${url}\u0000${instance}\u0000${name}`;
+  const preferred = Number(readSession(memory)) || 1;
+  const slotName = (i) => (i === 1 ? name : `${name}#${i}`);
+  let release = await tryLock(locks, prefix + slotName(preferred), reloading() ? RELOAD_WAIT_MS : 0);
+  let slot = preferred;
+  for (let i = 1; !release; i++) {
+    if (i === preferred) continue;
+    release = await tryLock(locks, prefix + slotName(i), 0);
+    slot = i;
+  }
+  writeSession(memory, String(slot));
+  return { name: slotName(slot), release };
+}
+
+// tryLock takes a lock and holds it until release() is called (release then
+// resolves once the lock is free again), or resolves to null when the lock is
+// not free within waitMs.
+function tryLock(locks, lockName, waitMs) {
+  return new Promise((resolve, reject) => {
+    let unlock;
+    const held = new Promise((r) => (unlock = r));
+    const opts = waitMs > 0 ? { signal: AbortSignal.timeout(waitMs) } : { ifAvailable: true };
+    let freed;
+    const request = locks.request(lockName, opts, (lock) => {
+      if (!lock) {
+        resolve(null);
+        return undefined;
+      }
+      let released = false;
+      resolve(async () => {
+        if (!released) {
+          released = true;
+          unlock();
+        }
+        await freed;
+      });
+      return held;
+    });
+    freed = request.then(
+      () => {},
+      (e) => {
+        if (e?.name === "TimeoutError" || e?.name === "AbortError") resolve(null);
+        else reject(e);
+      },
+    );
+  });
+}
+
+function reloading() {
+  const type = globalThis.performance?.getEntriesByType?.("navigation")?.[0]?.type;
+  return type === "reload" || type === "back_forward";
+}
+
+function readSession(key) {
+  try {
+    return globalThis.sessionStorage?.getItem(key);
+  } catch {
+    return null; // storage disabled
+  }
+}
+
+function writeSession(key, value) {
+  try {
+    globalThis.sessionStorage?.setItem(key, value);
+  } catch {
+    // storage disabled: the tab just does not remember its slot
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Browser lifecycle, for every attachment of the page: redial at once when
+// the network comes back, close the socket when it goes (a browser does not
+// close a socket on its own when offline), probe the connection when the
+// page becomes visible (a sleeping tab may have lost it unnoticed). Nothing
+// happens on pagehide: a reload must find the attachment id still held by
+// the relay, to reclaim it.
+
+let listening = false;
+
+function listenToLifecycle() {
+  if (listening || typeof addEventListener !== "function") return;
+  listening = true;
+  addEventListener("online", () => B.api.online(true));
+  addEventListener("offline", () => B.api.online(false));
+  globalThis.document?.addEventListener("visibilitychange", () => {
+    if (document.visibilityState === "visible") B.api.probe();
+  });
+}

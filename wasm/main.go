@@ -1,0 +1,17 @@
+//go:build js && wasm
+
+// Command wasm is relay.wasm, the client that relay.js loads into a page. It
+// is only wiring: jsbridge holds the JavaScript API, the browser transport and
+// the IndexedDB store; wasm/client holds the engine.
+package main
+
+import "github.com/relaywasm/relaywasm/jsbridge"
+
+func main() {
+	if err := jsbridge.Register(); err != nil {
+		// relay.js was not loaded first; it is what starts this module.
+		println("relay.wasm:", err.Error())
+		return
+	}
+	select {} // JavaScript calls in from now on; main must not return
+}
