@@ -1,0 +1,549 @@
+//go:build js && wasm
+
+package browser
+
+import (
+	"context"
+	"crypto/ed25519"
+	_ "embed"
+	"errors"
+	"strconv"
+	"sync"
+	"syscall/js"
+	"testing"
+	"time"
+
+	"github.com/relaywasm/relaywasm/jsbridge"
+	"github.com/relaywasm/relaywasm/librelay"
+	"github.com/relaywasm/relaywasm/wasm/client"
+)
+
+// These tests use the JavaScript API as a page does: relay.js's loadRelay,
+// attach and the Attachment's methods, with the handlers of testdata/app.js.
+
+//go:embed testdata/app.js
+var appJS string
+
+var (
+	appOnce sync.Once
+	appMod  js.Value
+)
+
+func app(t *testing.T) js.Value {
+	t.Helper()
+	appOnce.Do(func() {
+		mod, err := importModule(appJS)
+		if err != nil {
+			t.Fatal("loading app.js:", err)
+		}
+		appMod = mod
+	})
+	return appMod
+}
+
+// must awaits a Promise that must resolve.
+func must(t *testing.T, ctx context.Context, p js.Value) js.Value {
+	t.Helper()
+	v, err := await(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// rejects awaits a Promise that must reject with a RelayError of code.
+func rejects(t *testing.T, ctx context.Context, p js.Value, code string) {
+	t.Helper()
+	_, err := await(ctx, p)
+	var je *JSError
+	if !errors.As(err, &je) || je.Name != "RelayError" || je.Code != code {
+		t.Fatalf("got %v, want a RelayError %q", err, code)
+	}
+}
+
+// loadRelay is the page's `await loadRelay(options)`.
+func loadRelay(t *testing.T, ctx context.Context, options map[string]any) js.Value {
+	t.Helper()
+	if options == nil {
+		options = map[string]any{}
+	}
+	if _, ok := options["database"]; !ok {
+		options["database"] = database(t)
+	}
+	return must(t, ctx, relayModule.Call("loadRelay", options))
+}
+
+// attachOptions are the options of an attach with recorder r's handlers.
+func attachOptions(t *testing.T, r js.Value, name string, extra map[string]any) map[string]any {
+	o := map[string]any{
+		"url":       env(t, "RELAY_ATTACH_URL"),
+		"instance":  env(t, "RELAY_INSTANCE"),
+		"token":     env(t, "RELAY_TOKEN"),
+		"relayKey":  env(t, "RELAY_KEY"),
+		"name":      name,
+		"onMessage": r.Get("onMessage"),
+		"onState":   r.Get("onState"),
+		"onEvicted": r.Get("onEvicted"),
+	}
+	for k, v := range extra {
+		o[k] = v
+	}
+	return o
+}
+
+func recorder(t *testing.T, options map[string]any) js.Value {
+	if options == nil {
+		options = map[string]any{}
+	}
+	return app(t).Call("recorder", options)
+}
+
+// chunks is what the recorder's agent_message_chunk texts were.
+func chunks(r js.Value) []string {
+	a := r.Call("chunks")
+	out := make([]string, a.Length())
+	for i := range out {
+		out[i] = a.Index(i).String()
+	}
+	return out
+}
+
+// checkCount checks that texts are the dev agent's "count n" chunks 1…n,
+// each once, in order.
+func checkCount(t *testing.T, texts []string, n int) {
+	t.Helper()
+	if len(texts) != n {
+		t.Fatalf("%d chunks, want %d", len(texts), n)
+	}
+	for i, s := range texts {
+		if want := strconv.Itoa(i+1) + "\n"; s != want {
+			t.Fatalf("chunk %d is %q, want %q", i, s, want)
+		}
+	}
+}
+
+func TestAPIAttachSendStream(t *testing.T) {
+	ctx := testContext(t)
+	relay := loadRelay(t, ctx, nil)
+	if got := relay.Get("storage").String(); got != "indexeddb" {
+		t.Fatalf("relay.storage = %q", got)
+	}
+	r := recorder(t, nil)
+	att := must(t, ctx, relay.Call("attach", attachOptions(t, r, "stream", map[string]any{"history": 100})))
+	if s := att.Get("state").String(); s != "open" {
+		t.Fatalf("state after attach: %q", s)
+	}
+	if att.Get("session").String() == "" {
+		t.Fatal("no session after attach")
+	}
+	if n := att.Get("name").String(); n != "stream" {
+		t.Fatalf("name %q", n)
+	}
+
+	sid := must(t, ctx, app(t).Call("newSession", att, r)).String()
+	id := must(t, ctx, app(t).Call("prompt", att, sid, "count 300"))
+	res := must(t, ctx, r.Call("response", id))
+	if got := res.Get("result").Get("stopReason").String(); got != "end_turn" {
+		t.Fatalf("prompt answered %q", got)
+	}
+	checkCount(t, chunks(r), 300)
+
+	// Every message was sequenced, in order, from the start, and the cursor
+	// is the last one's seq.
+	metas := r.Get("metas")
+	for i := range metas.Length() {
+		m := metas.Index(i)
+		if seq := m.Get("seq").Int(); seq != i+1 {
+			t.Fatalf("message %d has seq %d", i, seq)
+		}
+		if m.Get("replay").Bool() || m.Get("session").String() != att.Get("session").String() {
+			t.Fatalf("message %d meta %v", i, js.Global().Get("JSON").Call("stringify", m))
+		}
+	}
+	if c := att.Get("cursor").Int(); c != metas.Length() {
+		t.Fatalf("cursor %d after %d messages", c, metas.Length())
+	}
+
+	// onState said open, with where state is kept.
+	states := r.Get("states")
+	last := states.Index(states.Length() - 1)
+	if last.Index(0).String() != "open" || last.Index(1).Get("storage").String() != "indexeddb" {
+		t.Fatalf("last state %v", js.Global().Get("JSON").Call("stringify", last))
+	}
+
+	// The transcript holds both directions in order: the requests this page
+	// sent and everything received.
+	h := must(t, ctx, att.Call("history"))
+	if h.Length() != 100 {
+		t.Fatalf("history has %d entries, want the newest 100", h.Length())
+	}
+	lastEntry := h.Index(99)
+	if lastEntry.Get("out").Bool() || lastEntry.Get("message").Get("id").Int() != id.Int() {
+		t.Fatalf("last history entry %v", js.Global().Get("JSON").Call("stringify", lastEntry))
+	}
+	must(t, ctx, att.Call("close"))
+	if s := att.Get("state").String(); s != "closed" {
+		t.Fatalf("state after close: %q", s)
+	}
+}
+
+func stringify(v js.Value) string { return js.Global().Get("JSON").Call("stringify", v).String() }
+
+// A page reloaded mid-stream is a new Relay (a new Store on the same
+// database) attaching with the same name: it reclaims the attachment, resumes
+// from the stored cursor, and its transcript plus what the resume replays
+// holds every message exactly once, in order.
+func TestAPIReloadMidStreamLosesNothing(t *testing.T) {
+	ctx := testContext(t)
+	const n = 3000
+	db := database(t)
+	r1 := recorder(t, nil)
+	att1 := must(t, ctx, loadRelay(t, ctx, map[string]any{"database": db}).Call("attach",
+		attachOptions(t, r1, "reload", map[string]any{"history": 10 * n})))
+	session := att1.Get("session").String()
+	sid := must(t, ctx, app(t).Call("newSession", att1, r1)).String()
+	id := must(t, ctx, app(t).Call("prompt", att1, sid, "count "+strconv.Itoa(n))).Int()
+	must(t, ctx, r1.Call("until", js.FuncOf(func(_ js.Value, args []js.Value) any {
+		return args[0].Get("chunkCount").Int() >= 200
+	}), "200 chunks"))
+	must(t, ctx, att1.Call("close")) // the page goes away mid-stream
+	seen := len(chunks(r1))
+	cursor := att1.Get("cursor").Int()
+	if seen >= n {
+		t.Fatalf("the stream ended before the reload (%d chunks): nothing tested", seen)
+	}
+
+	r2 := recorder(t, nil)
+	att2 := must(t, ctx, loadRelay(t, ctx, map[string]any{"database": db}).Call("attach",
+		attachOptions(t, r2, "reload", map[string]any{"history": 10 * n})))
+	if got := att2.Get("session").String(); got != session {
+		t.Fatalf("the reloaded page got attachment %q, want its own %q back", got, session)
+	}
+	if first := r2.Get("metas").Index(0); first.Truthy() && first.Get("seq").Int() != cursor+1 {
+		t.Fatalf("after the reload delivery starts at seq %d, want %d", first.Get("seq").Int(), cursor+1)
+	}
+	res := must(t, ctx, r2.Call("response", id))
+	if got := res.Get("result").Get("stopReason").String(); got != "end_turn" {
+		t.Fatalf("prompt answered %q", got)
+	}
+
+	// What the first page accepted plus what the second received is the
+	// stream, once; and the stored transcript is exactly that too.
+	checkCount(t, append(chunks(r1), chunks(r2)...), n)
+	h := must(t, ctx, att2.Call("history"))
+	var texts []string
+	seq := 0
+	for i := range h.Length() {
+		e := h.Index(i)
+		if e.Get("out").Bool() {
+			continue
+		}
+		if s := e.Get("seq").Int(); s != seq+1 {
+			t.Fatalf("transcript entry %d has seq %d after %d", i, s, seq)
+		}
+		seq++
+		m := e.Get("message")
+		if m.Get("method").String() == "session/update" {
+			texts = append(texts, m.Get("params").Get("update").Get("content").Get("text").String())
+		}
+	}
+	checkCount(t, texts, n)
+	must(t, ctx, att2.Call("detach"))
+}
+
+// The browser going offline closes the socket (Chromium would not); coming
+// back online redials at once and resumes: nothing lost, nothing twice.
+func TestAPIOfflineOnlineResumes(t *testing.T) {
+	ctx := testContext(t)
+	const n = 6000 // within the dev runtime's retention (8192 frames): no eviction
+	r := recorder(t, map[string]any{"offlineAt": 200})
+	att := must(t, ctx, loadRelay(t, ctx, nil).Call("attach", attachOptions(t, r, "offline", nil)))
+	sid := must(t, ctx, app(t).Call("newSession", att, r)).String()
+	id := must(t, ctx, app(t).Call("prompt", att, sid, "count "+strconv.Itoa(n))).Int()
+	must(t, ctx, r.Call("untilState", "offline"))
+	if s := att.Get("state").String(); s != "offline" {
+		t.Fatalf("state %q while offline", s)
+	}
+	if got := len(chunks(r)); got >= n {
+		t.Fatalf("the stream ended before the browser went offline (%d chunks): nothing tested", got)
+	}
+	app(t).Call("fire", "window", "online")
+	res := must(t, ctx, r.Call("response", id))
+	if got := res.Get("result").Get("stopReason").String(); got != "end_turn" {
+		t.Fatalf("prompt answered %q", got)
+	}
+	if ev := r.Get("evictions"); ev.Length() > 0 {
+		t.Fatalf("evictions reported: %s", stringify(ev))
+	}
+	checkCount(t, chunks(r), n)
+	if s := att.Get("state").String(); s != "open" {
+		t.Fatalf("state %q after coming back online", s)
+	}
+	// What the resume brought is new to the page: not marked as a replay.
+	metas := r.Get("metas")
+	for i := range metas.Length() {
+		if metas.Index(i).Get("replay").Bool() {
+			t.Fatalf("message %d is marked as replayed; only an explicit resume() replays", i)
+		}
+	}
+	must(t, ctx, att.Call("detach"))
+}
+
+// Handlers returning Promises are awaited one by one; a handler that throws
+// does not move the cursor, and its message comes again.
+func TestAPIAsyncAndFailingHandlers(t *testing.T) {
+	ctx := testContext(t)
+	const n = 200
+	relay := loadRelay(t, ctx, nil)
+	for _, tc := range []struct {
+		name    string
+		options map[string]any
+	}{
+		{"async", map[string]any{"async": true}},
+		{"throws once", map[string]any{"failSeq": 50}},
+		{"async and throws once", map[string]any{"async": true, "failSeq": 50}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := recorder(t, tc.options)
+			att := must(t, ctx, relay.Call("attach", attachOptions(t, r, "handlers-"+tc.name, nil)))
+			defer func() { must(t, ctx, att.Call("detach")) }()
+			sid := must(t, ctx, app(t).Call("newSession", att, r)).String()
+			id := must(t, ctx, app(t).Call("prompt", att, sid, "count "+strconv.Itoa(n))).Int()
+			must(t, ctx, r.Call("response", id))
+			checkCount(t, chunks(r), n)
+			accepted := r.Get("messages").Length()
+			if c := att.Get("cursor").Int(); c != accepted {
+				t.Fatalf("cursor %d after %d accepted messages", c, accepted)
+			}
+			if _, fails := tc.options["failSeq"]; fails && r.Get("attempts").Int() <= accepted {
+				t.Fatalf("%d attempts for %d messages: the failed one was not delivered again", r.Get("attempts").Int(), accepted)
+			}
+		})
+	}
+}
+
+// Refusals that no redial can cure reject attach with their code; the token
+// may be a function, called on every dial.
+func TestAPIRefusals(t *testing.T) {
+	ctx := testContext(t)
+	relay := loadRelay(t, ctx, nil)
+	r := recorder(t, nil)
+
+	rejects(t, ctx, relay.Call("attach", attachOptions(t, r, "refused", map[string]any{"token": "not-the-token"})), "unauthorized")
+
+	// Another relay's key (any valid key but the relay's).
+	other := "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="
+	rejects(t, ctx, relay.Call("attach", attachOptions(t, r, "refused", map[string]any{"relayKey": other})), "bad_relay_signature")
+
+	rejects(t, ctx, relay.Call("attach", attachOptions(t, r, "refused", map[string]any{"relayKey": "not a key"})), "bad_options")
+	rejects(t, ctx, relay.Call("attach", map[string]any{"url": env(t, "RELAY_ATTACH_URL")}), "bad_options")
+
+	// A token function that fails: the credential cannot be had.
+	calls := 0
+	failing := js.FuncOf(func(js.Value, []js.Value) any {
+		calls++
+		return js.Global().Get("Promise").Call("reject", js.Global().Get("Error").New("no token today"))
+	})
+	defer failing.Release()
+	attachCtx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	abort := js.Global().Get("AbortController").New()
+	p := relay.Call("attach", attachOptions(t, r, "refused", map[string]any{"token": failing, "signal": abort.Get("signal")}))
+	go func() { <-attachCtx.Done(); abort.Call("abort") }()
+	if _, err := await(ctx, p); err == nil {
+		t.Fatal("attach with a failing token function succeeded")
+	}
+	if calls == 0 {
+		t.Fatal("the token function was never called")
+	}
+}
+
+func TestAPITokenFunctionIsCalledOnEveryDial(t *testing.T) {
+	ctx := testContext(t)
+	calls := 0
+	token := js.FuncOf(func(js.Value, []js.Value) any {
+		calls++
+		return js.Global().Get("Promise").Call("resolve", env(t, "RELAY_TOKEN"))
+	})
+	defer token.Release()
+	r := recorder(t, nil)
+	att := must(t, ctx, loadRelay(t, ctx, nil).Call("attach", attachOptions(t, r, "token", map[string]any{"token": token})))
+	defer func() { must(t, ctx, att.Call("detach")) }()
+	if calls != 1 {
+		t.Fatalf("token function called %d times for one dial", calls)
+	}
+	app(t).Call("fire", "window", "offline")
+	must(t, ctx, r.Call("untilState", "offline"))
+	app(t).Call("fire", "window", "online")
+	must(t, ctx, r.Call("until", js.FuncOf(func(_ js.Value, args []js.Value) any {
+		states := args[0].Get("states")
+		return states.Index(states.Length()-1).Index(0).String() == "open"
+	}), "open again"))
+	if calls != 2 {
+		t.Fatalf("token function called %d times for two dials", calls)
+	}
+}
+
+// Two attachments of one stream name in one page (as in two tabs) get
+// separate slots, hence separate streams; closing frees the slot.
+func TestAPISlotsKeepTabsApart(t *testing.T) {
+	ctx := testContext(t)
+	relay := loadRelay(t, ctx, nil)
+	r1, r2 := recorder(t, nil), recorder(t, nil)
+	a1 := must(t, ctx, relay.Call("attach", attachOptions(t, r1, "tab", nil)))
+	a2 := must(t, ctx, relay.Call("attach", attachOptions(t, r2, "tab", nil)))
+	if n1, n2 := a1.Get("name").String(), a2.Get("name").String(); n1 != "tab" || n2 != "tab#2" {
+		t.Fatalf("names %q and %q, want tab and tab#2", n1, n2)
+	}
+	if a1.Get("session").String() == a2.Get("session").String() {
+		t.Fatal("two slots share an attachment id")
+	}
+	s1 := a1.Get("session").String()
+	must(t, ctx, a1.Call("close"))
+	r3 := recorder(t, nil)
+	a3 := must(t, ctx, relay.Call("attach", attachOptions(t, r3, "tab", nil)))
+	if n := a3.Get("name").String(); n != "tab" {
+		t.Fatalf("after the first closed, a new attach got %q, want tab", n)
+	}
+	if s := a3.Get("session").String(); s != s1 {
+		t.Fatalf("slot tab reclaimed %q, want its stored %q", s, s1)
+	}
+	must(t, ctx, a2.Call("detach"))
+	must(t, ctx, a3.Call("detach"))
+}
+
+// detach ends the stream: a new attach with the name starts afresh.
+func TestAPIDetachForgets(t *testing.T) {
+	ctx := testContext(t)
+	relay := loadRelay(t, ctx, nil)
+	r := recorder(t, nil)
+	att := must(t, ctx, relay.Call("attach", attachOptions(t, r, "detach", nil)))
+	must(t, ctx, app(t).Call("newSession", att, r))
+	s1 := att.Get("session").String()
+	if att.Get("cursor").Int() == 0 {
+		t.Fatal("cursor 0 after two responses")
+	}
+	must(t, ctx, att.Call("detach"))
+	if s := att.Get("state").String(); s != "closed" {
+		t.Fatalf("state %q after detach", s)
+	}
+	rejects(t, ctx, att.Call("sendACP", map[string]any{"jsonrpc": "2.0", "method": "x"}), "closed")
+
+	again := must(t, ctx, relay.Call("attach", attachOptions(t, recorder(t, nil), "detach", nil)))
+	if again.Get("session").String() == s1 || again.Get("cursor").Int() != 0 {
+		t.Fatalf("after detach the stream continued: session %q cursor %d", again.Get("session").String(), again.Get("cursor").Int())
+	}
+	must(t, ctx, again.Call("detach"))
+}
+
+func TestAPISendAndResume(t *testing.T) {
+	ctx := testContext(t)
+	r := recorder(t, nil)
+	att := must(t, ctx, loadRelay(t, ctx, nil).Call("attach", attachOptions(t, r, "send", map[string]any{"history": 50})))
+	defer func() { must(t, ctx, att.Call("detach")) }()
+
+	rejects(t, ctx, att.Call("sendACP", "{not json"), "bad_payload")
+	rejects(t, ctx, att.Call("sendACP", js.Global().Get("BigInt").Invoke(1)), "bad_payload")
+
+	// An object and a JSON string both go out; the echo comes back.
+	echo := map[string]any{"jsonrpc": "2.0", "id": 9001, "method": "_relaywasm/echo", "params": map[string]any{"ü": "✓"}}
+	must(t, ctx, att.Call("sendACP", echo))
+	must(t, ctx, att.Call("sendACP", `{"jsonrpc":"2.0","id":9002,"method":"_relaywasm/echo","params":[1,2]}`))
+	if got := stringify(must(t, ctx, r.Call("response", 9001)).Get("result")); got != `{"ü":"✓"}` {
+		t.Fatalf("echo result %s", got)
+	}
+	must(t, ctx, r.Call("response", 9002))
+	before := r.Get("messages").Length()
+
+	// An explicit resume from 0 delivers everything again, marked replay.
+	rejects(t, ctx, att.Call("resume", -1), "bad_cursor")
+	must(t, ctx, att.Call("resume", 0))
+	must(t, ctx, r.Call("until", js.FuncOf(func(_ js.Value, args []js.Value) any {
+		return args[0].Get("messages").Length() >= 2*before
+	}), "the replay"))
+	metas := r.Get("metas")
+	for i := before; i < 2*before; i++ {
+		if m := metas.Index(i); !m.Get("replay").Bool() || m.Get("seq").Int() != i-before+1 {
+			t.Fatalf("replayed message %d: %s", i-before, stringify(m))
+		}
+	}
+
+	// The transcript holds what was sent, once, and what was received, once.
+	h := must(t, ctx, att.Call("history"))
+	out, in := 0, 0
+	for i := range h.Length() {
+		if h.Index(i).Get("out").Bool() {
+			out++
+		} else {
+			in++
+		}
+	}
+	if out != 2 || in != before {
+		t.Fatalf("transcript: %d sent, %d received; want 2 and %d", out, in, before)
+	}
+}
+
+// Without IndexedDB the client works in memory and says so.
+func TestAPIMemoryFallback(t *testing.T) {
+	ctx := testContext(t)
+	undo := faults(t).Call("hideIndexedDB")
+	relay := loadRelay(t, ctx, nil)
+	undo.Invoke()
+	if got := relay.Get("storage").String(); got != "memory" {
+		t.Fatalf("relay.storage = %q without IndexedDB", got)
+	}
+	r := recorder(t, nil)
+	att := must(t, ctx, relay.Call("attach", attachOptions(t, r, "memory", nil)))
+	defer func() { must(t, ctx, att.Call("detach")) }()
+	must(t, ctx, app(t).Call("newSession", att, r))
+	states := r.Get("states")
+	info := states.Index(states.Length() - 1).Index(1)
+	if info.Get("storage").String() != "memory" || info.Get("reason").String() != "indexeddb_unavailable" {
+		t.Fatalf("onState info %s", stringify(info))
+	}
+}
+
+// A relay's close code reaches the page: another client (one that does not
+// take the Web Lock, e.g. an older build in another tab) reclaims this
+// attachment, and the relay closes this one with 4409, which the page sees as
+// the end of the attachment with code "superseded".
+func TestAPISupersededReachesThePage(t *testing.T) {
+	ctx := testContext(t)
+	db := database(t)
+	r := recorder(t, nil)
+	att := must(t, ctx, loadRelay(t, ctx, map[string]any{"database": db}).Call("attach", attachOptions(t, r, "sup", nil)))
+	must(t, ctx, app(t).Call("newSession", att, r))
+
+	store := jsbridge.OpenStore(ctx, db, nil)
+	key, err := relayKey(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := client.Attach(ctx, client.Options{
+		URL: env(t, "RELAY_ATTACH_URL"), Instance: env(t, "RELAY_INSTANCE"), Name: "sup",
+		Credential: func(context.Context) (string, error) { return env(t, "RELAY_TOKEN"), nil },
+		RelayKey:   key, Store: store, Transport: jsbridge.Transport{},
+		OnMessage: func(client.Message) error { return nil },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if other.Session() != att.Get("session").String() {
+		t.Fatalf("the other client got %q, not the page's %q", other.Session(), att.Get("session").String())
+	}
+	must(t, ctx, r.Call("untilState", "closed"))
+	states := r.Get("states")
+	info := states.Index(states.Length() - 1).Index(1)
+	if code := info.Get("code").String(); code != "superseded" {
+		t.Fatalf("closed with %s, want code superseded", stringify(info))
+	}
+	if s := att.Get("state").String(); s != "closed" {
+		t.Fatalf("state %q", s)
+	}
+	rejects(t, ctx, att.Call("sendACP", `{"jsonrpc":"2.0","method":"x"}`), "closed")
+}
+
+func relayKey(t *testing.T) (ed25519.PublicKey, error) {
+	return librelay.ParsePublicKey(env(t, "RELAY_KEY"))
+}

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Runs the browser tests (GOOS=js GOARCH=wasm) in headless Chromium against
+# the dev relay and runtime:
+#
+#   tests/browser/run.sh [go test flags, e.g. -run Store -v]
+#
+# It builds wasmbrowsertest and the demo for the host, starts the demo on a
+# free loopback port, runs `go test` under `env -i` with a short allowlist
+# (wasm_exec.js refuses more than ~8 KB of arguments plus environment, and
+# wasmbrowsertest copies the whole environment into the page), and stops the
+# demo whatever happens. Everything it writes goes under one temporary folder
+# (Chromium's profile included), removed at the end. Chromium must be on PATH
+# (`make test` installs it).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/relaywasm-browser.XXXXXX")
+demo_pid=
+cleanup() {
+	if [ -n "$demo_pid" ]; then
+		kill "$demo_pid" 2>/dev/null || true
+		wait "$demo_pid" 2>/dev/null || true
+	fi
+	rm -rf "$work"
+}
+trap cleanup EXIT
+
+GOOS= GOARCH= go build -o "$work/bin/wasmbrowsertest" github.com/agnivade/wasmbrowsertest
+GOOS= GOARCH= go build -o "$work/bin/demo" ./demo
+
+"$work/bin/demo" -addr 127.0.0.1:0 -web "" -ready-file "$work/ready" -log-level warn >"$work/demo.log" 2>&1 &
+demo_pid=$!
+for _ in $(seq 300); do
+	[ -s "$work/ready" ] && break
+	if ! kill -0 "$demo_pid" 2>/dev/null; then
+		cat "$work/demo.log" >&2
+		echo "run.sh: the demo exited before it was ready" >&2
+		exit 1
+	fi
+	sleep 0.1
+done
+if [ ! -s "$work/ready" ]; then
+	cat "$work/demo.log" >&2
+	echo "run.sh: the demo was not ready within 30s" >&2
+	exit 1
+fi
+# shellcheck disable=SC1091
+. "$work/ready"
+
+mkdir -p "$work/tmp"
+status=0
+env -i \
+	HOME="$work" PATH="$PATH" TMPDIR="$work/tmp" \
+	GOCACHE="$(go env GOCACHE)" GOMODCACHE="$(go env GOMODCACHE)" GOPROXY="$(go env GOPROXY)" \
+	GOFLAGS="${GOFLAGS:-}" GOTOOLCHAIN=local GOOS=js GOARCH=wasm \
+	RELAY_ATTACH_URL="$RELAY_ATTACH_URL" RELAY_INSTANCE="$RELAY_INSTANCE" \
+	RELAY_TOKEN="$RELAY_TOKEN" RELAY_KEY="$RELAY_KEY" \
+	go test -exec="$work/bin/wasmbrowsertest" -timeout 5m "$@" ./tests/browser/ || status=$?
+if [ "$status" -ne 0 ]; then
+	echo "--- demo log" >&2
+	cat "$work/demo.log" >&2
+fi
+exit "$status"

@@ -1,0 +1,339 @@
+//go:build js && wasm
+
+package browser
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"syscall/js"
+	"testing"
+
+	"github.com/relaywasm/relaywasm/jsbridge"
+	"github.com/relaywasm/relaywasm/wasm/client"
+)
+
+//go:embed testdata/faults.js
+var faultsJS string
+
+var (
+	faultsOnce sync.Once
+	faultsMod  js.Value
+)
+
+// faults returns the test-only helpers of testdata/faults.js.
+func faults(t *testing.T) js.Value {
+	t.Helper()
+	faultsOnce.Do(func() {
+		mod, err := importModule(faultsJS)
+		if err != nil {
+			t.Fatal("loading faults.js:", err)
+		}
+		faultsMod = mod
+	})
+	return faultsMod
+}
+
+// database names a fresh database per test, so tests share nothing.
+func database(t *testing.T) string { return "relaywasm-test-" + t.Name() }
+
+var testKey = client.Key{URL: "ws://relay.test/v1/attach", Instance: "demo", Name: "chat"}
+
+// received makes n inbound entries with seqs from+1 … from+n.
+func received(from uint64, n int) []client.Entry {
+	out := make([]client.Entry, n)
+	for i := range out {
+		seq := from + uint64(i) + 1
+		out[i] = client.Entry{Seq: seq, Payload: []byte(`{"seq":` + strconv.FormatUint(seq, 10) + `}`)}
+	}
+	return out
+}
+
+func openStore(t *testing.T, ctx context.Context, db string) *jsbridge.Store {
+	t.Helper()
+	s := jsbridge.OpenStore(ctx, db, func(f jsbridge.Fallback) {
+		t.Errorf("unexpected fallback to memory: %s: %v", f.Reason, f.Err)
+	})
+	if s.Backend() != "indexeddb" {
+		t.Fatalf("backend %q", s.Backend())
+	}
+	return s
+}
+
+func mustLoad(t *testing.T, ctx context.Context, s client.Store, k client.Key) client.Saved {
+	t.Helper()
+	saved, err := s.Load(ctx, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return saved
+}
+
+func mustHistory(t *testing.T, ctx context.Context, s client.Store, k client.Key) []client.Entry {
+	t.Helper()
+	h, err := s.History(ctx, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// describe renders a transcript compactly for comparisons.
+func describe(h []client.Entry) string {
+	s := ""
+	for _, e := range h {
+		dir := "in"
+		if e.Out {
+			dir = "out"
+		}
+		s += fmt.Sprintf("[%s %d %s]", dir, e.Seq, e.Payload)
+	}
+	return s
+}
+
+func TestStoreCommitLoadHistoryClear(t *testing.T) {
+	ctx := testContext(t)
+	s := openStore(t, ctx, database(t))
+	if got := mustLoad(t, ctx, s, testKey); got != (client.Saved{}) {
+		t.Fatalf("empty store loads %+v", got)
+	}
+	sent := client.Entry{Out: true, Payload: []byte(`{"jsonrpc":"2.0","id":1,"method":"initialize"}`)}
+	in := received(0, 2)
+	steps := [][]client.Entry{{sent}, in}
+	for i, entries := range steps {
+		if err := s.Commit(ctx, testKey, client.Saved{Session: "att-1", Cursor: uint64(i * 2)}, entries, 10); err != nil {
+			t.Fatal(err)
+		}
+	}
+	other := testKey
+	other.Name = "other"
+	if err := s.Commit(ctx, other, client.Saved{Session: "att-2", Cursor: 7}, received(6, 1), 10); err != nil {
+		t.Fatal(err)
+	}
+
+	if got, want := mustLoad(t, ctx, s, testKey), (client.Saved{Session: "att-1", Cursor: 2}); got != want {
+		t.Fatalf("Load = %+v, want %+v", got, want)
+	}
+	want := describe(append([]client.Entry{sent}, in...))
+	if got := describe(mustHistory(t, ctx, s, testKey)); got != want {
+		t.Fatalf("History = %s, want %s", got, want)
+	}
+	if got := describe(mustHistory(t, ctx, s, other)); got != describe(received(6, 1)) {
+		t.Fatalf("other stream's history = %s", got)
+	}
+
+	if err := s.Clear(ctx, testKey); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustLoad(t, ctx, s, testKey); got != (client.Saved{}) {
+		t.Fatalf("after Clear, Load = %+v", got)
+	}
+	if h := mustHistory(t, ctx, s, testKey); len(h) != 0 {
+		t.Fatalf("after Clear, History = %s", describe(h))
+	}
+	if got := mustLoad(t, ctx, s, other); got.Cursor != 7 {
+		t.Fatalf("Clear touched another stream: %+v", got)
+	}
+}
+
+// A new Store on the same database is what a reloaded page gets.
+func TestStoreReopenSeesState(t *testing.T) {
+	ctx := testContext(t)
+	db := database(t)
+	s := openStore(t, ctx, db)
+	for i := range 5 {
+		if err := s.Commit(ctx, testKey, client.Saved{Session: "att", Cursor: uint64(3 * (i + 1))}, received(uint64(3*i), 3), 100); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustLoad(t, ctx, s, testKey) // waits for the writes
+
+	again := openStore(t, ctx, db)
+	if got := mustLoad(t, ctx, again, testKey); got != (client.Saved{Session: "att", Cursor: 15}) {
+		t.Fatalf("reopened Load = %+v", got)
+	}
+	if got, want := describe(mustHistory(t, ctx, again, testKey)), describe(received(0, 15)); got != want {
+		t.Fatalf("reopened History = %s, want %s", got, want)
+	}
+}
+
+func TestStoreBoundsTranscript(t *testing.T) {
+	ctx := testContext(t)
+	db := database(t)
+	s := openStore(t, ctx, db)
+	const keep = 7
+	cursor := uint64(0)
+	for i := range 40 {
+		n := 1 + i%3
+		if err := s.Commit(ctx, testKey, client.Saved{Session: "att", Cursor: cursor + uint64(n)}, received(cursor, n), keep); err != nil {
+			t.Fatal(err)
+		}
+		cursor += uint64(n)
+		mustLoad(t, ctx, s, testKey) // one transaction per commit: the worst case for trimming
+	}
+	if got, want := describe(mustHistory(t, ctx, s, testKey)), describe(received(cursor-keep, keep)); got != want {
+		t.Fatalf("History = %s, want the newest %d: %s", got, keep, want)
+	}
+	chunks, err := await(ctx, faults(t).Call("countChunks", db))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := chunks.Int(); n > keep {
+		t.Fatalf("%d transcript records stored for keep=%d: old ones are not trimmed", n, keep)
+	}
+
+	// A smaller keep trims at once; keep 0 drops the transcript.
+	if err := s.Commit(ctx, testKey, client.Saved{Session: "att", Cursor: cursor}, nil, 2); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := describe(mustHistory(t, ctx, s, testKey)), describe(received(cursor-2, 2)); got != want {
+		t.Fatalf("after keep=2, History = %s, want %s", got, want)
+	}
+	if err := s.Commit(ctx, testKey, client.Saved{Session: "att", Cursor: cursor + 1}, received(cursor, 1), 0); err != nil {
+		t.Fatal(err)
+	}
+	if h := mustHistory(t, ctx, s, testKey); len(h) != 0 {
+		t.Fatalf("after keep=0, History = %s", describe(h))
+	}
+	chunks, err = await(ctx, faults(t).Call("countChunks", db))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := chunks.Int(); n != 0 {
+		t.Fatalf("%d transcript records left after keep=0", n)
+	}
+}
+
+// Commits made in one event-loop turn reach IndexedDB as one transaction.
+func TestStoreCoalescesATurn(t *testing.T) {
+	ctx := testContext(t)
+	s := openStore(t, ctx, database(t))
+	mustLoad(t, ctx, s, testKey)
+	counter := faults(t).Call("countReadWrite")
+	defer counter.Call("undo")
+
+	other := testKey
+	other.Name = "other"
+	for i := range 100 { // no await in between: all in this turn
+		k := testKey
+		if i%2 == 1 {
+			k = other
+		}
+		if err := s.Commit(ctx, k, client.Saved{Session: "att", Cursor: uint64(i + 1)}, received(uint64(i), 1), 1000); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := mustLoad(t, ctx, s, testKey); got.Cursor != 99 {
+		t.Fatalf("Load = %+v, want the last commit's cursor 99", got)
+	}
+	if n := counter.Get("n").Int(); n != 1 {
+		t.Fatalf("100 commits in one turn took %d readwrite transactions, want 1", n)
+	}
+	if h := mustHistory(t, ctx, s, other); len(h) != 50 || h[49].Seq != 100 {
+		t.Fatalf("other stream's history = %s", describe(h))
+	}
+}
+
+// An interruption between the transcript write and the state write of one
+// commit leaves both as they were: they never disagree.
+func TestStoreCursorAndTranscriptAgreeAfterInterruption(t *testing.T) {
+	ctx := testContext(t)
+	db := database(t)
+	s := openStore(t, ctx, db)
+	if err := s.Commit(ctx, testKey, client.Saved{Session: "att", Cursor: 3}, received(0, 3), 100); err != nil {
+		t.Fatal(err)
+	}
+	mustLoad(t, ctx, s, testKey)
+
+	for _, fault := range []struct {
+		name   string
+		inject func() js.Value
+		reason string
+	}{
+		{"abort after the transcript write", func() js.Value { return faults(t).Call("abortAfterPut", "chunks") }, jsbridge.FallbackFailed},
+		{"quota exceeded on the transcript write", func() js.Value { return faults(t).Call("throwOnPut", "chunks", "QuotaExceededError") }, jsbridge.FallbackQuota},
+	} {
+		t.Run(fault.name, func(t *testing.T) {
+			fell := make(chan jsbridge.Fallback, 1)
+			s := jsbridge.OpenStore(ctx, db, func(f jsbridge.Fallback) { fell <- f })
+			undo := fault.inject()
+			err := s.Commit(ctx, testKey, client.Saved{Session: "att", Cursor: 5}, received(3, 2), 100)
+			if err != nil {
+				undo.Invoke()
+				t.Fatal(err)
+			}
+			got := mustLoad(t, ctx, s, testKey) // waits for the failed write
+			undo.Invoke()
+			if got.Cursor != 5 {
+				t.Fatalf("the store lost its own commit: Load = %+v", got)
+			}
+			select {
+			case f := <-fell:
+				if f.Reason != fault.reason {
+					t.Fatalf("fallback reason %q (%v), want %q", f.Reason, f.Err, fault.reason)
+				}
+			default:
+				t.Fatal("no fallback reported")
+			}
+			if s.Backend() != "memory" {
+				t.Fatalf("backend %q after a failed write", s.Backend())
+			}
+
+			reloaded := openStore(t, ctx, db)
+			if got := mustLoad(t, ctx, reloaded, testKey); got.Cursor != 3 {
+				t.Fatalf("after the interruption the stored cursor is %d, want 3", got.Cursor)
+			}
+			if got, want := describe(mustHistory(t, ctx, reloaded, testKey)), describe(received(0, 3)); got != want {
+				t.Fatalf("after the interruption the stored transcript is %s, want %s", got, want)
+			}
+		})
+	}
+}
+
+func TestStoreFallsBackWithoutIndexedDB(t *testing.T) {
+	ctx := testContext(t)
+	undo := faults(t).Call("hideIndexedDB")
+	var fell []jsbridge.Fallback
+	s := jsbridge.OpenStore(ctx, database(t), func(f jsbridge.Fallback) { fell = append(fell, f) })
+	undo.Invoke()
+	if len(fell) != 1 || fell[0].Reason != jsbridge.FallbackUnavailable {
+		t.Fatalf("fallbacks reported: %+v", fell)
+	}
+	checkMemoryStore(t, ctx, s)
+}
+
+func TestStoreFallsBackWhenOpenFails(t *testing.T) {
+	ctx := testContext(t)
+	db := database(t)
+	// A database at a newer version than the Store's: its open fails with a
+	// VersionError, as an open refused by the browser would.
+	if _, err := await(ctx, faults(t).Call("createAtVersion", db, 99)); err != nil {
+		t.Fatal(err)
+	}
+	var fell []jsbridge.Fallback
+	s := jsbridge.OpenStore(ctx, db, func(f jsbridge.Fallback) { fell = append(fell, f) })
+	var de *jsbridge.DOMError
+	if len(fell) != 1 || fell[0].Reason != jsbridge.FallbackFailed || !errors.As(fell[0].Err, &de) || de.Name != "VersionError" {
+		t.Fatalf("fallbacks reported: %+v", fell)
+	}
+	checkMemoryStore(t, ctx, s)
+}
+
+func checkMemoryStore(t *testing.T, ctx context.Context, s *jsbridge.Store) {
+	t.Helper()
+	if s.Backend() != "memory" {
+		t.Fatalf("backend %q", s.Backend())
+	}
+	if err := s.Commit(ctx, testKey, client.Saved{Session: "m", Cursor: 2}, received(0, 2), 10); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustLoad(t, ctx, s, testKey); got != (client.Saved{Session: "m", Cursor: 2}) {
+		t.Fatalf("memory Load = %+v", got)
+	}
+	if got := describe(mustHistory(t, ctx, s, testKey)); got != describe(received(0, 2)) {
+		t.Fatalf("memory History = %s", got)
+	}
+}

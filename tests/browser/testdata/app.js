@@ -1,0 +1,93 @@
+// A small application for the browser tests: it uses relay.js's API the way
+// a page would, and records what reaches it. The Go tests drive it through
+// syscall/js and inspect what it recorded.
+
+// recorder returns the handlers of one attachment and what they saw.
+//   async:   onMessage returns a Promise that resolves a moment later
+//   failSeq: onMessage throws the first time it sees this seq
+//   offlineAt: after accepting this many messages, the browser goes offline
+//              (from inside the handler, so it happens mid-batch)
+export function recorder({ async = false, failSeq = 0, offlineAt = 0 } = {}) {
+  const r = {
+    messages: [], // accepted ACP messages, in order
+    metas: [], // their meta
+    byID: new Map(), // accepted responses by JSON-RPC id
+    chunkCount: 0, // accepted agent_message_chunk updates
+    attempts: 0, // onMessage calls, accepted or not
+    states: [], // [state, info]
+    evictions: [],
+    waiters: [],
+  };
+  r.onMessage = (msg, meta) => {
+    r.attempts++;
+    if (meta.seq === failSeq) {
+      failSeq = -1;
+      throw new Error("the test application fails on purpose");
+    }
+    const accept = () => {
+      r.messages.push(msg);
+      r.metas.push(meta);
+      if (msg.id !== undefined && msg.method === undefined) r.byID.set(msg.id, msg);
+      if (isChunk(msg)) r.chunkCount++;
+      if (r.messages.length === offlineAt) fire("window", "offline");
+      r.check();
+    };
+    if (!async) return accept();
+    return new Promise((resolve) => setTimeout(() => (accept(), resolve()), 0));
+  };
+  r.onState = (state, info) => {
+    r.states.push([state, info]);
+    r.check();
+  };
+  r.onEvicted = (info) => {
+    r.evictions.push(info);
+    r.check();
+  };
+  // until resolves once pred(r) holds, checked after every event.
+  r.until = (pred, what = "a condition") =>
+    new Promise((resolve, reject) => {
+      if (pred(r)) return resolve();
+      const timer = setTimeout(() => reject(new Error(`timed out waiting for ${what}`)), 15000);
+      r.waiters.push({ pred, resolve: () => (clearTimeout(timer), resolve()) });
+    });
+  r.check = () => {
+    if (r.waiters.length) r.waiters = r.waiters.filter((w) => (w.pred(r) ? (w.resolve(), false) : true));
+  };
+  r.response = (id) => r.until((r) => r.byID.has(id), `the response to ${id}`).then(() => r.byID.get(id));
+  r.chunks = () => r.messages.filter(isChunk).map((m) => m.params.update.content.text);
+  r.untilState = (state) => r.until((r) => r.states.some(([s]) => s === state), `state ${state}`);
+  return r;
+}
+
+const isChunk = (m) => m.method === "session/update" && m.params?.update?.sessionUpdate === "agent_message_chunk";
+
+let nextID = 1;
+
+// request sends a JSON-RPC request and resolves with its response.
+export async function request(att, r, method, params) {
+  const id = nextID++;
+  await att.sendACP({ jsonrpc: "2.0", id, method, params });
+  return r.response(id);
+}
+
+// newSession initializes ACP and opens a session; resolves with its id.
+export async function newSession(att, r) {
+  await request(att, r, "initialize", { protocolVersion: 1, clientCapabilities: {} });
+  const res = await request(att, r, "session/new", { cwd: "/", mcpServers: [] });
+  return res.result.sessionId;
+}
+
+// prompt sends a prompt without waiting; resolves with the request id.
+export async function prompt(att, sessionId, text) {
+  const id = nextID++;
+  await att.sendACP(JSON.stringify({
+    jsonrpc: "2.0", id, method: "session/prompt",
+    params: { sessionId, prompt: [{ type: "text", text }] },
+  }));
+  return id;
+}
+
+// fire dispatches a browser event on window (online, offline) or document.
+export function fire(target, type) {
+  (target === "document" ? document : globalThis).dispatchEvent(new Event(type));
+}

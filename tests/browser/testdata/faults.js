@@ -1,0 +1,71 @@
+// Test-only helpers the browser tests load next to relay.js: ways to make
+// IndexedDB fail or go missing, and to count what reaches it. Each returns a
+// function that undoes it.
+
+// countReadWrite counts readwrite transactions started on any database.
+export function countReadWrite() {
+  const orig = IDBDatabase.prototype.transaction;
+  const counter = { n: 0 };
+  IDBDatabase.prototype.transaction = function (stores, mode, ...rest) {
+    if (mode === "readwrite") counter.n++;
+    return orig.call(this, stores, mode, ...rest);
+  };
+  counter.undo = () => { IDBDatabase.prototype.transaction = orig; };
+  return counter;
+}
+
+// throwOnPut makes put() into the named object store throw a DOMException
+// with the given name, as a browser out of quota does.
+export function throwOnPut(store, name) {
+  const orig = IDBObjectStore.prototype.put;
+  IDBObjectStore.prototype.put = function (...args) {
+    if (this.name === store) throw new DOMException("injected by the test", name);
+    return orig.apply(this, args);
+  };
+  return () => { IDBObjectStore.prototype.put = orig; };
+}
+
+// abortAfterPut lets put() into the named object store go through and then
+// aborts its transaction: an interruption between two writes of one commit.
+export function abortAfterPut(store) {
+  const orig = IDBObjectStore.prototype.put;
+  IDBObjectStore.prototype.put = function (...args) {
+    const req = orig.apply(this, args);
+    if (this.name === store) this.transaction.abort();
+    return req;
+  };
+  return () => { IDBObjectStore.prototype.put = orig; };
+}
+
+// hideIndexedDB makes the page look like one without IndexedDB.
+export function hideIndexedDB() {
+  const own = Object.getOwnPropertyDescriptor(globalThis, "indexedDB");
+  Object.defineProperty(globalThis, "indexedDB", { value: undefined, configurable: true });
+  return () => {
+    delete globalThis.indexedDB;
+    if (own) Object.defineProperty(globalThis, "indexedDB", own);
+  };
+}
+
+// createAtVersion creates (or upgrades) a database to version v and closes it.
+export function createAtVersion(name, v) {
+  return new Promise((resolve, reject) => {
+    const req = indexedDB.open(name, v);
+    req.onsuccess = () => { req.result.close(); resolve(); };
+    req.onerror = () => reject(req.error);
+  });
+}
+
+// countChunks counts the transcript records stored in a database.
+export function countChunks(name) {
+  return new Promise((resolve, reject) => {
+    const req = indexedDB.open(name);
+    req.onerror = () => reject(req.error);
+    req.onsuccess = () => {
+      const db = req.result;
+      const count = db.transaction("chunks").objectStore("chunks").count();
+      count.onsuccess = () => { db.close(); resolve(count.result); };
+      count.onerror = () => { db.close(); reject(count.error); };
+    };
+  });
+}

@@ -1,0 +1,196 @@
+//go:build js && wasm
+
+package browser
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"testing"
+
+	"github.com/relaywasm/relaywasm/jsbridge"
+	"github.com/relaywasm/relaywasm/librelay"
+	"github.com/relaywasm/relaywasm/relayleg"
+	"github.com/relaywasm/relaywasm/wasm/client"
+)
+
+// These tests drive jsbridge.Transport by hand against the dev relay, below
+// the engine, to pin what the engine relies on: the relay's close code and
+// reason arrive as a *client.CloseError, and every frame the relay sent before
+// closing is read before the close is.
+
+// dialRelay opens a socket to the dev relay's browser leg with token.
+func dialRelay(t *testing.T, ctx context.Context, token string) client.Conn {
+	t.Helper()
+	c, err := jsbridge.Transport{}.Dial(ctx, env(t, "RELAY_ATTACH_URL"),
+		[]string{relayleg.Subprotocol, relayleg.BearerSubprotocol(token)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(1000, "") })
+	return c
+}
+
+// hello sends the client's relay.hello for instance.
+func hello(t *testing.T, ctx context.Context, c client.Conn, instance string) {
+	t.Helper()
+	nonce, err := librelay.NewNonce()
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload, err := librelay.Hello{ProtocolVersion: librelay.ProtocolVersion, Instance: instance, Agent: "browser-test", Nonce: nonce}.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	send(t, ctx, c, &librelay.Frame{Type: librelay.TypeHello, ID: "h1", Instance: instance, Payload: payload})
+}
+
+func send(t *testing.T, ctx context.Context, c client.Conn, f *librelay.Frame) {
+	t.Helper()
+	msg, err := librelay.AppendFrame(nil, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Write(ctx, msg); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// readUntilClose reads every frame up to the close and returns them with the
+// error that ended the socket.
+func readUntilClose(t *testing.T, ctx context.Context, c client.Conn) (frames []librelay.Frame, batches int, err error) {
+	t.Helper()
+	for {
+		batch, err := c.Read(ctx)
+		if err != nil {
+			return frames, batches, err
+		}
+		batches++
+		for _, m := range batch {
+			f, err := librelay.ParseFrame(m)
+			if err != nil {
+				t.Fatalf("frame %d: %v: %q", len(frames), err, m)
+			}
+			frames = append(frames, f)
+		}
+	}
+}
+
+func wantClose(t *testing.T, err error, code int, reason string) {
+	t.Helper()
+	var ce *client.CloseError
+	if !errors.As(err, &ce) || ce.Code != code || ce.Reason != reason {
+		t.Fatalf("socket ended with %v, want a CloseError %d %q", err, code, reason)
+	}
+}
+
+func errorCode(t *testing.T, f librelay.Frame) string {
+	t.Helper()
+	if f.Type != librelay.TypeError {
+		t.Fatalf("got a %s frame, want %s", f.Type, librelay.TypeError)
+	}
+	var e librelay.Error
+	if err := e.UnmarshalJSON(f.Payload); err != nil {
+		t.Fatal(err)
+	}
+	return e.Code
+}
+
+// A refused hello is a relay.error followed at once by the close: the error
+// frame must not be lost, and the close code and reason must reach Go.
+func TestTransportRefusalsKeepTheirFrameAndCode(t *testing.T) {
+	for _, tc := range []struct {
+		name, token string
+		first       func(context.Context, *testing.T, client.Conn)
+		code        string
+		close       int
+	}{
+		{"bad credential", "not-the-token", func(ctx context.Context, t *testing.T, c client.Conn) {
+			hello(t, ctx, c, env(t, "RELAY_INSTANCE"))
+		}, relayleg.CodeUnauthorized, relayleg.CloseUnauthorized},
+		{"no hello first", env(t, "RELAY_TOKEN"), func(ctx context.Context, t *testing.T, c client.Conn) {
+			send(t, ctx, c, &librelay.Frame{Type: librelay.TypeHeartbeat, ID: "hb"})
+		}, librelay.CodeMalformedFrame, relayleg.CloseBadHello},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := testContext(t)
+			c := dialRelay(t, ctx, tc.token)
+			tc.first(ctx, t, c)
+			frames, _, err := readUntilClose(t, ctx, c)
+			if len(frames) != 1 {
+				t.Fatalf("got %d frames before the close, want the relay.error", len(frames))
+			}
+			if got := errorCode(t, frames[0]); got != tc.code {
+				t.Fatalf("relay.error %q, want %q", got, tc.code)
+			}
+			wantClose(t, err, tc.close, tc.code)
+		})
+	}
+}
+
+// A burst of frames right before the close all arrive, in order, batched.
+func TestTransportBurstBeforeCloseIsNotLost(t *testing.T) {
+	ctx := testContext(t)
+	c := dialRelay(t, ctx, env(t, "RELAY_TOKEN"))
+	hello(t, ctx, c, env(t, "RELAY_INSTANCE"))
+	batch, err := c.Read(ctx)
+	if err != nil || len(batch) != 1 {
+		t.Fatalf("waiting for the welcome: %d frames, %v", len(batch), err)
+	}
+	welcome, err := librelay.ParseFrame(batch[0])
+	if err != nil || welcome.Type != librelay.TypeWelcome {
+		t.Fatalf("first frame %q (%v), want a welcome", batch[0], err)
+	}
+
+	// Heartbeats the relay answers one by one, then acp.detach, which it
+	// answers by closing with 1000: the acks are queued right before the close.
+	const n = 2000
+	for i := range n {
+		send(t, ctx, c, &librelay.Frame{Type: librelay.TypeHeartbeat, ID: "hb" + strconv.Itoa(i)})
+	}
+	send(t, ctx, c, &librelay.Frame{Type: librelay.TypeACPDetach, Instance: welcome.Instance, Session: welcome.Session})
+
+	frames, batches, err := readUntilClose(t, ctx, c)
+	if len(frames) != n {
+		t.Fatalf("got %d frames before the close (%v), want %d acks", len(frames), err, n)
+	}
+	for i, f := range frames {
+		if f.Type != librelay.TypeAck || f.ReplyTo != "hb"+strconv.Itoa(i) {
+			t.Fatalf("frame %d is %s re %q, want the ack of hb%d", i, f.Type, f.ReplyTo, i)
+		}
+	}
+	wantClose(t, err, relayleg.CloseNormal, "detached")
+	if batches >= n/2 {
+		t.Fatalf("%d frames came in %d reads: the transport does not batch", n, batches)
+	}
+	t.Logf("%d frames in %d reads", len(frames), batches)
+}
+
+func TestTransportLocalClose(t *testing.T) {
+	ctx := testContext(t)
+	c := dialRelay(t, ctx, env(t, "RELAY_TOKEN"))
+	if err := c.Close(1001, ""); err == nil {
+		t.Fatal("closing with 1001 succeeded; browsers let script send only 1000 and 3000-4999")
+	}
+	if err := c.Close(1000, "bye"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Read(ctx); !errors.Is(err, jsbridge.ErrClosedLocally) {
+		t.Fatalf("Read after Close: %v, want ErrClosedLocally", err)
+	}
+	if err := c.Write(ctx, []byte(`{}`)); !errors.Is(err, client.ErrNotSent) {
+		t.Fatalf("Write after Close: %v, want ErrNotSent", err)
+	}
+}
+
+func TestTransportDialRefused(t *testing.T) {
+	ctx := testContext(t)
+	_, err := jsbridge.Transport{}.Dial(ctx, "ws://127.0.0.1:1/v1/attach", nil)
+	var ce *client.CloseError
+	if !errors.Is(err, jsbridge.ErrDialFailed) || errors.As(err, &ce) {
+		t.Fatalf("dialing a closed port: %v, want ErrDialFailed", err)
+	}
+	if _, err := (jsbridge.Transport{}).Dial(ctx, "not a url", nil); err == nil {
+		t.Fatal("dialing a bad URL succeeded")
+	}
+}
