@@ -55,10 +55,7 @@ func (s *sendCmd) encode(instance string) error {
 	f := librelay.Frame{Type: librelay.TypeACPMessage, Instance: instance, Session: s.session, Payload: s.payload}
 	b, err := librelay.AppendFrame(s.frame[:0], &f)
 	if err != nil {
-		return wrap(ErrBadPayload, "", err)
-	}
-	if len(b) > librelay.MaxFrameBytes {
-		return wrap(ErrBadPayload, "message exceeds librelay.MaxFrameBytes", nil)
+		return wrap(ErrBadPayload, "", err) // not one JSON value, or over librelay.MaxFrameBytes
 	}
 	s.frame = b
 	return nil

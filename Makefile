@@ -1,0 +1,76 @@
+# relaywasm — the two commands a newcomer needs are `make demo` and `make test`.
+# Both install what they need on a fresh Debian machine (Chromium for the
+# browser tests, brotli for `make size`), using apt-get when run as root.
+
+SHELL   := bash
+GO      ?= go
+DIST    := dist
+GOROOT  := $(shell $(GO) env GOROOT)
+# The race detector where concurrency is the subject; the browser-driving
+# suites run without it (Chromium, not Go, is the busy process there).
+RACE_PKGS := ./librelay/... ./relayleg/... ./wasm/client/... ./demo/...
+NATIVE_PKGS := ./tests/conformance/... ./tests/e2e/... ./tests/bench/...
+
+export PATH := /usr/local/go/bin:$(PATH)
+
+.PHONY: all test demo wasm size fuzz bench vet chromium brotli clean
+
+all: test
+
+## demo: build the module and run the dev relay, runtime and chat page on 127.0.0.1:8080.
+demo: wasm
+	$(GO) run ./demo -module $(DIST) -key-file $(DIST)/dev-relay.key $(DEMO_FLAGS)
+
+## test: every test — unit, conformance, engine chaos, headless Chromium (wasm and e2e).
+test: chromium wasm vet
+	$(GO) test -race -timeout 10m $(RACE_PKGS)
+	$(GO) test -timeout 10m $(NATIVE_PKGS)
+	tests/browser/run.sh
+
+## wasm: relay.wasm with relay.js, relay.d.ts and the wasm_exec.js of the Go that built it, in dist/.
+wasm:
+	@mkdir -p $(DIST)
+	GOOS=js GOARCH=wasm $(GO) build -trimpath -ldflags='-s -w' -o $(DIST)/relay.wasm ./wasm
+	cp jsbridge/js/relay.js jsbridge/js/relay.d.ts $(DIST)/
+	cp $(GOROOT)/lib/wasm/wasm_exec.js $(DIST)/
+
+## size: raw, gzip and brotli sizes of relay.wasm.
+size: wasm brotli
+	@raw=$$(stat -c %s $(DIST)/relay.wasm); \
+	gz=$$(gzip -9 -c $(DIST)/relay.wasm | wc -c); \
+	br=$$(brotli -q 11 -c $(DIST)/relay.wasm | wc -c); \
+	printf '| relay.wasm | bytes |\n|---|---|\n| raw | %s |\n| gzip -9 | %s |\n| brotli -q 11 | %s |\n' $$raw $$gz $$br
+
+## fuzz: each fuzz target for 30 seconds (Go fuzzes one target per run).
+FUZZ_TARGETS := FuzzReadFrame FuzzValidate FuzzControlJSON
+fuzz:
+	@for f in $(FUZZ_TARGETS); do \
+		$(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime 30s ./librelay/ || exit 1; \
+	done
+
+## bench: the figures, each beside its baseline, as one markdown table.
+bench: chromium wasm brotli
+	$(GO) run ./tests/bench/cmd/bench
+
+vet:
+	$(GO) vet ./...
+	GOOS=js GOARCH=wasm $(GO) vet ./librelay/... ./relayleg/... ./wasm/... ./jsbridge/... ./tests/browser/...
+
+chromium:
+	@command -v chromium >/dev/null 2>&1 || $(call apt,chromium)
+
+brotli:
+	@command -v brotli >/dev/null 2>&1 || $(call apt,brotli)
+
+clean:
+	rm -rf $(DIST) tests/e2e/out tests/bench/out
+
+# apt installs a Debian package, or says how when not running as root.
+define apt
+{ if [ "$$(id -u)" = 0 ]; then \
+	echo "installing $(1)"; \
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(1) >/dev/null; \
+else \
+	echo "$(1) is missing: run 'sudo apt-get install -y $(1)' (or make as root)" >&2; exit 1; \
+fi; }
+endef
