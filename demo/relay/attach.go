@@ -17,10 +17,14 @@ type attachment struct {
 
 // attach grants s an attachment id for instance: wanted back when it was
 // issued to this credential and instance and has not ended, a fresh one
-// otherwise. welcome is queued on s before the route is installed, so no
-// routed frame can overtake it. A live socket holding the id is superseded.
+// otherwise. welcome is queued on s, and s's queue held, until the route is
+// installed: no routed frame can overtake the welcome, and a client that
+// has its welcome can be routed to. A live socket holding the id is
+// superseded.
 // It returns the error code of a refusal, or "".
 func (r *Relay) attach(s *browserConn, instance, wanted string, welcome func(id string) bool) string {
+	s.q.hold()
+	defer s.q.unhold()
 	r.mu.Lock()
 	id, a, code := r.claimLocked(s.cred, instance, wanted)
 	if code != "" {

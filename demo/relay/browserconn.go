@@ -53,12 +53,16 @@ func (s *browserConn) handle(f *librelay.Frame) bool {
 	if f.Instance != s.instance || f.Session != s.id {
 		return false // never let a socket speak for another attachment
 	}
-	s.toRuntime(f)
 	if f.Type == librelay.TypeACPDetach {
+		// End the id before anything the client can observe, so a hello
+		// naming it right after the close can only get a fresh one.
+		s.r.release(s, true)
+		s.toRuntime(f)
 		s.r.log.Info("browser detached", "instance", s.instance, "attachment", s.id)
 		s.closeWithFrame(librelay.Frame{}, relayleg.CloseNormal, "detached", true)
 		return true
 	}
+	s.toRuntime(f)
 	return false
 }
 

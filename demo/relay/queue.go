@@ -37,6 +37,7 @@ type sendQueue struct {
 	closing bool          // nothing more is accepted
 	dead    bool          // the connection failed; nothing more is written
 	ended   bool          // finish has been called
+	held    bool          // queued frames wait for unhold before any is written
 	space   chan struct{} // closed when room is made; nil when nobody waits
 }
 
@@ -104,10 +105,31 @@ func (q *sendQueue) appendLocked(msg []byte) {
 	q.msgs = append(q.msgs, msg)
 	q.n++
 	q.bytes += len(msg)
-	if !q.writing {
+	q.startLocked()
+}
+
+// startLocked starts a writer if none runs and nothing holds the queue.
+func (q *sendQueue) startLocked() {
+	if !q.writing && !q.held && len(q.msgs) > 0 {
 		q.writing = true
 		go q.drain()
 	}
+}
+
+// hold keeps what is queued from being written until unhold. A handshake
+// uses it to queue its welcome and install the route before the peer can
+// see the welcome, with the welcome still first on the wire.
+func (q *sendQueue) hold() {
+	q.mu.Lock()
+	q.held = true
+	q.mu.Unlock()
+}
+
+func (q *sendQueue) unhold() {
+	q.mu.Lock()
+	q.held = false
+	q.startLocked()
+	q.mu.Unlock()
 }
 
 // close stops the queue taking frames, queues last (if any) behind what is
@@ -133,9 +155,10 @@ func (q *sendQueue) close(last []byte, keepPending bool) bool {
 		q.n++
 		q.bytes += len(last)
 	}
+	q.held = false
 	if !q.writing {
 		q.writing = true
-		go q.drain()
+		go q.drain() // even with nothing queued: finish must run
 	}
 	return true
 }

@@ -79,6 +79,9 @@ func New(cfg Config) (*Relay, error) {
 // ServeHTTP serves both legs; any other path is 404.
 func (r *Relay) ServeHTTP(w http.ResponseWriter, req *http.Request) { r.mux.ServeHTTP(w, req) }
 
+// Limits returns the limits in force, defaults filled in.
+func (r *Relay) Limits() Limits { return r.cfg.Limits }
+
 // PublicKey is the key runtimes and clients pin.
 func (r *Relay) PublicKey() ed25519.PublicKey { return r.key.Public().(ed25519.PublicKey) }
 

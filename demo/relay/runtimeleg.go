@@ -182,12 +182,16 @@ func (c *runtimeConn) handshake(rd *librelay.Reader, lim *helloLimiter) bool {
 	return true
 }
 
-// welcome queues the welcome, then installs this connection as the
-// instance's runtime, replacing (and closing) any earlier one.
+// welcome queues the welcome and installs this connection as the
+// instance's runtime, replacing (and closing) any earlier one. The queue is
+// held meanwhile: when the runtime reads its welcome the route exists, and
+// nothing routed to it can come before the welcome.
 func (c *runtimeConn) welcome(hello librelay.Frame, v int, sig []byte) {
 	payload, _ := librelay.Welcome{
 		ProtocolVersion: v, Relay: c.r.cfg.Name, Signature: sig, RetryAfterSeconds: c.r.cfg.RetryAfter,
 	}.MarshalJSON()
+	c.q.hold()
+	defer c.q.unhold()
 	c.sendControl(&librelay.Frame{Type: librelay.TypeWelcome, ReplyTo: hello.ID, Instance: c.instance, Payload: payload})
 	if old := c.r.table.SetRuntime(c.instance, c); old != nil {
 		if oc, ok := old.(*runtimeConn); ok {

@@ -80,6 +80,7 @@ func TestSlowConsumer(t *testing.T) {
 	s := newSuite(t, func(c *relay.Config) {
 		c.Limits.QueueFrames, c.Limits.QueueBytes = 64, 256<<10
 		c.Limits.SlowConsumerWait = 20 * time.Millisecond
+		c.Limits.CloseTimeout = time.Minute // the test reads only after the whole flood
 	})
 	rt := s.Connect(t)
 	slow := s.attachWith(t, relaytest.DialOptions{Origin: s.Origin, ReadBuf: 16 << 10})

@@ -57,7 +57,7 @@ func newSuite(t *testing.T, edit func(*relay.Config)) *suite {
 	l := env.Config.Limits
 	return &suite{
 		Env: env, otherClient: "other-client", anyClient: "any-client", anyRuntime: "any-runtime",
-		frameLimit: max(l.BrowserFrameBytes, 256<<10), helloLimit: 4 << 10, floodBytes: 16 << 20,
+		frameLimit: l.BrowserFrameBytes, helloLimit: l.HelloBytes, floodBytes: 8 << 20,
 	}
 }
 

@@ -69,19 +69,25 @@ func Start(t testing.TB, edit func(*relay.Config)) *Env {
 	if edit != nil {
 		edit(&cfg)
 	}
-	env.serve(t, cfg)
+	env.serve(t, cfg, "127.0.0.1:0")
 	return env
 }
 
-// serve starts a relay with cfg and points env at it.
-func (env *Env) serve(t testing.TB, cfg relay.Config) {
+// serve starts a relay with cfg on addr and points env at it.
+func (env *Env) serve(t testing.TB, cfg relay.Config, addr string) {
 	t.Helper()
 	rl, err := relay.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Limits = rl.Limits()
 	env.Relay, env.Config = rl, cfg
-	env.Server = httptest.NewServer(rl)
+	env.Server = &httptest.Server{Listener: ln, Config: &http.Server{Handler: rl}}
+	env.Server.Start()
 	env.HTTPURL = env.Server.URL
 	env.AttachURL = "ws" + strings.TrimPrefix(env.Server.URL, "http") + relayleg.AttachPath
 	env.Key = rl.PublicKey()
@@ -97,11 +103,12 @@ func (env *Env) Stop() {
 }
 
 // Restart stops the in-process relay and starts a new one with the same
-// config (so the same key) on a new port.
+// config (so the same key) on the same address, as a restarted process would.
 func (env *Env) Restart(t testing.TB) {
 	t.Helper()
+	addr := env.Server.Listener.Addr().String()
 	env.Stop()
-	env.serve(t, env.Config)
+	env.serve(t, env.Config, addr)
 }
 
 // Browser is a raw browser-leg client.
@@ -446,12 +453,17 @@ func (b *Browser) ReadRPC() (RPC, error) {
 			}
 			continue
 		}
-		if f.Type != librelay.TypeACPMessage {
-			return RPC{}, fmt.Errorf("want acp.message, got %s %s", f.Type, f.Payload)
-		}
-		m := RPC{Seq: f.Seq}
-		return m, json.Unmarshal(f.Payload, &m)
+		return RPCOf(f)
 	}
+}
+
+// RPCOf parses an acp.message frame's payload.
+func RPCOf(f librelay.Frame) (RPC, error) {
+	if f.Type != librelay.TypeACPMessage {
+		return RPC{}, fmt.Errorf("want acp.message, got %s %s", f.Type, f.Payload)
+	}
+	m := RPC{Seq: f.Seq}
+	return m, json.Unmarshal(f.Payload, &m)
 }
 
 // Call sends a request with id and reads until its response, returning the
