@@ -248,9 +248,10 @@ func (a *attachment) options(v safejs.Value) (client.Options, error) {
 // (which releases the attachment's Web Lock).
 func (a *attachment) watch() {
 	<-a.att.Done()
-	a.forget()
 	b, _ := theBridge()
-	_, _ = b.Call("ended", a.handle, client.Code(a.att.Err()))
+	// Still known while relay.js takes its last look at the getters.
+	_, _ = b.Call("ended", a.handle)
+	a.forget()
 }
 
 func (a *attachment) forget() {
@@ -423,19 +424,36 @@ func apiHistory(_ safejs.Value, args []safejs.Value) any {
 	})
 }
 
-// apiDetach(callID, handle).
+// apiDetach(callID, handle). It resolves once the stream's state is gone
+// from the Store too.
 func apiDetach(_ safejs.Value, args []safejs.Value) any {
+	store := storeOf(argInt(args, 1))
 	return withAttachment(args, func(ctx context.Context, att *client.Attachment) (any, error) {
-		return nil, att.Detach(ctx)
+		if err := att.Detach(ctx); err != nil {
+			return nil, err
+		}
+		return nil, store.Flush(ctx)
 	})
 }
 
 // apiClose(callID, handle) ends the attachment in this page without
-// detaching; the stream stays reclaimable.
+// detaching; the stream stays reclaimable. It resolves once the cursor is
+// stored, so an attach right after it resumes from there.
 func apiClose(_ safejs.Value, args []safejs.Value) any {
+	store := storeOf(argInt(args, 1))
 	return withAttachment(args, func(ctx context.Context, att *client.Attachment) (any, error) {
-		return nil, att.Close()
+		att.Close()
+		return nil, store.Flush(ctx)
 	})
+}
+
+// storeOf is the Store of attachment h's Relay (nil when h is gone, in
+// which case withAttachment rejects the call before it is used).
+func storeOf(h int) *Store {
+	if a := lookup(h); a != nil {
+		return a.relay.store
+	}
+	return nil
 }
 
 // apiCancel(callID) cancels a pending call (relay.js: its AbortSignal fired).

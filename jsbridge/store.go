@@ -305,6 +305,15 @@ func (s *Store) Clear(ctx context.Context, k client.Key) error {
 	return nil
 }
 
+// Flush waits until every Commit made so far is in IndexedDB (or the Store
+// has fallen back to memory). Commit returns before its write lands; an
+// attachment closed in this page flushes, so that the next attach of the
+// stream, through any Store on the same database, starts from its cursor.
+func (s *Store) Flush(ctx context.Context) error {
+	s.settle(ctx)
+	return ctx.Err()
+}
+
 // settle waits until every queued Commit is written, and returns the memory
 // store when the Store has fallen back to one.
 func (s *Store) settle(ctx context.Context) *client.MemoryStore {

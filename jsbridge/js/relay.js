@@ -177,10 +177,9 @@ function makeBridge() {
         (e) => goDone(waitID, 1, String(e?.message ?? e)),
       );
     },
-    ended(handle, code) {
-      const a = this.attachments.get(handle);
+    ended(handle) {
+      this.attachments.get(handle)?._ended();
       this.attachments.delete(handle);
-      a?._ended(code);
     },
     // done lets this module report to Go as an asynchronous reporter does.
     done(id, kind, value) {
@@ -546,7 +545,10 @@ class Attachment {
     return t;
   }
 
+  // The attachment ended (detach, close or a fatal error): keep its last
+  // state, cursor and session for the getters, and free its slot.
   _ended() {
+    this.#info();
     this.#slot.release();
   }
 }

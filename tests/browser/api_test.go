@@ -185,6 +185,9 @@ func TestAPIAttachSendStream(t *testing.T) {
 	if s := att.Get("state").String(); s != "closed" {
 		t.Fatalf("state after close: %q", s)
 	}
+	if c := att.Get("cursor").Int(); c != metas.Length() {
+		t.Fatalf("cursor %d after close, want the last %d", c, metas.Length())
+	}
 }
 
 func stringify(v js.Value) string { return js.Global().Get("JSON").Call("stringify", v).String() }
