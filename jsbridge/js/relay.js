@@ -29,7 +29,7 @@ function makeBridge() {
 
   const sockets = new Map(); // handle -> socket record
   const dirty = new Set(); // sockets with queued messages
-  let nextHandle = 1;
+  let nextSocket = 1;
   let wantTurn = false;
   let posted = false;
 
@@ -199,7 +199,7 @@ function makeBridge() {
     dial(url, protocols) {
       const ws = new WebSocket(url, protocols);
       ws.binaryType = "arraybuffer";
-      const s = { handle: nextHandle++, ws, queue: [] };
+      const s = { handle: nextSocket++, ws, queue: [] };
       sockets.set(s.handle, s);
       ws.onopen = () => goSocket(s.handle, SOCKET_OPEN, 0, ws.protocol);
       ws.onmessage = (ev) => {

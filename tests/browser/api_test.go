@@ -8,7 +8,6 @@ import (
 	_ "embed"
 	"errors"
 	"strconv"
-	"sync"
 	"syscall/js"
 	"testing"
 	"time"
@@ -24,22 +23,8 @@ import (
 //go:embed testdata/app.js
 var appJS string
 
-var (
-	appOnce sync.Once
-	appMod  js.Value
-)
-
-func app(t *testing.T) js.Value {
-	t.Helper()
-	appOnce.Do(func() {
-		mod, err := importModule(appJS)
-		if err != nil {
-			t.Fatal("loading app.js:", err)
-		}
-		appMod = mod
-	})
-	return appMod
-}
+// app is the test application of testdata/app.js.
+var app = testModule("app.js", appJS)
 
 // must awaits a Promise that must resolve.
 func must(t *testing.T, ctx context.Context, p js.Value) js.Value {

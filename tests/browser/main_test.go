@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"syscall/js"
 	"testing"
 	"time"
@@ -72,6 +73,23 @@ func importModule(source string) (js.Value, error) {
 		return js.Value{}, errors.New("the module did not evaluate (a syntax error?)")
 	}
 	return mod, nil
+}
+
+// testModule returns the loader of a test-only module, imported on first use.
+func testModule(name, source string) func(*testing.T) js.Value {
+	var (
+		once sync.Once
+		mod  js.Value
+		err  error
+	)
+	return func(t *testing.T) js.Value {
+		t.Helper()
+		once.Do(func() { mod, err = importModule(source) })
+		if err != nil {
+			t.Fatalf("loading %s: %v", name, err)
+		}
+		return mod
+	}
 }
 
 func blobURL(source string) string {

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"sync"
 	"syscall/js"
 	"testing"
 
@@ -19,23 +18,8 @@ import (
 //go:embed testdata/faults.js
 var faultsJS string
 
-var (
-	faultsOnce sync.Once
-	faultsMod  js.Value
-)
-
-// faults returns the test-only helpers of testdata/faults.js.
-func faults(t *testing.T) js.Value {
-	t.Helper()
-	faultsOnce.Do(func() {
-		mod, err := importModule(faultsJS)
-		if err != nil {
-			t.Fatal("loading faults.js:", err)
-		}
-		faultsMod = mod
-	})
-	return faultsMod
-}
+// faults are the test-only helpers of testdata/faults.js.
+var faults = testModule("faults.js", faultsJS)
 
 // database names a fresh database per test, so tests share nothing.
 func database(t *testing.T) string { return "relaywasm-test-" + t.Name() }
