@@ -1,0 +1,676 @@
+// The relaywasm demo chat: a person talks to the dev agent over ACP (JSON-RPC
+// 2.0) through relay.js, which reaches a runtime with no public address via
+// the relay. No build step and no framework: this module, index.html and
+// style.css are the whole page.
+//
+// What it shows off, and how:
+//   - Streaming: agent_message_chunk updates are appended as they arrive,
+//     batched into one DOM write per delivery batch (appending, never
+//     re-rendering, so a 100,000-chunk answer stays linear).
+//   - Reload: the attachment keeps a transcript of both directions (history
+//     option). After a reload the page redraws it, finds its ACP sessionId in
+//     the stored session/new response, matches answers that arrive after the
+//     reload to prompts sent before it, and the stream continues from the
+//     stored cursor. Deliveries are held until the redraw is done, so nothing
+//     is shown twice and nothing is skipped.
+//   - Connection state: relay.js reconnects by itself; the page only shows it.
+//   - Eviction: when content is gone for good, a banner says so and a new ACP
+//     session starts.
+//
+// Configuration comes from the URL, the fragment winning over the query (the
+// fragment never reaches a server log, so put a real token there):
+//   relay     the relay's attach URL   (default ws(s)://<this host>/v1/attach)
+//   instance  the runtime instance     (default "demo")
+//   token     the bearer credential    (default "dev-token")
+//   key       the relay's public key to pin (optional)
+//   stream    the stored stream's name (default "chat")
+//   history   transcript entries kept on this device (default 20000)
+//
+// window.__chat is a read-only view of the page's state for tests and for
+// poking at from the console; the page never reads it.
+
+import { loadRelay } from "./relay.js";
+
+const config = readConfig(location);
+
+const $ = (id) => document.getElementById(id);
+const ui = {
+  status: $("status"),
+  statusText: $("status-text"),
+  subtitle: $("subtitle"),
+  banner: $("banner"),
+  bannerTitle: $("banner-title"),
+  bannerText: $("banner-text"),
+  bannerClose: $("banner-close"),
+  scroller: $("scroller"),
+  empty: $("empty"),
+  transcript: $("transcript"),
+  composer: $("composer"),
+  prompt: $("prompt"),
+  send: $("send"),
+  stop: $("stop"),
+};
+
+const chat = {
+  ready: false, // history redrawn and an ACP session open
+  state: "loading", // connection state (relay.js's, plus "loading" and "error")
+  states: [], // every state change: {state, chunks (shown at that moment), code}
+  sessionId: "",
+  stream: "", // the stored stream's name (chat, chat#2 … in other tabs)
+  attachment: "", // the relay's attachment id
+  storage: "",
+  chunks: 0, // chunk elements shown
+  redrawn: 0, // of which drawn from history after a (re)load
+  live: 0, // of which delivered by onMessage
+  evictions: [], // every onEvicted info
+  historyEntries: 0,
+  error: null, // {title, message, code} of a fatal error
+  send: (text) => submitPrompt(text),
+};
+window.__chat = chat;
+
+// --- the conversation --------------------------------------------------------
+
+let att = null; // the relay.js Attachment
+let nextId = 1; // the next JSON-RPC id: above every id in the transcript
+let sessionId = "";
+let agentName = "";
+let initializes = 0; // initialize requests seen: each after the first starts a new life
+let replaying = false; // drawing history: show, never answer or send
+const pending = new Map(); // request id -> {method, turn?}
+const retired = new Map(); // prompt id -> turn, for prompts of an ended session life
+const openTurns = new Map(); // ACP sessionId -> the turn streaming into it
+
+// applyOut handles one message this page sent, live or from the transcript.
+function applyOut(msg) {
+  if (Number.isSafeInteger(msg?.id)) nextId = Math.max(nextId, msg.id + 1);
+  switch (msg?.method) {
+    case "initialize":
+      if (initializes++ > 0) {
+        // A new session after the first: what came before ended (eviction).
+        retireAll("interrupted");
+        addDivider("New session", "The conversation above could not continue; the agent started afresh.");
+      }
+      pending.set(msg.id, { method: msg.method });
+      break;
+    case "session/new":
+      pending.set(msg.id, { method: msg.method });
+      break;
+    case "session/prompt": {
+      const sid = msg.params?.sessionId ?? "";
+      const user = addUser(promptText(msg.params?.prompt), msg.id);
+      openTurns.get(sid)?.finish("superseded"); // the agent cancels a running turn
+      const turn = new Turn(sid, msg.id);
+      openTurns.set(sid, turn);
+      pending.set(msg.id, { method: msg.method, turn, user });
+      break;
+    }
+  }
+}
+
+// applyIn handles one message the agent sent, live or from the transcript.
+function applyIn(msg, seq, live) {
+  if (msg?.method === "session/update") {
+    const p = msg.params ?? {};
+    const u = p.update ?? {};
+    if (u.sessionUpdate === "agent_message_chunk" && u.content?.type === "text") {
+      turnFor(p.sessionId ?? "").append(u.content.text, seq);
+      if (live) chat.live++;
+    }
+    return;
+  }
+  if (msg?.method !== undefined) {
+    // A request from the agent (permissions, files, terminals): this client
+    // offers none of those capabilities, so it says so.
+    if (msg.id !== undefined && live) {
+      sendRaw({ jsonrpc: "2.0", id: msg.id, error: { code: -32601, message: "method not found" } });
+    }
+    return;
+  }
+  respond(msg);
+}
+
+// respond matches a JSON-RPC response to the request it answers.
+function respond(msg) {
+  const req = pending.get(msg.id);
+  if (!req) {
+    // The answer to a prompt of an earlier session life: close its turn.
+    retired.get(msg.id)?.finish(stopOf(msg));
+    retired.delete(msg.id);
+    return;
+  }
+  pending.delete(msg.id);
+  switch (req.method) {
+    case "initialize":
+      if (msg.error) return sessionFailed(msg.error);
+      agentName = msg.result?.agentInfo?.title || msg.result?.agentInfo?.name || agentName;
+      if (!replaying && !sessionId && !hasPending("session/new")) newSession();
+      break;
+    case "session/new":
+      if (msg.error || !msg.result?.sessionId) return sessionFailed(msg.error);
+      sessionId = msg.result.sessionId;
+      openTurns.get(sessionId)?.finish("interrupted"); // an earlier life's "s1"
+      updateReady();
+      break;
+    case "session/prompt":
+      req.turn.finish(stopOf(msg), msg.error);
+      break;
+  }
+}
+
+function stopOf(msg) {
+  return msg.error ? "error" : (msg.result?.stopReason ?? "end_turn");
+}
+
+function hasPending(method) {
+  for (const r of pending.values()) if (r.method === method) return true;
+  return false;
+}
+
+// turnFor is the turn chunks for sid go to: the open one, or a new turn for
+// chunks whose prompt is not in the transcript (older than it reaches).
+function turnFor(sid) {
+  let t = openTurns.get(sid);
+  if (!t) {
+    t = new Turn(sid, null);
+    openTurns.set(sid, t);
+  }
+  return t;
+}
+
+// retireAll ends the current session life: its running turns are shown as
+// ended and its outstanding requests forgotten (a prompt's late answer still
+// closes its turn, through retired).
+function retireAll(reason) {
+  for (const [id, r] of pending) if (r.turn) retired.set(id, r.turn);
+  pending.clear();
+  for (const t of [...openTurns.values()]) t.finish(reason);
+  openTurns.clear();
+  sessionId = "";
+  updateReady();
+}
+
+// ensureSession opens an ACP session unless one is open or on its way.
+function ensureSession() {
+  if (sessionId || hasPending("session/new")) return;
+  if (hasPending("initialize")) return; // its answer sends session/new
+  request("initialize", {
+    protocolVersion: 1,
+    clientCapabilities: { fs: { readTextFile: false, writeTextFile: false }, terminal: false },
+    clientInfo: { name: "relaywasm-demo", title: "relaywasm demo chat", version: "1" },
+  });
+}
+
+function newSession() {
+  request("session/new", { cwd: "/", mcpServers: [] });
+}
+
+function sessionFailed(err) {
+  showBanner("error", "Could not start a session", rpcErrorText(err) + " Reload the page to try again.");
+  updateReady();
+}
+
+// request sends a JSON-RPC request; its answer arrives through applyIn. It
+// returns what applyOut recorded for it and whether it was sent.
+function request(method, params) {
+  const msg = { jsonrpc: "2.0", id: nextId, method, params };
+  applyOut(msg);
+  const req = pending.get(msg.id);
+  return { req, sent: sendRaw(msg) };
+}
+
+async function sendRaw(msg) {
+  try {
+    await att.sendACP(msg);
+    return true;
+  } catch (e) {
+    if (msg.id !== undefined && pending.get(msg.id)?.turn) {
+      pending.get(msg.id).turn.finish("error", { message: sendErrorText(e) });
+      pending.delete(msg.id);
+    } else if (msg.id !== undefined && pending.has(msg.id)) {
+      pending.delete(msg.id);
+      sessionFailed({ message: sendErrorText(e) });
+    }
+    return false;
+  }
+}
+
+function submitPrompt(text) {
+  text = text.trim();
+  if (!text || !sessionId || !att) return false;
+  const { req, sent } = request("session/prompt", { sessionId, prompt: [{ type: "text", text }] });
+  req.user.dataset.sent = "pending";
+  sent.then((ok) => (req.user.dataset.sent = ok ? "yes" : "failed"));
+  scrollToEnd(true);
+  return true;
+}
+
+function cancelTurn() {
+  if (sessionId && openTurns.has(sessionId)) {
+    sendRaw({ jsonrpc: "2.0", method: "session/cancel", params: { sessionId } });
+  }
+}
+
+// --- rendering ---------------------------------------------------------------
+
+// Chunks are not written to the DOM one by one: each turn gathers them in a
+// fragment and one flush per delivery batch (a microtask) appends them all.
+const dirtyTurns = new Set();
+let flushQueued = false;
+
+class Turn {
+  constructor(sid, promptId) {
+    this.sid = sid;
+    this.done = false;
+    this.frag = document.createDocumentFragment();
+    const li = el("li", "msg agent");
+    li.dataset.role = "agent";
+    li.dataset.session = sid;
+    if (promptId !== null) li.dataset.promptId = String(promptId);
+    li.setAttribute("aria-busy", "true");
+    const who = el("div", "who", agentLabel());
+    who.setAttribute("aria-hidden", "true");
+    this.text = el("div", "text");
+    this.meta = el("div", "meta");
+    this.meta.append(typingDots());
+    const bubble = el("div", "bubble");
+    bubble.append(this.text, this.meta);
+    li.append(who, bubble);
+    this.li = li;
+    append(li);
+  }
+
+  append(text, seq) {
+    const span = document.createElement("span");
+    span.dataset.seq = String(seq);
+    span.textContent = text;
+    this.frag.append(span);
+    chat.chunks++;
+    dirtyTurns.add(this);
+    if (!flushQueued) {
+      flushQueued = true;
+      queueMicrotask(flush);
+    }
+  }
+
+  finish(stopReason, error) {
+    if (this.done) return;
+    this.done = true;
+    if (openTurns.get(this.sid) === this) openTurns.delete(this.sid);
+    this.li.dataset.done = "true";
+    this.li.dataset.stopReason = stopReason;
+    this.li.removeAttribute("aria-busy");
+    this.meta.replaceChildren();
+    const note = stopNote(stopReason, error);
+    if (note) this.meta.append(el("span", `note note-${stopReason}`, note));
+    else this.meta.remove();
+    if (this.frag.childNodes.length === 0 && this.text.childNodes.length === 0 && !note) {
+      this.text.append(el("span", "quiet", "(no answer)"));
+    }
+    updateComposer();
+  }
+}
+
+function flush() {
+  flushQueued = false;
+  const stick = nearEnd();
+  for (const t of dirtyTurns) t.text.append(t.frag);
+  dirtyTurns.clear();
+  if (stick) scrollToEnd();
+}
+
+function stopNote(reason, error) {
+  switch (reason) {
+    case "end_turn":
+      return "";
+    case "cancelled":
+    case "superseded":
+      return "Stopped";
+    case "interrupted":
+      return "Interrupted: the rest of this answer was lost";
+    case "max_tokens":
+      return "Stopped: length limit reached";
+    case "refusal":
+      return "The agent declined to answer";
+    case "error":
+      return "Error: " + rpcErrorText(error);
+    default:
+      return `Stopped (${reason})`;
+  }
+}
+
+function addUser(text, id) {
+  const li = el("li", "msg user");
+  li.dataset.role = "user";
+  li.dataset.id = String(id);
+  const who = el("div", "who", "You");
+  who.setAttribute("aria-hidden", "true");
+  const bubble = el("div", "bubble");
+  bubble.append(el("div", "text", text));
+  li.append(who, bubble);
+  append(li);
+  return li;
+}
+
+function addDivider(title, text, first = false) {
+  const li = el("li", "divider");
+  li.dataset.role = "divider";
+  li.append(el("span", "divider-title", title));
+  if (text) li.append(el("span", "divider-text", text));
+  if (first) ui.transcript.prepend(li);
+  else append(li);
+}
+
+function append(node) {
+  const stick = nearEnd();
+  ui.transcript.append(node);
+  ui.empty.hidden = true;
+  if (stick) scrollToEnd();
+}
+
+function typingDots() {
+  const d = el("span", "typing");
+  d.setAttribute("role", "img");
+  d.setAttribute("aria-label", "The agent is answering");
+  d.append(el("i"), el("i"), el("i"));
+  return d;
+}
+
+function agentLabel() {
+  return agentName ? prettyAgent(agentName) : "Agent";
+}
+
+function prettyAgent(name) {
+  return name === "relaywasm-dev-agent" ? "Dev agent" : name;
+}
+
+function el(tag, className = "", text = "") {
+  const e = document.createElement(tag);
+  if (className) e.className = className;
+  if (text) e.textContent = text;
+  return e;
+}
+
+// Follow the stream only while the reader is at the end: scrolling up to
+// read must not be fought.
+function nearEnd() {
+  const s = ui.scroller;
+  return s.scrollHeight - s.scrollTop - s.clientHeight < 120;
+}
+
+function scrollToEnd(force = false) {
+  if (force || nearEnd()) ui.scroller.scrollTop = ui.scroller.scrollHeight;
+}
+
+// --- connection state, banner, composer -------------------------------------
+
+const STATES = {
+  loading: ["Loading", "Loading the relay client"],
+  connecting: ["Connecting", "Connecting to the relay"],
+  open: ["Connected", "Connected to the relay"],
+  reconnecting: ["Reconnecting", "Connection lost; reconnecting by itself"],
+  offline: ["Offline", "This device is offline; waiting for the network"],
+  closed: ["Disconnected", "The connection ended"],
+  error: ["Error", "Something went wrong"],
+};
+
+function setState(state, info = {}) {
+  chat.state = state;
+  chat.states.push({ state, chunks: chat.chunks, code: info.code ?? "" });
+  if (info.storage) chat.storage = info.storage;
+  const [label, long] = STATES[state] ?? [state, state];
+  ui.status.dataset.state = state;
+  ui.statusText.textContent = label;
+  let detail = long;
+  if (state === "reconnecting" && info.retryInMs > 0) {
+    detail += ` (next try in ${Math.max(1, Math.round(info.retryInMs / 1000))} s)`;
+  }
+  ui.status.title = detail;
+  ui.status.setAttribute("aria-label", detail);
+  if (state === "closed" && info.code && info.code !== "closed" && info.code !== "detached") {
+    showBanner("error", "Disconnected", closedText(info.code));
+  }
+  if (info.storage === "memory" && info.reason) {
+    showBanner("warning", "Not saved on this device", "The browser's storage is unavailable, so a reload will start a fresh conversation.");
+  }
+  updateComposer();
+}
+
+function closedText(code) {
+  switch (code) {
+    case "superseded":
+      return "This conversation was opened somewhere else. Reload to take it back.";
+    case "unauthorized":
+      return "The relay refused the credential.";
+    case "bad_relay_signature":
+      return "The relay could not prove it is the one this page trusts.";
+    default:
+      return `The relay ended the connection (${code}). Reload to reconnect.`;
+  }
+}
+
+function evicted(info) {
+  chat.evictions.push(info);
+  const what = {
+    evicted: "Part of the agent's answer was dropped before this page could receive it.",
+    cursor_evicted: "The agent restarted and no longer has this conversation.",
+    session_replaced: "The relay no longer recognised this conversation.",
+  }[info.reason] ?? "Part of the conversation is gone.";
+  showBanner("evicted", "Some of this conversation was lost", what + " A new session has started.");
+  retireAll("interrupted");
+  ensureSession();
+}
+
+function showBanner(kind, title, text) {
+  ui.banner.dataset.kind = kind;
+  ui.bannerTitle.textContent = title;
+  ui.bannerText.textContent = text;
+  ui.banner.hidden = false;
+}
+
+function fatal(title, e) {
+  chat.error = { title, message: String(e?.message ?? e), code: e?.code ?? "" };
+  setState("error", { code: e?.code });
+  showBanner("error", title, errorText(e));
+}
+
+function errorText(e) {
+  switch (e?.code) {
+    case "wasm_load_failed":
+      return "relay.wasm did not load. Build it with `make wasm` and serve it beside this page.";
+    case "unauthorized":
+      return "The relay refused the credential. Check the token in the page's URL.";
+    case "bad_relay_signature":
+      return "The relay could not prove it holds the pinned key.";
+    case "bad_options":
+      return `The page's settings are wrong: ${e.message}`;
+    default:
+      return String(e?.message ?? e);
+  }
+}
+
+function sendErrorText(e) {
+  switch (e?.code) {
+    case "send_queue_full":
+      return "too many messages are waiting for the connection.";
+    case "send_failed":
+      return "the connection dropped while sending; the message may not have arrived.";
+    default:
+      return String(e?.message ?? e);
+  }
+}
+
+function rpcErrorText(err) {
+  if (!err) return "the agent did not say why.";
+  const detail = err.data?.error ?? err.data?.message;
+  return detail ? `${err.message}: ${detail}` : String(err.message ?? "unknown error");
+}
+
+function updateReady() {
+  chat.sessionId = sessionId;
+  chat.ready = Boolean(sessionId) && !replaying && att !== null;
+  if (att) chat.attachment = att.session;
+  const where = config.instance === "demo" ? "" : ` · ${config.instance}`;
+  ui.subtitle.textContent = sessionId
+    ? `${prettyAgent(agentName || "Agent")} · session ${sessionId}${where}`
+    : "Starting a session…";
+  ui.empty.hidden = !chat.ready || ui.transcript.childElementCount > 0;
+  updateComposer();
+}
+
+function updateComposer() {
+  const usable = chat.ready && chat.state !== "closed" && chat.state !== "error";
+  ui.send.disabled = !usable || ui.prompt.value.trim() === "";
+  ui.prompt.disabled = chat.state === "closed" || chat.state === "error";
+  ui.stop.hidden = !(sessionId && openTurns.has(sessionId));
+}
+
+// resizePrompt grows the composer with its text, up to the CSS max-height.
+function resizePrompt() {
+  const p = ui.prompt;
+  p.style.height = "";
+  if (p.value === "") return;
+  const borders = p.offsetHeight - p.clientHeight;
+  p.style.height = p.scrollHeight + borders + "px";
+}
+
+function wireComposer() {
+  ui.composer.addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    if (ui.send.disabled) return;
+    if (submitPrompt(ui.prompt.value)) {
+      ui.prompt.value = "";
+      resizePrompt();
+      updateComposer();
+    }
+  });
+  ui.prompt.addEventListener("keydown", (ev) => {
+    if (ev.key === "Enter" && !ev.shiftKey && !ev.isComposing) {
+      ev.preventDefault();
+      ui.composer.requestSubmit();
+    }
+  });
+  ui.prompt.addEventListener("input", () => {
+    resizePrompt();
+    updateComposer();
+  });
+  ui.stop.addEventListener("click", cancelTurn);
+  ui.bannerClose.addEventListener("click", () => (ui.banner.hidden = true));
+  for (const chip of document.querySelectorAll(".chip")) {
+    chip.addEventListener("click", () => {
+      if (!submitPrompt(chip.dataset.prompt)) {
+        ui.prompt.value = chip.dataset.prompt;
+        updateComposer();
+      }
+      ui.prompt.focus();
+    });
+  }
+}
+
+// --- start -------------------------------------------------------------------
+
+async function main() {
+  wireComposer();
+  setState("loading");
+  let relay;
+  try {
+    relay = await loadRelay({ wasm: new URL("./relay.wasm", location.href) });
+  } catch (e) {
+    return fatal("Could not load the relay client", e);
+  }
+  chat.storage = relay.storage;
+
+  // Until the transcript is redrawn, deliveries wait behind it: the handler
+  // returns a Promise, so the cursor does not move past them and they are
+  // not in the transcript history() reads. Each is then shown exactly once.
+  let loaded = false;
+  let release;
+  const redrawn = new Promise((r) => (release = r));
+  const afterRedraw = (fn) => (loaded ? fn() : redrawn.then(fn));
+  setState("connecting");
+  try {
+    att = await relay.attach({
+      url: config.url,
+      instance: config.instance,
+      token: config.token,
+      relayKey: config.relayKey || undefined,
+      name: config.stream,
+      history: config.history,
+      onMessage: (msg, meta) => afterRedraw(() => guarded(() => applyIn(msg, meta.seq, true))),
+      onState: (state, info) => setState(state, info),
+      onEvicted: (info) => afterRedraw(() => guarded(() => evicted(info))),
+    });
+  } catch (e) {
+    return fatal("Could not connect", e);
+  }
+  chat.stream = att.name;
+  chat.attachment = att.session;
+  setState(att.state, { storage: relay.storage });
+
+  let entries = [];
+  try {
+    entries = await att.history();
+  } catch (e) {
+    showBanner("warning", "Could not read the saved conversation", errorText(e));
+  }
+  redraw(entries);
+  loaded = true;
+  release();
+  ensureSession();
+}
+
+// redraw draws the saved transcript, oldest first, without answering or
+// sending anything: what was pending is still pending and its answer, if it
+// comes, arrives through onMessage.
+function redraw(entries) {
+  chat.historyEntries = entries.length;
+  replaying = true;
+  try {
+    for (const e of entries) {
+      if (e.out) applyOut(e.message);
+      else applyIn(e.message, e.seq, false);
+    }
+  } finally {
+    replaying = false;
+  }
+  flush();
+  chat.redrawn = chat.chunks;
+  if (entries.length >= config.history) {
+    addDivider("Earlier messages", "Older parts of this conversation are not kept on this device.", true);
+  }
+  scrollToEnd(true);
+  updateReady();
+}
+
+// guarded keeps a bug in one message's handling from making relay.js deliver
+// it again and again.
+function guarded(fn) {
+  try {
+    fn();
+  } catch (e) {
+    console.error("chat: could not handle a message:", e);
+  }
+}
+
+function promptText(blocks) {
+  if (!Array.isArray(blocks)) return "";
+  return blocks.filter((b) => b?.type === "text").map((b) => b.text).join("\n");
+}
+
+function readConfig(loc) {
+  const query = new URLSearchParams(loc.search);
+  const frag = new URLSearchParams(loc.hash.replace(/^#/, ""));
+  const get = (k, d) => frag.get(k) ?? query.get(k) ?? d;
+  const ws = loc.protocol === "https:" ? "wss:" : "ws:";
+  const history = Number.parseInt(get("history", ""), 10);
+  return {
+    url: get("relay", `${ws}//${loc.host}/v1/attach`),
+    instance: get("instance", "demo"),
+    token: get("token", "dev-token"),
+    relayKey: get("key", ""),
+    stream: get("stream", "chat"),
+    history: Number.isSafeInteger(history) && history > 0 ? history : 20000,
+  };
+}
+
+main();

@@ -1,0 +1,282 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/input"
+	cdpruntime "github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+)
+
+// waitLimit bounds every wait for the page, so a broken page fails the test
+// instead of hanging it. It is never an assertion about speed.
+const waitLimit = 60 * time.Second
+
+// pollEvery is how often a wait re-reads the page.
+const pollEvery = 20 * time.Millisecond
+
+// chromium is the browser under test: CHROMIUM, or Debian's package.
+func chromium() string {
+	if p := os.Getenv("CHROMIUM"); p != "" {
+		return p
+	}
+	return "/usr/bin/chromium"
+}
+
+// newBrowser starts headless Chromium with a profile of its own, which it
+// shuts down cleanly (chromedp.Cancel) when the test ends.
+func newBrowser(t *testing.T) context.Context {
+	t.Helper()
+	dir := t.TempDir()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromium()),
+		chromedp.UserDataDir(filepath.Join(dir, "profile")),
+		// Nothing but loopback: Chromium still tries Google's hosts.
+		chromedp.Flag("host-resolver-rules", "MAP * ~NOTFOUND , EXCLUDE 127.0.0.1"),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("hide-scrollbars", true),
+		chromedp.Env(
+			"XDG_CONFIG_HOME="+filepath.Join(dir, "config"),
+			"XDG_CACHE_HOME="+filepath.Join(dir, "cache"),
+			"TMPDIR="+os.TempDir(),
+		),
+		chromedp.WindowSize(1280, 800),
+	)
+	actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)
+	bctx, bcancel := chromedp.NewContext(actx)
+	if err := chromedp.Run(bctx); err != nil {
+		acancel()
+		t.Fatalf("starting %s: %v", chromium(), err)
+	}
+	t.Cleanup(func() {
+		chromedp.Cancel(bctx)
+		bcancel()
+		acancel()
+	})
+	return bctx
+}
+
+// tab is one browser tab showing the chat page.
+type tab struct {
+	t    *testing.T
+	name string
+	ctx  context.Context
+
+	mu       sync.Mutex
+	problems []string // uncaught exceptions and console.error calls
+}
+
+// openTab opens the page in a new tab of parent's browser (parent is a
+// browser or another tab) and waits until it is ready to chat.
+func openTab(t *testing.T, parent context.Context, name, url string) *tab {
+	t.Helper()
+	ctx, cancel := chromedp.NewContext(parent)
+	t.Cleanup(cancel)
+	tb := &tab{t: t, name: name, ctx: ctx}
+	chromedp.ListenTarget(ctx, tb.listen)
+	// The tab's first Run must not carry a deadline: the tab's own event
+	// loop would end with it.
+	if err := chromedp.Run(ctx, chromedp.Navigate(url)); err != nil {
+		t.Fatalf("%s: opening %s: %v", name, url, err)
+	}
+	tb.waitReady()
+	return tb
+}
+
+// listen records what the page reports as broken; a test fails on any.
+func (tb *tab) listen(ev any) {
+	var problem string
+	switch ev := ev.(type) {
+	case *cdpruntime.EventExceptionThrown:
+		problem = "uncaught: " + ev.ExceptionDetails.Error()
+	case *cdpruntime.EventConsoleAPICalled:
+		if ev.Type != cdpruntime.APITypeError {
+			return
+		}
+		var parts []string
+		for _, a := range ev.Args {
+			if a.Value != nil {
+				parts = append(parts, string(a.Value))
+			} else {
+				parts = append(parts, a.Description)
+			}
+		}
+		problem = "console.error: " + strings.Join(parts, " ")
+	default:
+		return
+	}
+	tb.mu.Lock()
+	tb.problems = append(tb.problems, problem)
+	tb.mu.Unlock()
+}
+
+// checkHealthy fails the test if the page threw or logged an error.
+func (tb *tab) checkHealthy() {
+	tb.t.Helper()
+	tb.mu.Lock()
+	defer tb.mu.Unlock()
+	for _, p := range tb.problems {
+		tb.t.Errorf("%s: the page reported %s", tb.name, p)
+	}
+	tb.problems = nil
+}
+
+// run runs actions on the tab under waitLimit.
+func (tb *tab) run(actions ...chromedp.Action) {
+	tb.t.Helper()
+	ctx, cancel := context.WithTimeout(tb.ctx, waitLimit)
+	defer cancel()
+	if err := chromedp.Run(ctx, actions...); err != nil {
+		tb.t.Fatalf("%s: %v", tb.name, err)
+	}
+}
+
+// eval evaluates a JavaScript expression (awaiting a Promise) into out.
+func (tb *tab) eval(expr string, out any) {
+	tb.t.Helper()
+	tb.run(evaluate(expr, out))
+}
+
+func evaluate(expr string, out any) chromedp.Action {
+	return chromedp.Evaluate(expr, out, func(p *cdpruntime.EvaluateParams) *cdpruntime.EvaluateParams {
+		return p.WithAwaitPromise(true)
+	})
+}
+
+// waitFor polls a boolean JavaScript expression until it holds. On the
+// deadline it fails the test with the page's state, for diagnosis.
+func (tb *tab) waitFor(what, expr string) {
+	tb.t.Helper()
+	deadline := time.Now().Add(waitLimit)
+	for {
+		var ok bool
+		tb.eval("Boolean("+expr+")", &ok)
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			tb.t.Fatalf("%s: still waiting for %s; page state: %s", tb.name, what, tb.snapshot())
+		}
+		time.Sleep(pollEvery)
+	}
+}
+
+// waitReady waits until the page has redrawn its transcript and has an ACP
+// session open.
+func (tb *tab) waitReady() {
+	tb.t.Helper()
+	tb.waitFor("the chat to be ready", "window.__chat && __chat.ready")
+}
+
+// snapshot is window.__chat as JSON, for failure messages.
+func (tb *tab) snapshot() string {
+	var s string
+	ctx, cancel := context.WithTimeout(tb.ctx, 5*time.Second)
+	defer cancel()
+	if err := chromedp.Run(ctx, evaluate(`JSON.stringify(window.__chat ?? null)`, &s)); err != nil {
+		return "unavailable: " + err.Error()
+	}
+	return s
+}
+
+// prompt types text into the composer and presses Enter, as a person does,
+// and waits until the page has sent it. The text goes in as one input (as a
+// paste or an IME would put it) and Enter as one keyDown: chromedp.SendKeys
+// sends Enter's character as a separate event, which no keyboard does and
+// which a keydown handler cannot cancel.
+func (tb *tab) prompt(text string) {
+	tb.t.Helper()
+	enter := func(t input.KeyType) *input.DispatchKeyEventParams {
+		return input.DispatchKeyEvent(t).WithKey("Enter").WithCode("Enter").WithWindowsVirtualKeyCode(13)
+	}
+	const users = `document.querySelectorAll("#transcript [data-role=user]")`
+	var before int
+	tb.eval(users+".length", &before)
+	tb.run(
+		chromedp.Focus("#prompt", chromedp.ByQuery),
+		input.InsertText(text),
+		enter(input.KeyDown).WithText("\r"),
+		enter(input.KeyUp),
+	)
+	tb.waitFor("the prompt "+text+" to be sent", fmt.Sprintf(
+		`(u => u.length === %d && u[%d].dataset.sent === "yes" && u[%d].querySelector(".text").textContent === %q)(%s)`,
+		before+1, before, before, text, users))
+	var left string
+	tb.eval(`document.getElementById("prompt").value`, &left)
+	if left != "" {
+		tb.t.Errorf("%s: the composer still holds %q after sending", tb.name, left)
+	}
+}
+
+// reload reloads the tab and waits until the chat is ready again.
+func (tb *tab) reload() {
+	tb.t.Helper()
+	tb.run(chromedp.Reload())
+	tb.waitReady()
+}
+
+// item is one element of the transcript as the page shows it.
+type item struct {
+	Role string `json:"role"` // user, agent or divider
+	ID   string `json:"id"`   // the JSON-RPC id of the prompt
+	Done bool   `json:"done"` // an agent turn that has ended
+	Stop string `json:"stop"` // its stop reason
+	Text string `json:"text"`
+	Seqs []int  `json:"seqs"` // the seq of every chunk shown, in DOM order
+}
+
+const readTranscript = `[...document.querySelectorAll("#transcript > li")].map(li => ({
+	role: li.dataset.role ?? "",
+	id: li.dataset.id ?? li.dataset.promptId ?? "",
+	done: li.dataset.done === "true",
+	stop: li.dataset.stopReason ?? "",
+	text: (li.querySelector(".text") ?? li).textContent,
+	seqs: [...li.querySelectorAll("[data-seq]")].map(s => Number(s.dataset.seq)),
+}))`
+
+// transcript reads what the page shows.
+func (tb *tab) transcript() []item {
+	tb.t.Helper()
+	var items []item
+	tb.eval(readTranscript, &items)
+	return items
+}
+
+// lastAgentChunks is how many chunks the newest answer shows.
+const lastAgentChunks = `(() => { const a = [...document.querySelectorAll("#transcript [data-role=agent]")].pop(); return a ? a.querySelectorAll("[data-seq]").length : 0 })()`
+
+// lastAgentDone holds once the newest answer has ended.
+const lastAgentDone = `[...document.querySelectorAll("#transcript [data-role=agent]")].pop()?.dataset.done === "true"`
+
+// chatState is the part of window.__chat the tests look at.
+type chatState struct {
+	Ready      bool   `json:"ready"`
+	State      string `json:"state"`
+	SessionID  string `json:"sessionId"`
+	Stream     string `json:"stream"`
+	Attachment string `json:"attachment"`
+	Chunks     int    `json:"chunks"`
+	Redrawn    int    `json:"redrawn"`
+	Live       int    `json:"live"`
+	States     []struct {
+		State  string `json:"state"`
+		Chunks int    `json:"chunks"`
+		Code   string `json:"code"`
+	} `json:"states"`
+	Evictions []json.RawMessage `json:"evictions"`
+}
+
+func (tb *tab) chat() chatState {
+	tb.t.Helper()
+	var s chatState
+	tb.eval(`JSON.parse(JSON.stringify(window.__chat))`, &s)
+	return s
+}

@@ -1,0 +1,102 @@
+package e2e
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// countText is what the dev agent streams for "count n".
+func countText(n int) string {
+	var b strings.Builder
+	for i := 1; i <= n; i++ {
+		b.WriteString(strconv.Itoa(i))
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// checkConversation fails unless the page shows exactly these prompts, each
+// followed by its finished answer, every chunk once and in order.
+func checkConversation(t *testing.T, name string, got []item, want ...[2]string) {
+	t.Helper()
+	if len(got) != 2*len(want) {
+		t.Fatalf("%s: the transcript has %d elements (%s), want %d", name, len(got), roles(got), 2*len(want))
+	}
+	for i, w := range want {
+		user, agent := got[2*i], got[2*i+1]
+		if user.Role != "user" || user.Text != w[0] {
+			t.Errorf("%s: element %d is %s %q, want the prompt %q", name, 2*i, user.Role, clip(user.Text), w[0])
+		}
+		if agent.Role != "agent" || agent.ID != user.ID {
+			t.Errorf("%s: element %d is %s answering %q, want the answer to prompt %s", name, 2*i+1, agent.Role, agent.ID, user.ID)
+		}
+		if !agent.Done || agent.Stop != "end_turn" {
+			t.Errorf("%s: the answer to %q ended=%v with %q, want end_turn", name, w[0], agent.Done, agent.Stop)
+		}
+		if agent.Text != w[1] {
+			t.Errorf("%s: the answer to %q is %s, want %s", name, w[0], describe(agent.Text), describe(w[1]))
+		}
+		checkSeqs(t, name, agent.Seqs)
+	}
+}
+
+// checkSeqs fails unless the chunks' seqs rise by one: nothing shown twice,
+// nothing skipped, nothing out of order.
+func checkSeqs(t *testing.T, name string, seqs []int) {
+	t.Helper()
+	for i := 1; i < len(seqs); i++ {
+		if seqs[i] != seqs[i-1]+1 {
+			t.Errorf("%s: chunk %d has seq %d after seq %d", name, i, seqs[i], seqs[i-1])
+			return
+		}
+	}
+}
+
+// describe summarises a long answer for a failure message.
+func describe(s string) string {
+	lines := strings.Split(strings.TrimSuffix(s, "\n"), "\n")
+	if len(lines) <= 6 {
+		return strconv.Quote(s)
+	}
+	return strconv.Quote(strings.Join(lines[:3], "\n")+"\n…\n"+strings.Join(lines[len(lines)-3:], "\n")) +
+		" (" + strconv.Itoa(len(lines)) + " lines)"
+}
+
+func clip(s string) string {
+	if len(s) > 60 {
+		return s[:60] + "…"
+	}
+	return s
+}
+
+func roles(items []item) string {
+	var r []string
+	for _, it := range items {
+		r = append(r, it.Role)
+	}
+	return strings.Join(r, ", ")
+}
+
+// A prompt gets its streamed answer, and a second prompt its own.
+func TestPromptGetsStreamedAnswer(t *testing.T) {
+	s := startStack(t, 0)
+	tb := openTab(t, newBrowser(t), "tab", s.URL())
+	defer tb.checkHealthy()
+
+	tb.waitFor("the empty conversation's suggestions", `!document.getElementById("empty").hidden`)
+	if st := tb.chat(); st.State != "open" || st.SessionID != "s1" {
+		t.Fatalf("ready with state %q and ACP session %q, want open and s1", st.State, st.SessionID)
+	}
+	tb.prompt("ping")
+	tb.waitFor("the answer to ping", lastAgentDone)
+	const sentence = "streamed through a relay to a runtime with no public address"
+	tb.prompt(sentence)
+	tb.waitFor("the echoed sentence", lastAgentDone)
+	checkConversation(t, "tab", tb.transcript(), [2]string{"ping", "pong"}, [2]string{sentence, sentence})
+	var emptyHidden bool
+	tb.eval(`document.getElementById("empty").hidden`, &emptyHidden)
+	if !emptyHidden {
+		t.Error("the empty-conversation panel is still shown beside the conversation")
+	}
+}

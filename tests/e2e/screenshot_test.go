@@ -1,0 +1,110 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"image/png"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/device"
+)
+
+// outDir receives the screenshots, for a person to look at (git-ignored).
+const outDir = "out"
+
+// story is echoed word by word, slowly enough to be caught mid-answer.
+const story = "This answer is streaming word by word from a dev agent that has no public address. " +
+	"The page reached it through a relay, over a WebSocket, from a Go client compiled to WebAssembly. " +
+	"Reload the tab now and the answer carries on from the last word this page saw; " +
+	"take the network away and it waits, then resumes, with nothing lost and nothing shown twice."
+
+// layout is what the screenshots' checks read from the page.
+type layout struct {
+	ViewportWidth int     `json:"vw"`
+	PageWidth     int     `json:"pw"` // the document's scroll width: wider than the viewport means sideways scrolling
+	ComposerTop   float64 `json:"composerTop"`
+	ComposerBot   float64 `json:"composerBottom"`
+	ViewportH     float64 `json:"vh"`
+	StatusShown   bool    `json:"statusShown"`
+	Status        string  `json:"status"`
+}
+
+const readLayout = `(() => {
+	const c = document.getElementById("composer").getBoundingClientRect();
+	const s = document.getElementById("status").getBoundingClientRect();
+	return {
+		vw: innerWidth, pw: document.documentElement.scrollWidth, vh: innerHeight,
+		composerTop: c.top, composerBottom: c.bottom,
+		statusShown: s.width > 0 && s.right <= innerWidth,
+		status: document.getElementById("status-text").textContent,
+	};
+})()`
+
+// Screenshots of the page mid-conversation, at a desktop and a phone
+// viewport (and the phone in the dark scheme), written to out/ on every run.
+// The checks fail when the layout breaks: sideways scrolling, a composer
+// pushed off screen, a hidden connection state.
+func TestScreenshots(t *testing.T) {
+	s := startStack(t, 25)
+	tb := openTab(t, newBrowser(t), "tab", s.URL())
+	defer tb.checkHealthy()
+	if err := os.MkdirAll(outDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+
+	tb.run(chromedp.EmulateViewport(1280, 800))
+	tb.prompt("ping")
+	tb.waitFor("pong", lastAgentDone)
+	tb.prompt("count 5")
+	tb.waitFor("the count", lastAgentDone)
+	tb.prompt(story)
+	tb.waitFor("the echo to be under way", lastAgentChunks+" >= 25")
+	shoot(t, tb, "desktop.png", 1280, 800)
+
+	tb.waitFor("the echo to end", lastAgentDone)
+	tb.run(chromedp.Emulate(device.IPhone12))
+	tb.prompt(story)
+	tb.waitFor("the second echo to be under way", lastAgentChunks+" >= 25")
+	shoot(t, tb, "phone.png", 390, 844)
+	tb.run(emulation.SetEmulatedMedia().WithFeatures([]*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: "dark"}}))
+	shoot(t, tb, "phone-dark.png", 390, 844)
+}
+
+// shoot checks the layout at the current viewport and writes a screenshot.
+func shoot(t *testing.T, tb *tab, name string, width, height int) {
+	t.Helper()
+	var l layout
+	tb.eval(readLayout, &l)
+	if l.ViewportWidth != width {
+		t.Errorf("%s: the viewport is %d wide, want %d", name, l.ViewportWidth, width)
+	}
+	if l.PageWidth > l.ViewportWidth {
+		t.Errorf("%s: the page is %d px wide in a %d px viewport: it scrolls sideways", name, l.PageWidth, l.ViewportWidth)
+	}
+	if l.ComposerTop < l.ViewportH/2 || l.ComposerBot > l.ViewportH+0.5 {
+		t.Errorf("%s: the composer spans %.0f–%.0f px of a %.0f px viewport, want it at the bottom, on screen", name, l.ComposerTop, l.ComposerBot, l.ViewportH)
+	}
+	if !l.StatusShown || l.Status != "Connected" {
+		t.Errorf("%s: the connection state shows %q (on screen: %v), want Connected", name, l.Status, l.StatusShown)
+	}
+	var buf []byte
+	ctx, cancel := context.WithTimeout(tb.ctx, waitLimit)
+	defer cancel()
+	if err := chromedp.Run(ctx, chromedp.FullScreenshot(&buf, 100)); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	img, err := png.Decode(bytes.NewReader(buf))
+	if err != nil {
+		t.Fatalf("%s: not a PNG: %v", name, err)
+	}
+	if b := img.Bounds(); b.Dx() < width || b.Dy() < height {
+		t.Errorf("%s: the screenshot is %dx%d, want at least %dx%d", name, b.Dx(), b.Dy(), width, height)
+	}
+	if err := os.WriteFile(filepath.Join(outDir, name), buf, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
