@@ -152,14 +152,17 @@ func (s *browserConn) closeWithFrame(last librelay.Frame, closeCode int, reason 
 	})
 }
 
-// flush writes a batch, one WebSocket message per frame.
+// flush writes a batch, one WebSocket message per frame, corked so that
+// the batch reaches the kernel in one write.
 func (s *browserConn) flush(batch [][]byte) error {
+	s.cc.cork()
 	for _, m := range batch {
 		if err := s.ws.Write(context.Background(), websocket.MessageText, m); err != nil {
+			s.cc.uncork()
 			return err
 		}
 	}
-	return nil
+	return s.cc.uncork()
 }
 
 // finish ends a closing socket: after its last queued frame, the close

@@ -21,6 +21,7 @@ import (
 type browserConn struct {
 	r      *Relay
 	ws     *websocket.Conn
+	cc     *corkConn // the connection under ws
 	cred   credHash
 	credOK bool
 	q      sendQueue
@@ -49,7 +50,8 @@ func (r *Relay) serveAttach(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	cred, ok := relayleg.ParseBearer(offeredProtocols(req))
-	ws, err := websocket.Accept(w, req, &websocket.AcceptOptions{
+	cw := &corkingWriter{ResponseWriter: w}
+	ws, err := websocket.Accept(cw, req, &websocket.AcceptOptions{
 		Subprotocols:   []string{relayleg.Subprotocol},
 		OriginPatterns: r.cfg.OriginPatterns,
 	})
@@ -57,7 +59,7 @@ func (r *Relay) serveAttach(w http.ResponseWriter, req *http.Request) {
 		r.log.Info("browser upgrade refused", "remote", req.RemoteAddr, "err", err)
 		return
 	}
-	s := &browserConn{r: r, ws: ws, cred: hashCredential(cred), credOK: ok, addr: req.RemoteAddr, ended: make(chan struct{})}
+	s := &browserConn{r: r, ws: ws, cc: cw.conn, cred: hashCredential(cred), credOK: ok, addr: req.RemoteAddr, ended: make(chan struct{})}
 	l := r.cfg.Limits
 	s.q = sendQueue{maxMsgs: l.QueueFrames, maxBytes: l.QueueBytes, flush: s.flush, finish: s.finish}
 	ws.SetReadLimit(-1) // the relay enforces its own limit, to close with 4413
@@ -65,7 +67,7 @@ func (r *Relay) serveAttach(w http.ResponseWriter, req *http.Request) {
 		ws.Close(websocket.StatusCode(relayleg.CloseShuttingDown), relayleg.CodeShuttingDown)
 		return
 	}
-	go s.run()
+	s.run()
 }
 
 // offeredProtocols lists the subprotocols of a WebSocket upgrade request.
@@ -79,22 +81,35 @@ func offeredProtocols(req *http.Request) []string {
 	return out
 }
 
-// run is the socket's reader: hello, then frames until the socket ends.
-// When the relay ended the socket, run waits for that close to finish (its
-// last frames and close handshake, bounded by CloseTimeout) before the
-// socket is released.
+// run answers the hello on the upgrade's own goroutine, then hands the
+// socket to serve.
 func (s *browserConn) run() {
-	defer s.r.untrack(s)
-	defer s.ws.CloseNow()
 	if s.handshake() {
-		s.r.addPeer(s)
-		detached := s.readLoop()
-		s.r.removePeer(s)
-		s.r.release(s, detached)
+		go s.serve()
+		return
 	}
+	s.end()
+}
+
+// serve is the attached socket's reader. It is a goroutine of its own,
+// started after the handshake, so that the stack it keeps while the socket
+// idles has not grown for signing the welcome.
+func (s *browserConn) serve() {
+	s.r.addPeer(s)
+	detached := s.readLoop()
+	s.r.removePeer(s)
+	s.r.release(s, detached)
+	s.end()
+}
+
+// end waits for a close the relay started to finish (its last frames and
+// close handshake, bounded by CloseTimeout) and releases the socket.
+func (s *browserConn) end() {
 	if s.closing.Load() {
 		<-s.ended
 	}
+	s.ws.CloseNow()
+	s.r.untrack(s)
 }
 
 // handshake reads and answers the hello; false means the socket was refused

@@ -11,11 +11,18 @@ import (
 // floods requests without reading cannot grow the queue by more than this.
 const controlSlack = 64
 
+// maxBatch bounds how many frames a writer takes at once. Room is made when
+// a batch is written, so a small batch keeps a full queue's waiting sender
+// (the runtime leg, for a browser) moving instead of letting it wait for a
+// whole queue's worth of writes; 64 is still enough to amortise the lock and,
+// on the runtime leg, the flush.
+const maxBatch = 64
+
 // sendQueue is one connection's bounded outbox. Frames are queued already
 // encoded; a writer goroutine exists only while there is something to write
 // (an idle socket holds neither a goroutine nor a buffer for it), and it
-// takes the whole queue at once, so a burst is written as one batch (one
-// flush on the runtime leg).
+// takes up to maxBatch frames at once, so a burst is written in batches (one
+// flush each on the runtime leg).
 //
 // The bounds count what is queued and what is being written, so a socket
 // never holds more than maxBytes (plus one oversized frame when empty, plus
@@ -199,7 +206,10 @@ func (q *sendQueue) drain() {
 			}
 			return
 		}
-		batch, q.msgs = q.msgs, batch[:0]
+		k := min(len(q.msgs), maxBatch)
+		batch = append(batch[:0], q.msgs[:k]...)
+		clear(q.msgs[:k])
+		q.msgs = q.msgs[k:]
 		q.mu.Unlock()
 		if err := q.flush(batch); err != nil {
 			q.kill()

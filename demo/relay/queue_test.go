@@ -1,0 +1,167 @@
+package relay
+
+import (
+	"errors"
+	"sync"
+	"testing"
+	"time"
+)
+
+// gate is a flush that blocks until released, recording what it wrote.
+type gate struct {
+	mu      sync.Mutex
+	written []string
+	open    chan struct{}
+	fail    bool
+	ended   chan bool
+}
+
+func newGate() *gate { return &gate{open: make(chan struct{}), ended: make(chan bool, 1)} }
+
+func (g *gate) flush(batch [][]byte) error {
+	<-g.open
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.fail {
+		return errors.New("write failed")
+	}
+	for _, m := range batch {
+		g.written = append(g.written, string(m))
+	}
+	return nil
+}
+
+func (g *gate) finish(clean bool) { g.ended <- clean }
+
+func (g *gate) got() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return append([]string(nil), g.written...)
+}
+
+func newQueue(g *gate, frames, bytes int) *sendQueue {
+	return &sendQueue{maxMsgs: frames, maxBytes: bytes, flush: g.flush, finish: g.finish}
+}
+
+// The frame bound and the byte bound both hold, counting what is being
+// written, and a full queue answers at once when asked not to wait.
+func TestQueueBounds(t *testing.T) {
+	g := newGate()
+	q := newQueue(g, 3, 10)
+	for _, m := range []string{"aaaa", "bbbb"} {
+		if q.push([]byte(m), 0) != pushed {
+			t.Fatalf("push %s refused", m)
+		}
+	}
+	if q.push([]byte("ccc"), 0) != pushFull {
+		t.Fatal("byte bound not enforced")
+	}
+	if q.push([]byte("cc"), 0) != pushed || q.push([]byte("d"), 0) != pushFull {
+		t.Fatal("frame bound not enforced")
+	}
+	if !q.pushControl([]byte("ctl")) {
+		t.Fatal("a control reply was refused within the slack")
+	}
+	close(g.open)
+	if q.push([]byte("e"), -1) != pushed {
+		t.Fatal("a waiting push did not get in once the queue drained")
+	}
+	q.close(nil, true)
+	<-g.ended
+	if got := g.got(); len(got) != 5 || got[0] != "aaaa" || got[4] != "e" {
+		t.Fatalf("written %q", got)
+	}
+}
+
+// A push that waits gives up after its bound; one waiting forever is woken
+// by room or by the queue closing.
+func TestQueueWait(t *testing.T) {
+	g := newGate()
+	q := newQueue(g, 1, 100)
+	q.push([]byte("a"), 0)
+	if q.push([]byte("b"), time.Millisecond) != pushFull {
+		t.Fatal("a bounded wait on a stuck queue did not give up")
+	}
+	res := make(chan pushResult)
+	go func() { res <- q.push([]byte("c"), -1) }()
+	q.kill()
+	if r := <-res; r != pushClosed {
+		t.Fatalf("a waiter on a killed queue got %v", r)
+	}
+	close(g.open)
+}
+
+// Closing without keepPending drops what is queued; the last frame is
+// written and finish reports a clean end, once.
+func TestQueueCloseDropsPending(t *testing.T) {
+	g := newGate()
+	q := newQueue(g, 10, 100)
+	q.hold() // nothing is in flight when close comes
+	q.push([]byte("dropped"), 0)
+	q.push([]byte("dropped too"), 0)
+	if !q.close([]byte("last"), false) || q.close([]byte("again"), false) {
+		t.Fatal("close must succeed once")
+	}
+	if q.push([]byte("late"), 0) != pushClosed || q.pushControl([]byte("late")) {
+		t.Fatal("a closed queue took a frame")
+	}
+	close(g.open)
+	if !<-g.ended {
+		t.Fatal("finish reported a failed write")
+	}
+	if got := g.got(); len(got) != 1 || got[0] != "last" {
+		t.Fatalf("written %q, want only the last frame", got)
+	}
+}
+
+// A failed write ends a closing queue unclean, and nothing more is written.
+func TestQueueWriteFailure(t *testing.T) {
+	g := newGate()
+	g.fail = true
+	q := newQueue(g, 10, 100)
+	q.push([]byte("a"), 0)
+	q.close([]byte("last"), true)
+	close(g.open)
+	if <-g.ended {
+		t.Fatal("finish reported a clean end after a failed write")
+	}
+}
+
+// A held queue writes nothing until unheld, then in order.
+func TestQueueHold(t *testing.T) {
+	g := newGate()
+	close(g.open)
+	q := newQueue(g, 10, 100)
+	q.hold()
+	q.push([]byte("welcome"), 0)
+	q.push([]byte("routed"), 0)
+	if got := g.got(); len(got) != 0 {
+		t.Fatalf("a held queue wrote %q", got)
+	}
+	q.unhold()
+	q.close(nil, true)
+	<-g.ended
+	if got := g.got(); len(got) != 2 || got[0] != "welcome" {
+		t.Fatalf("written %q", got)
+	}
+}
+
+// An idle queue holds no slice and no writer.
+func TestQueueIdleHoldsNothing(t *testing.T) {
+	g := newGate()
+	close(g.open)
+	q := newQueue(g, 10, 100)
+	q.push([]byte("a"), 0)
+	for {
+		q.mu.Lock()
+		idle := !q.writing
+		q.mu.Unlock()
+		if idle {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if q.msgs != nil || q.n != 0 || q.bytes != 0 {
+		t.Fatalf("idle queue holds %d msgs (%d bytes), slice %v", q.n, q.bytes, q.msgs)
+	}
+}
