@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"sync"
+	"time"
 
 	"github.com/hack-pad/safejs"
 
@@ -43,6 +44,7 @@ type Fallback struct {
 // record per entry because IndexedDB's cost is per record.
 const (
 	dbVersion    = 1
+	openTimeout  = 5 * time.Second
 	storeState   = "state"
 	storeChunks  = "chunks"
 	maxChunkKey  = 1 << 53 // above every start (a JavaScript number's exact range)
@@ -93,6 +95,10 @@ func OpenStore(ctx context.Context, database string, onFallback func(Fallback)) 
 		database = DefaultDatabase
 	}
 	s := &Store{onFallback: onFallback, kick: make(chan struct{}, 1), known: make(map[client.Key]client.Saved)}
+	// Some browsers leave an open unanswered in some private modes; the
+	// page must not wait on IndexedDB for ever.
+	ctx, cancel := context.WithTimeout(ctx, openTimeout)
+	defer cancel()
 	db, reason, err := openDB(ctx, database)
 	if err != nil {
 		s.mem = client.NewMemoryStore()
@@ -131,7 +137,7 @@ func openDB(ctx context.Context, name string) (db safejs.Value, reason string, e
 	if err != nil {
 		return db, FallbackUnavailable, err
 	}
-	defer stop()
+	defer func() { stop() }()
 	for {
 		select {
 		case ev := <-events:
@@ -143,12 +149,33 @@ func openDB(ctx context.Context, name string) (db safejs.Value, reason string, e
 					return db, FallbackFailed, err
 				}
 			case idbBlocked:
+				go closeWhenOpen(events, stop)
+				stop = func() {} // closeWhenOpen stops watching
 				return db, FallbackBlocked, errors.New("jsbridge: another connection blocks opening IndexedDB")
 			default:
 				return db, FallbackFailed, domError(ev.value)
 			}
 		case <-ctx.Done():
 			return db, FallbackFailed, ctx.Err()
+		}
+	}
+}
+
+// closeWhenOpen closes a database whose open was given up as blocked, if it
+// opens after all, so that it does not block the next page in turn. (Blocked
+// needs an older version held open elsewhere: it matters from schema
+// version 2 on.)
+func closeWhenOpen(events <-chan jsEvent, stop func()) {
+	defer stop()
+	for ev := range events {
+		switch ev.kind {
+		case idbUpgrade:
+			_ = createSchema(ev.value) // a half-made schema would fail the next page
+		case doneOK:
+			_, _ = ev.value.Call("close")
+			return
+		case doneFailed:
+			return
 		}
 	}
 }
