@@ -172,7 +172,9 @@ func (s *browserConn) finish(clean bool) {
 	if clean {
 		s.ws.Close(websocket.StatusCode(s.closeCode), s.closeReason)
 	}
-	s.cut.Stop()
+	if s.cut != nil { // a failed write ends a socket that was never closing
+		s.cut.Stop()
+	}
 	close(s.ended)
 }
 

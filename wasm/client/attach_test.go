@@ -103,6 +103,7 @@ func TestHelloReclaimsWithFreshNonce(t *testing.T) {
 	case a.Session() != first:
 		t.Fatalf("redial got attachment id %q, want %q back", a.Session(), first)
 	}
+	waitFor(t, "the redial's resume", func() bool { return len(rec.ofType(librelay.TypeResume)) == 2 })
 	resumes := rec.ofType(librelay.TypeResume)
 	var r librelay.Resume
 	if err := r.UnmarshalJSON(resumes[len(resumes)-1].Payload); err != nil || r.AfterSeq != a.Cursor() || r.AfterSeq == 0 {
