@@ -46,6 +46,7 @@ const ui = {
   empty: $("empty"),
   transcript: $("transcript"),
   composer: $("composer"),
+  connNote: $("conn-note"),
   prompt: $("prompt"),
   send: $("send"),
   stop: $("stop"),
@@ -134,9 +135,14 @@ function applyIn(msg, seq, live) {
 function respond(msg) {
   const req = pending.get(msg.id);
   if (!req) {
-    // The answer to a prompt of an earlier session life: close its turn.
-    retired.get(msg.id)?.finish(stopOf(msg));
-    retired.delete(msg.id);
+    // The answer to a prompt of an earlier session life (the agent went on
+    // after a gap): close the turn its last chunks went to.
+    const old = retired.get(msg.id);
+    if (old) {
+      retired.delete(msg.id);
+      const cur = openTurns.get(old.sid);
+      (cur?.orphan ? cur : old).finish(stopOf(msg));
+    }
     return;
   }
   pending.delete(msg.id);
@@ -241,7 +247,7 @@ function submitPrompt(text) {
   const { req, sent } = request("session/prompt", { sessionId, prompt: [{ type: "text", text }] });
   req.user.dataset.sent = "pending";
   sent.then((ok) => (req.user.dataset.sent = ok ? "yes" : "failed"));
-  scrollToEnd(true);
+  scrollToEnd();
   return true;
 }
 
@@ -261,6 +267,7 @@ let flushQueued = false;
 class Turn {
   constructor(sid, promptId) {
     this.sid = sid;
+    this.orphan = promptId === null; // chunks whose prompt this page does not have
     this.done = false;
     this.frag = document.createDocumentFragment();
     const li = el("li", "msg agent");
@@ -313,10 +320,9 @@ class Turn {
 
 function flush() {
   flushQueued = false;
-  const stick = nearEnd();
   for (const t of dirtyTurns) t.text.append(t.frag);
   dirtyTurns.clear();
-  if (stick) scrollToEnd();
+  if (following) scrollToEnd();
 }
 
 function stopNote(reason, error) {
@@ -362,10 +368,9 @@ function addDivider(title, text, first = false) {
 }
 
 function append(node) {
-  const stick = nearEnd();
   ui.transcript.append(node);
   ui.empty.hidden = true;
-  if (stick) scrollToEnd();
+  if (following) scrollToEnd();
 }
 
 function typingDots() {
@@ -392,14 +397,25 @@ function el(tag, className = "", text = "") {
 }
 
 // Follow the stream only while the reader is at the end: scrolling up to
-// read must not be fought.
+// read must not be fought. following is decided by where the reader
+// scrolled to, never by measuring after content was added (a large batch
+// moves the end far away), and kept when the view changes size (a note above
+// the composer, a phone's keyboard, a rotation).
+let following = true;
+
 function nearEnd() {
   const s = ui.scroller;
   return s.scrollHeight - s.scrollTop - s.clientHeight < 120;
 }
 
-function scrollToEnd(force = false) {
-  if (force || nearEnd()) ui.scroller.scrollTop = ui.scroller.scrollHeight;
+function scrollToEnd() {
+  ui.scroller.scrollTop = ui.scroller.scrollHeight;
+  following = true;
+}
+
+function watchScrolling() {
+  ui.scroller.addEventListener("scroll", () => (following = nearEnd()), { passive: true });
+  new ResizeObserver(() => following && scrollToEnd()).observe(ui.scroller);
 }
 
 // --- connection state, banner, composer -------------------------------------
@@ -414,6 +430,13 @@ const STATES = {
   error: ["Error", "Something went wrong"],
 };
 
+// What a person needs to know while the connection is away: nothing is
+// lost, and nothing needs doing.
+const NOTES = {
+  reconnecting: "Reconnecting to the relay. The conversation will continue where it left off.",
+  offline: "You are offline. The conversation will continue when the network is back.",
+};
+
 function setState(state, info = {}) {
   chat.state = state;
   chat.states.push({ state, chunks: chat.chunks, code: info.code ?? "" });
@@ -426,7 +449,9 @@ function setState(state, info = {}) {
     detail += ` (next try in ${Math.max(1, Math.round(info.retryInMs / 1000))} s)`;
   }
   ui.status.title = detail;
-  ui.status.setAttribute("aria-label", detail);
+  const note = NOTES[state];
+  ui.connNote.hidden = !note;
+  ui.connNote.textContent = note ?? "";
   if (state === "closed" && info.code && info.code !== "closed" && info.code !== "detached") {
     showBanner("error", "Disconnected", closedText(info.code));
   }
@@ -571,6 +596,7 @@ function wireComposer() {
 
 async function main() {
   wireComposer();
+  watchScrolling();
   setState("loading");
   let relay;
   try {
@@ -638,7 +664,7 @@ function redraw(entries) {
   if (entries.length >= config.history) {
     addDivider("Earlier messages", "Older parts of this conversation are not kept on this device.", true);
   }
-  scrollToEnd(true);
+  scrollToEnd();
   updateReady();
 }
 

@@ -75,7 +75,7 @@ type tab struct {
 }
 
 // openTab opens the page in a new tab of parent's browser (parent is a
-// browser or another tab) and waits until it is ready to chat.
+// browser or another tab).
 func openTab(t *testing.T, parent context.Context, name, url string) *tab {
 	t.Helper()
 	ctx, cancel := chromedp.NewContext(parent)
@@ -87,6 +87,13 @@ func openTab(t *testing.T, parent context.Context, name, url string) *tab {
 	if err := chromedp.Run(ctx, chromedp.Navigate(url)); err != nil {
 		t.Fatalf("%s: opening %s: %v", name, url, err)
 	}
+	return tb
+}
+
+// openChat opens the page in a new tab and waits until it is ready to chat.
+func openChat(t *testing.T, parent context.Context, name, url string) *tab {
+	t.Helper()
+	tb := openTab(t, parent, name, url)
 	tb.waitReady()
 	return tb
 }

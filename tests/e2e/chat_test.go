@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"strconv"
+
+	"github.com/chromedp/chromedp"
 	"strings"
 	"testing"
 )
@@ -81,7 +83,7 @@ func roles(items []item) string {
 // A prompt gets its streamed answer, and a second prompt its own.
 func TestPromptGetsStreamedAnswer(t *testing.T) {
 	s := startStack(t, 0)
-	tb := openTab(t, newBrowser(t), "tab", s.URL())
+	tb := openChat(t, newBrowser(t), "tab", s.URL())
 	defer tb.checkHealthy()
 
 	tb.waitFor("the empty conversation's suggestions", `!document.getElementById("empty").hidden`)
@@ -98,5 +100,38 @@ func TestPromptGetsStreamedAnswer(t *testing.T) {
 	tb.eval(`document.getElementById("empty").hidden`, &emptyHidden)
 	if !emptyHidden {
 		t.Error("the empty-conversation panel is still shown beside the conversation")
+	}
+}
+
+// A credential the relay refuses (given in the URL's fragment, where the page
+// reads its settings) ends in a clear error rather than a spinner: the state
+// says so, a banner explains it, and the composer is disabled.
+func TestRefusedCredential(t *testing.T) {
+	s := startStack(t, 0)
+	tb := openTab(t, newBrowser(t), "tab", s.URL()+"#token=not-the-dev-token")
+	defer tb.checkHealthy()
+
+	tb.waitFor("the refusal to show", `__chat.state === "error" && !document.getElementById("banner").hidden`)
+	var got struct {
+		Kind, Text, Status string
+		Code               string
+		PromptDisabled     bool
+	}
+	tb.eval(`({
+		kind: document.getElementById("banner").dataset.kind,
+		text: document.getElementById("banner").textContent,
+		status: document.getElementById("status-text").textContent,
+		code: __chat.error?.code ?? "",
+		promptDisabled: document.getElementById("prompt").disabled,
+	})`, &got)
+	if got.Kind != "error" || got.Code != "unauthorized" || !strings.Contains(got.Text, "refused the credential") {
+		t.Errorf("banner %q of kind %q for error %q, want an error banner about the refused credential", got.Text, got.Kind, got.Code)
+	}
+	if got.Status != "Error" || !got.PromptDisabled {
+		t.Errorf("status %q, composer disabled: %v; want Error and disabled", got.Status, got.PromptDisabled)
+	}
+	tb.run(chromedp.EmulateViewport(1280, 800))
+	if err := writeShot(tb, "refused.png"); err != nil {
+		t.Error(err)
 	}
 }

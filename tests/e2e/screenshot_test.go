@@ -30,6 +30,7 @@ type layout struct {
 	ComposerBot   float64 `json:"composerBottom"`
 	ViewportH     float64 `json:"vh"`
 	StatusShown   bool    `json:"statusShown"`
+	AtEnd         bool    `json:"atEnd"` // the conversation is scrolled to its newest line
 	Status        string  `json:"status"`
 }
 
@@ -41,6 +42,7 @@ const readLayout = `(() => {
 		composerTop: c.top, composerBottom: c.bottom,
 		statusShown: s.width > 0 && s.right <= innerWidth,
 		status: document.getElementById("status-text").textContent,
+		atEnd: (s => s.scrollHeight - s.scrollTop - s.clientHeight < 2)(document.getElementById("scroller")),
 	};
 })()`
 
@@ -50,13 +52,13 @@ const readLayout = `(() => {
 // pushed off screen, a hidden connection state.
 func TestScreenshots(t *testing.T) {
 	s := startStack(t, 25)
-	tb := openTab(t, newBrowser(t), "tab", s.URL())
+	tb := openChat(t, newBrowser(t), "tab", s.URL())
 	defer tb.checkHealthy()
-	if err := os.MkdirAll(outDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
 
 	tb.run(chromedp.EmulateViewport(1280, 800))
+	if err := writeShot(tb, "empty.png"); err != nil {
+		t.Error(err)
+	}
 	tb.prompt("ping")
 	tb.waitFor("pong", lastAgentDone)
 	tb.prompt("count 5")
@@ -88,6 +90,9 @@ func shoot(t *testing.T, tb *tab, name string, width, height int) {
 	if l.ComposerTop < l.ViewportH/2 || l.ComposerBot > l.ViewportH+0.5 {
 		t.Errorf("%s: the composer spans %.0f–%.0f px of a %.0f px viewport, want it at the bottom, on screen", name, l.ComposerTop, l.ComposerBot, l.ViewportH)
 	}
+	if !l.AtEnd {
+		t.Errorf("%s: the conversation is not scrolled to the newest line while it streams", name)
+	}
 	if !l.StatusShown || l.Status != "Connected" {
 		t.Errorf("%s: the connection state shows %q (on screen: %v), want Connected", name, l.Status, l.StatusShown)
 	}
@@ -104,7 +109,15 @@ func shoot(t *testing.T, tb *tab, name string, width, height int) {
 	if b := img.Bounds(); b.Dx() < width || b.Dy() < height {
 		t.Errorf("%s: the screenshot is %dx%d, want at least %dx%d", name, b.Dx(), b.Dy(), width, height)
 	}
-	if err := os.WriteFile(filepath.Join(outDir, name), buf, 0o644); err != nil {
+	if err := writeOut(name, buf); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// writeOut writes a file to out/, creating it.
+func writeOut(name string, b []byte) error {
+	if err := os.MkdirAll(outDir, 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(outDir, name), b, 0o644)
 }

@@ -1,0 +1,234 @@
+package e2e
+
+import (
+	"context"
+	"strconv"
+	"testing"
+
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/chromedp"
+)
+
+// streamRate paces the dev agent in the tests that interrupt a stream: a
+// `count 2000` lasts about four seconds, long enough to be interrupted after
+// its first few hundred chunks and short enough for the package's budget.
+// Nothing is asserted about time; each test also checks that the stream
+// really was interrupted part-way, and fails (rather than passes vacuously)
+// if it was not.
+const streamRate = 500
+
+const interruptAfter = 200 // chunks shown before the test interrupts the stream
+
+// startCount sends "count n" and waits until the answer is under way.
+func startCount(tb *tab, n int) {
+	tb.t.Helper()
+	tb.prompt("count " + strconv.Itoa(n))
+	tb.waitFor("the count to be under way", lastAgentChunks+" >= "+strconv.Itoa(interruptAfter))
+}
+
+// finishCount waits for the count to end and checks that the page shows it
+// all, exactly once and in order, as the only answer.
+func finishCount(tb *tab, n int) {
+	tb.t.Helper()
+	tb.waitFor("the count to end", lastAgentDone)
+	checkConversation(tb.t, tb.name, tb.transcript(), [2]string{"count " + strconv.Itoa(n), countText(n)})
+}
+
+// interruptedWith returns the chunks shown when the page first entered
+// state, and fails the test if it never did, or did only once the answer
+// was complete (then the interruption tested nothing).
+func interruptedWith(tb *tab, state string, total int) int {
+	tb.t.Helper()
+	for _, s := range tb.chat().States {
+		if s.State == state {
+			if s.Chunks >= total {
+				tb.t.Fatalf("%s: the page went %s only after all %d chunks; the stream was not interrupted", tb.name, state, total)
+			}
+			return s.Chunks
+		}
+	}
+	tb.t.Fatalf("%s: the page never showed the state %q; states: %+v", tb.name, state, tb.chat().States)
+	return 0
+}
+
+// A reload in the middle of a long stream: afterwards the page shows every
+// chunk exactly once, in order; part of it redrawn from the transcript the
+// attachment keeps, the rest delivered after the reload.
+func TestReloadMidStream(t *testing.T) {
+	const n = 2000
+	s := startStack(t, streamRate)
+	tb := openChat(t, newBrowser(t), "tab", s.URL())
+	defer tb.checkHealthy()
+
+	startCount(tb, n)
+	tb.reload()
+	finishCount(tb, n)
+
+	st := tb.chat()
+	if st.Redrawn == 0 || st.Redrawn >= n {
+		t.Errorf("after the reload %d of %d chunks were redrawn from history, want some but not all (reloaded mid-stream)", st.Redrawn, n)
+	}
+	if st.Redrawn+st.Live != n {
+		t.Errorf("%d chunks redrawn + %d delivered after the reload = %d, want exactly %d", st.Redrawn, st.Live, st.Redrawn+st.Live, n)
+	}
+	if st.SessionID != "s1" || len(st.Evictions) != 0 {
+		t.Errorf("after the reload: ACP session %q and %d evictions, want the same session s1 and none", st.SessionID, len(st.Evictions))
+	}
+}
+
+// The relay restarts (same key, same port) in the middle of a stream: the
+// page notices, reconnects by itself, and the stream completes with nothing
+// lost or doubled.
+func TestRelayRestartMidStream(t *testing.T) {
+	const n = 2000
+	s := startStack(t, streamRate)
+	tb := openChat(t, newBrowser(t), "tab", s.URL())
+	defer tb.checkHealthy()
+
+	startCount(tb, n)
+	s.restartRelay()
+	finishCount(tb, n)
+
+	interruptedWith(tb, "reconnecting", n)
+	if st := tb.chat(); st.State != "open" || len(st.Evictions) != 0 {
+		t.Errorf("after the restart: state %q and %d evictions, want open and none", st.State, len(st.Evictions))
+	}
+}
+
+// The network goes away (Chromium's emulation, which also fires the offline
+// event) and comes back: the page shows offline, then the stream resumes.
+func TestOfflineAndBack(t *testing.T) {
+	const n = 2000
+	s := startStack(t, streamRate)
+	tb := openChat(t, newBrowser(t), "tab", s.URL())
+	defer tb.checkHealthy()
+	tb.run(chromedp.EmulateViewport(1280, 800))
+
+	startCount(tb, n)
+	setOffline(tb, true)
+	tb.waitFor("the page to show offline", `__chat.state === "offline" && document.getElementById("status").dataset.state === "offline"`)
+	var label string
+	tb.eval(`document.getElementById("status-text").textContent`, &label)
+	if label != "Offline" {
+		t.Errorf("while offline the status reads %q, want Offline", label)
+	}
+	if err := writeShot(tb, "offline.png"); err != nil {
+		t.Error(err)
+	}
+	setOffline(tb, false)
+	finishCount(tb, n)
+
+	interruptedWith(tb, "offline", n)
+	if st := tb.chat(); st.State != "open" {
+		t.Errorf("back online the state is %q, want open", st.State)
+	}
+}
+
+// setOffline switches the tab's network emulation: navigator.onLine and the
+// online/offline events (OverrideNetworkState), and whether connections can
+// be made at all (EmulateNetworkConditionsByRule).
+func setOffline(tb *tab, offline bool) {
+	tb.t.Helper()
+	tb.run(
+		network.OverrideNetworkState(offline, 0, -1, -1),
+		chromedp.ActionFunc(func(ctx context.Context) error {
+			_, err := network.EmulateNetworkConditionsByRule([]*network.Conditions{{
+				Offline: offline, DownloadThroughput: -1, UploadThroughput: -1,
+			}}).Do(ctx)
+			return err
+		}),
+	)
+}
+
+// Two tabs stream at once, each in its own conversation (its own stored
+// stream and attachment); reloading one mid-stream does not disturb the
+// other, which never even reconnects.
+func TestTwoTabs(t *testing.T) {
+	const n1, n2 = 2000, 1500
+	s := startStack(t, streamRate)
+	one := openChat(t, newBrowser(t), "tab 1", s.URL())
+	defer one.checkHealthy()
+	two := openChat(t, one.ctx, "tab 2", s.URL())
+	defer two.checkHealthy()
+
+	one.prompt("count " + strconv.Itoa(n1))
+	startCount(two, n2)
+	var oneStreaming bool
+	one.eval("!("+lastAgentDone+")", &oneStreaming)
+	if !oneStreaming {
+		t.Fatal("tab 1's answer ended before tab 2's began; the tabs did not stream at once")
+	}
+	two.reload()
+	var oneStillStreaming bool
+	one.eval("!("+lastAgentDone+")", &oneStillStreaming)
+	finishCount(two, n2)
+	finishCount(one, n1)
+
+	a, b := one.chat(), two.chat()
+	if a.Stream == b.Stream || a.Attachment == b.Attachment {
+		t.Errorf("the tabs share a stream (%q, %q) or an attachment (%q, %q)", a.Stream, b.Stream, a.Attachment, b.Attachment)
+	}
+	for _, st := range a.States[1:] {
+		if st.State != "open" && st.State != "connecting" {
+			t.Errorf("tab 1 went %s (%s) while tab 2 reloaded; want it undisturbed", st.State, st.Code)
+		}
+	}
+	if b.Redrawn == 0 || b.Redrawn+b.Live != n2 {
+		t.Errorf("tab 2 redrew %d chunks and received %d after its reload, want some redrawn and %d in all", b.Redrawn, b.Live, n2)
+	}
+	if !oneStillStreaming {
+		t.Log("tab 1's answer had ended by the time tab 2 reloaded; the check that it was undisturbed covered less")
+	}
+}
+
+// The runtime restarts and no longer knows the stream: the page says what
+// was lost, starts a new ACP session that works, and a reload afterwards
+// redraws both lives of the conversation.
+func TestEvictionStartsNewSession(t *testing.T) {
+	const n = 2000
+	s := startStack(t, streamRate)
+	tb := openChat(t, newBrowser(t), "tab", s.URL())
+	defer tb.checkHealthy()
+
+	startCount(tb, n)
+	s.restartRuntime()
+	tb.waitFor("the eviction banner", `__chat.evictions.length > 0 && !document.getElementById("banner").hidden`)
+	var kind string
+	tb.eval(`document.getElementById("banner").dataset.kind`, &kind)
+	if kind != "evicted" {
+		t.Errorf("the banner is of kind %q, want evicted", kind)
+	}
+	tb.waitReady()
+	tb.prompt("ping")
+	tb.waitFor("the answer in the new session", lastAgentDone)
+	check := func(when string) {
+		t.Helper()
+		got := tb.transcript()
+		if len(got) != 5 || roles(got) != "user, agent, divider, user, agent" {
+			t.Fatalf("%s: the transcript is %s, want user, agent, divider, user, agent", when, roles(got))
+		}
+		cut := got[1]
+		if !cut.Done || cut.Stop != "interrupted" || len(cut.Seqs) < interruptAfter || len(cut.Seqs) >= n {
+			t.Errorf("%s: the interrupted answer ended=%v with %q after %d chunks, want interrupted part-way", when, cut.Done, cut.Stop, len(cut.Seqs))
+		}
+		if cut.Text != countText(len(cut.Seqs)) {
+			t.Errorf("%s: the interrupted answer is %s, want the first %d lines of the count", when, describe(cut.Text), len(cut.Seqs))
+		}
+		checkSeqs(t, when, cut.Seqs)
+		checkConversation(t, when, got[3:], [2]string{"ping", "pong"})
+	}
+	check("after the eviction")
+	tb.reload()
+	check("after a reload")
+}
+
+// writeShot writes a screenshot of the tab as it is to out/.
+func writeShot(tb *tab, name string) error {
+	var buf []byte
+	ctx, cancel := context.WithTimeout(tb.ctx, waitLimit)
+	defer cancel()
+	if err := chromedp.Run(ctx, chromedp.FullScreenshot(&buf, 100)); err != nil {
+		return err
+	}
+	return writeOut(name, buf)
+}
