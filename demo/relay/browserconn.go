@@ -76,28 +76,15 @@ func (s *browserConn) toRuntime(f *librelay.Frame) {
 	}
 }
 
-// control handles relay.* frames from the browser. relay.error is routed
-// when it carries this attachment's route: it answers a request the runtime
-// routed to the client.
+// control answers relay.* frames from the browser, and routes a relay.error
+// on this attachment's own route to the runtime.
 func (s *browserConn) control(f *librelay.Frame) {
-	switch f.Type {
-	case librelay.TypeHeartbeat:
-		if f.IsRequest() {
-			s.sendControl(&librelay.Frame{Type: librelay.TypeAck, ReplyTo: f.ID})
-		}
-	case librelay.TypeAck:
-	case librelay.TypeError:
-		if f.Instance == s.instance && f.Session == s.id {
-			s.toRuntime(f)
-		}
-	case librelay.TypeHello:
-		if f.IsRequest() {
-			s.sendControl(ptr(librelay.NewError(*f, librelay.CodeMalformedFrame, "already attached")))
-		}
-	default:
-		if reply, ok := librelay.Unsupported(*f); ok {
-			s.sendControl(&reply)
-		}
+	reply, route := controlReply(f)
+	if reply != nil {
+		s.sendControl(reply)
+	}
+	if route && f.Instance == s.instance && f.Session == s.id {
+		s.toRuntime(f)
 	}
 }
 

@@ -140,20 +140,10 @@ func (s *browserConn) handshake() bool {
 	return s.hello(f)
 }
 
-// hello checks the hello in order — shape, credential, runtime, version —
-// and either welcomes the socket or refuses it with the first failure.
+// hello welcomes the socket, or refuses it with the first failure judge
+// finds.
 func (s *browserConn) hello(f librelay.Frame) bool {
-	h, code, msg := checkHello(f)
-	v, vok := negotiate(h.ProtocolVersion)
-	switch {
-	case code != "":
-	case !s.credOK || !s.r.client.allows(s.cred, f.Instance):
-		code, msg = relayleg.CodeUnauthorized, "the credential may not attach to this instance"
-	case s.r.table.Runtime(f.Instance) == nil:
-		code, msg = librelay.CodeUnknownInstance, "no runtime is connected for this instance"
-	case !vok:
-		code, msg = librelay.CodeVersion, "no protocol version in common"
-	}
+	h, v, code, msg := judge(f, s.credOK && s.r.client.allows(s.cred, f.Instance), s.r.table.Runtime(f.Instance) != nil)
 	if code != "" {
 		s.refuse(f, code, msg)
 		return false
@@ -172,21 +162,6 @@ func (s *browserConn) hello(f librelay.Frame) bool {
 	s.r.log.Info("browser attached", "instance", s.instance, "attachment", s.id, "remote", s.addr,
 		"reclaimed", f.Session != "" && f.Session == s.id)
 	return true
-}
-
-// checkHello validates the hello frame's shape and decodes its payload.
-func checkHello(f librelay.Frame) (librelay.Hello, string, string) {
-	var h librelay.Hello
-	if f.Type != librelay.TypeHello || !f.IsRequest() || f.Instance == "" {
-		return h, librelay.CodeMalformedFrame, "the first frame must be a relay.hello request naming an instance"
-	}
-	if err := h.UnmarshalJSON(f.Payload); err != nil {
-		return h, librelay.CodeMalformedFrame, "the hello payload is not a Hello"
-	}
-	if h.Instance != "" && h.Instance != f.Instance {
-		return h, librelay.CodeMalformedFrame, "the hello names two instances"
-	}
-	return h, "", ""
 }
 
 // signIfAsked signs the welcome when the peer sent a nonce; a peer that pins

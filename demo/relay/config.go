@@ -70,7 +70,7 @@ type Limits struct {
 	// too_many_attachments and close 4430.
 	AttachmentsPerInstance int
 	// QueueFrames and QueueBytes bound each browser socket's send queue
-	// (default 1024 frames, 2 MiB, never less than one largest frame). When
+	// (default 1024 frames, 1 MiB, never less than one largest frame). When
 	// a frame for the socket does not fit for SlowConsumerWait, the socket is
 	// closed 4429 slow_consumer and its queue dropped.
 	QueueFrames int
@@ -113,7 +113,7 @@ func (l *Limits) setDefaults() {
 	setDefault(&l.HelloTimeout, 10*time.Second)
 	setDefault(&l.AttachmentsPerInstance, 1024)
 	setDefault(&l.QueueFrames, 1024)
-	setDefault(&l.QueueBytes, 2<<20)
+	setDefault(&l.QueueBytes, 1<<20)
 	l.QueueBytes = max(l.QueueBytes, l.BrowserFrameBytes)
 	setDefault(&l.SlowConsumerWait, 2*time.Second)
 	setDefault(&l.RuntimeQueueFrames, 4096)

@@ -143,12 +143,6 @@ func (r *Relay) isClosed() bool {
 	return r.closed
 }
 
-// negotiate picks min(peer, self) and reports whether this relay speaks it.
-func negotiate(peer int) (int, bool) {
-	v := min(peer, librelay.ProtocolVersion)
-	return v, v >= 1
-}
-
 // encodeMsg is AppendFrame for the browser leg (one frame per message).
 func encodeMsg(f *librelay.Frame) ([]byte, error) { return librelay.AppendFrame(nil, f) }
 

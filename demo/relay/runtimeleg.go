@@ -158,15 +158,7 @@ func (c *runtimeConn) handshake(rd *librelay.Reader, lim *helloLimiter) bool {
 		c.refuse(librelay.Frame{}, librelay.CodeMalformedFrame, "no valid hello")
 		return false
 	}
-	h, code, msg := checkHello(f)
-	v, vok := negotiate(h.ProtocolVersion)
-	switch {
-	case code != "":
-	case !c.r.runtime.allows(c.cred, f.Instance):
-		code, msg = relayleg.CodeUnauthorized, "the credential may not serve this instance"
-	case !vok:
-		code, msg = librelay.CodeVersion, "no protocol version in common"
-	}
+	h, v, code, msg := judge(f, c.r.runtime.allows(c.cred, f.Instance), true)
 	if code != "" {
 		c.refuse(f, code, msg)
 		return false
@@ -252,28 +244,14 @@ func (c *runtimeConn) handle(f *librelay.Frame) {
 	}
 }
 
-// control handles relay.* frames from the runtime; it reports true for a
-// relay.error on an attachment's route, which answers a request the client
-// sent and is routed like cargo.
+// control answers relay.* frames from the runtime; it reports true for a
+// relay.error to route to the attachment it names.
 func (c *runtimeConn) control(f *librelay.Frame) bool {
-	switch f.Type {
-	case librelay.TypeHeartbeat:
-		if f.IsRequest() {
-			c.sendControl(&librelay.Frame{Type: librelay.TypeAck, ReplyTo: f.ID})
-		}
-	case librelay.TypeAck:
-	case librelay.TypeError:
-		return f.Session != ""
-	case librelay.TypeHello:
-		if f.IsRequest() {
-			c.sendControl(ptr(librelay.NewError(*f, librelay.CodeMalformedFrame, "already welcomed")))
-		}
-	default:
-		if reply, ok := librelay.Unsupported(*f); ok {
-			c.sendControl(&reply)
-		}
+	reply, route := controlReply(f)
+	if reply != nil {
+		c.sendControl(reply)
 	}
-	return false
+	return route
 }
 
 // Send queues a frame for the runtime, waiting while its queue is full: the

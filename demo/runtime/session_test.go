@@ -168,9 +168,9 @@ func TestSessionOrderingUnderConcurrency(t *testing.T) {
 	rec := &recorder{}
 	s := bareSession(rec, 64)
 	const writers, each = 8, 400
-	var wg sync.WaitGroup
+	var writing, resuming sync.WaitGroup
 	for w := range writers {
-		wg.Go(func() {
+		writing.Go(func() {
 			for i := range each {
 				if err := s.emit(fmt.Appendf(nil, `{"w":%d,"i":%d}`, w, i)); err != nil {
 					t.Error(err)
@@ -178,12 +178,26 @@ func TestSessionOrderingUnderConcurrency(t *testing.T) {
 			}
 		})
 	}
-	wg.Go(func() {
-		for k := range 200 {
-			s.resume(resumeReq(uint64(k*10)), uint64(k*10))
+	done := make(chan struct{})
+	resuming.Go(func() {
+		for k := 0; ; k++ {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			// Resume a little behind the newest frame (some cursors in
+			// retention, some evicted, some from zero), while writers write.
+			s.mu.Lock()
+			last := s.last
+			s.mu.Unlock()
+			after := last - min(last, uint64(k%80))
+			s.resume(resumeReq(after), after)
 		}
 	})
-	wg.Wait()
+	writing.Wait()
+	close(done)
+	resuming.Wait()
 	checkClientView(t, rec.frames(t), writers*each)
 }
 

@@ -73,13 +73,8 @@ func TestIDBoundToInstance(t *testing.T) {
 	need(t, s.anyClient != "" && s.anyRuntime != "", "needs -any-client-token and -any-runtime-token for a second instance")
 	second := s.Instance + "-second"
 	for _, inst := range []string{s.Instance, second} {
-		rt, _, err := relaytest.DialRuntime(t.Context(), s.HTTPURL, s.anyRuntime)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { rt.Conn.Close() })
-		if f, _, err := rt.Hello(inst, librelay.ProtocolVersion); err != nil || f.Type != librelay.TypeWelcome {
-			t.Fatalf("runtime for %s: %s %v", inst, f.Payload, err)
+		if f, _ := runtimeHello(t, s, s.anyRuntime, inst, librelay.ProtocolVersion); f.Type != librelay.TypeWelcome {
+			t.Fatalf("runtime for %s: %s", inst, f.Payload)
 		}
 	}
 	b1 := dial(t, s, s.anyClient)

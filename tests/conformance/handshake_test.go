@@ -90,19 +90,11 @@ func checkSignedWelcome(t *testing.T, f librelay.Frame, env *relaytest.Env, nonc
 // a peer with no version in common is refused with unsupported_version.
 func TestVersionNegotiation(t *testing.T) {
 	s := newSuite(t, nil)
-	rt, _, err := relaytest.DialRuntime(context.Background(), s.HTTPURL, s.RuntimeToken)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rt.Conn.Close()
-	f, nonce, err := rt.Hello(s.Instance, librelay.ProtocolVersion+6)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, nonce := runtimeHello(t, s, s.RuntimeToken, s.Instance, librelay.ProtocolVersion+6)
 	checkSignedWelcome(t, f, s.Env, nonce, s.Instance, librelay.ProtocolVersion)
 
 	b := dial(t, s, s.ClientToken)
-	f, nonce, err = b.Hello(s.Instance, "", librelay.ProtocolVersion+6)
+	f, nonce, err := b.Hello(s.Instance, "", librelay.ProtocolVersion+6)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,16 +108,24 @@ func TestVersionNegotiation(t *testing.T) {
 	wantError(t, f, librelay.CodeVersion, "hello")
 	wantClose(t, b, librelay.CodeVersion)
 
-	rt2, _, err := relaytest.DialRuntime(context.Background(), s.HTTPURL, s.RuntimeToken)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rt2.Conn.Close()
-	f, _, err = rt2.Hello(s.Instance, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, _ = runtimeHello(t, s, s.RuntimeToken, s.Instance, 0)
 	wantError(t, f, librelay.CodeVersion, "hello")
+}
+
+// runtimeHello dials the runtime leg with token and sends a hello for
+// instance at version, returning the answer and the nonce.
+func runtimeHello(t *testing.T, s *suite, token, instance string, version int) (librelay.Frame, []byte) {
+	t.Helper()
+	rt, _, err := relaytest.DialRuntime(t.Context(), s.HTTPURL, token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.Conn.Close() })
+	f, nonce, err := rt.Hello(instance, version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f, nonce
 }
 
 // dial opens a browser socket with token, not yet attached.
@@ -199,15 +199,7 @@ func TestBadCredential(t *testing.T) {
 // A runtime credential may only serve its own instance.
 func TestRuntimeCredentialBoundToInstance(t *testing.T) {
 	s := newSuite(t, nil)
-	rt, _, err := relaytest.DialRuntime(context.Background(), s.HTTPURL, s.RuntimeToken)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rt.Conn.Close()
-	f, _, err := rt.Hello(s.Instance+"-other", librelay.ProtocolVersion)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, _ := runtimeHello(t, s, s.RuntimeToken, s.Instance+"-other", librelay.ProtocolVersion)
 	wantError(t, f, relayleg.CodeUnauthorized, "hello")
 }
 

@@ -19,6 +19,19 @@ func bigFrame(b *relaytest.Browser, n int) []byte {
 	return out
 }
 
+// lastBeforeClose reads a runtime connection until it ends and returns the
+// last frame the relay sent on it.
+func lastBeforeClose(rt *relaytest.Runtime) librelay.Frame {
+	var last librelay.Frame
+	for {
+		f, err := rt.Read()
+		if err != nil {
+			return last
+		}
+		last = f
+	}
+}
+
 // A browser frame over the relay's limit gets frame_too_large and close 4413.
 func TestOversizeBrowserFrame(t *testing.T) {
 	s := newSuite(t, nil)
@@ -61,15 +74,7 @@ func TestOversizeRuntimeFrame(t *testing.T) {
 	rt, _ := s.pair(t)
 	line := append(bytes.Repeat([]byte("x"), librelay.MaxFrameBytes+16), '\n')
 	go rt.SendRaw(line)
-	var last librelay.Frame
-	for {
-		f, err := rt.Read()
-		if err != nil {
-			break
-		}
-		last = f
-	}
-	wantError(t, last, relayleg.CodeFrameTooLarge, "")
+	wantError(t, lastBeforeClose(rt), relayleg.CodeFrameTooLarge, "")
 }
 
 // A socket that stops reading while its runtime keeps sending is a slow
@@ -174,15 +179,7 @@ func TestRuntimeHeartbeatProbe(t *testing.T) {
 	if err != nil || f.Type != librelay.TypeHeartbeat || !f.IsRequest() {
 		t.Fatalf("want a relay.heartbeat request, got %s (%v)", f.Type, err)
 	}
-	var last librelay.Frame
-	for {
-		f, err := rt.Read()
-		if err != nil {
-			break
-		}
-		last = f
-	}
-	wantError(t, last, relayleg.CodeHeartbeatTimeout, "")
+	wantError(t, lastBeforeClose(rt), relayleg.CodeHeartbeatTimeout, "")
 	if code := <-closed; code != relayleg.CloseRuntimeGone {
 		t.Fatalf("browser of a timed-out runtime: runtime_gone close %d, want %d", code, relayleg.CloseRuntimeGone)
 	}
