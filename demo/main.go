@@ -149,6 +149,7 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 	announce(o, base, rl.PublicKey(), web != nil, log)
 	select {
 	case <-ctx.Done():
+		log.Info("shutting down")
 		return nil
 	case err := <-errc:
 		return err
