@@ -58,7 +58,6 @@ func axString(v *accessibility.Value) string {
 func TestAccessibility(t *testing.T) {
 	s := startStack(t, 20)
 	tb := openChat(t, newBrowser(t), "tab", s.URL())
-	defer tb.checkHealthy()
 	tb.prompt("count 200")
 	tb.waitFor("the answer to be under way", lastAgentChunks+" >= 3")
 

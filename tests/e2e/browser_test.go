@@ -82,6 +82,7 @@ func openTab(t *testing.T, parent context.Context, name, url string) *tab {
 	t.Cleanup(cancel)
 	tb := &tab{t: t, name: name, ctx: ctx}
 	chromedp.ListenTarget(ctx, tb.listen)
+	t.Cleanup(tb.checkHealthy)
 	// The tab's first Run must not carry a deadline: the tab's own event
 	// loop would end with it.
 	if err := chromedp.Run(ctx, chromedp.Navigate(url)); err != nil {

@@ -19,6 +19,17 @@ const streamRate = 500
 
 const interruptAfter = 200 // chunks shown before the test interrupts the stream
 
+// countUnderWay starts the stack and a chat tab at desktop size, and has the
+// tab ask for "count n" and wait until the answer is under way.
+func countUnderWay(t *testing.T, n int) (*stack, *tab) {
+	t.Helper()
+	s := startStack(t, streamRate)
+	tb := openChat(t, newBrowser(t), "tab", s.URL())
+	tb.run(chromedp.EmulateViewport(1280, 800))
+	startCount(tb, n)
+	return s, tb
+}
+
 // startCount sends "count n" and waits until the answer is under way.
 func startCount(tb *tab, n int) {
 	tb.t.Helper()
@@ -56,11 +67,7 @@ func interruptedWith(tb *tab, state string, total int) int {
 // attachment keeps, the rest delivered after the reload.
 func TestReloadMidStream(t *testing.T) {
 	const n = 2000
-	s := startStack(t, streamRate)
-	tb := openChat(t, newBrowser(t), "tab", s.URL())
-	defer tb.checkHealthy()
-
-	startCount(tb, n)
+	_, tb := countUnderWay(t, n)
 	tb.reload()
 	finishCount(tb, n)
 
@@ -81,11 +88,7 @@ func TestReloadMidStream(t *testing.T) {
 // lost or doubled.
 func TestRelayRestartMidStream(t *testing.T) {
 	const n = 2000
-	s := startStack(t, streamRate)
-	tb := openChat(t, newBrowser(t), "tab", s.URL())
-	defer tb.checkHealthy()
-
-	startCount(tb, n)
+	s, tb := countUnderWay(t, n)
 	s.restartRelay()
 	finishCount(tb, n)
 
@@ -99,12 +102,7 @@ func TestRelayRestartMidStream(t *testing.T) {
 // event) and comes back: the page shows offline, then the stream resumes.
 func TestOfflineAndBack(t *testing.T) {
 	const n = 2000
-	s := startStack(t, streamRate)
-	tb := openChat(t, newBrowser(t), "tab", s.URL())
-	defer tb.checkHealthy()
-	tb.run(chromedp.EmulateViewport(1280, 800))
-
-	startCount(tb, n)
+	_, tb := countUnderWay(t, n)
 	setOffline(tb, true)
 	tb.waitFor("the page to show offline", `__chat.state === "offline" && document.getElementById("status").dataset.state === "offline"`)
 	var label string
@@ -147,9 +145,7 @@ func TestTwoTabs(t *testing.T) {
 	const n1, n2 = 2000, 1500
 	s := startStack(t, streamRate)
 	one := openChat(t, newBrowser(t), "tab 1", s.URL())
-	defer one.checkHealthy()
 	two := openChat(t, one.ctx, "tab 2", s.URL())
-	defer two.checkHealthy()
 
 	one.prompt("count " + strconv.Itoa(n1))
 	startCount(two, n2)
@@ -186,11 +182,7 @@ func TestTwoTabs(t *testing.T) {
 // redraws both lives of the conversation.
 func TestEvictionStartsNewSession(t *testing.T) {
 	const n = 2000
-	s := startStack(t, streamRate)
-	tb := openChat(t, newBrowser(t), "tab", s.URL())
-	defer tb.checkHealthy()
-
-	startCount(tb, n)
+	s, tb := countUnderWay(t, n)
 	s.restartRuntime()
 	tb.waitFor("the eviction banner", `__chat.evictions.length > 0 && !document.getElementById("banner").hidden`)
 	var kind string

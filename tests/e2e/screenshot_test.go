@@ -53,7 +53,6 @@ const readLayout = `(() => {
 func TestScreenshots(t *testing.T) {
 	s := startStack(t, 25)
 	tb := openChat(t, newBrowser(t), "tab", s.URL())
-	defer tb.checkHealthy()
 
 	tb.run(chromedp.EmulateViewport(1280, 800))
 	if err := writeShot(tb, "empty.png"); err != nil {
