@@ -693,7 +693,8 @@ function readConfig(loc) {
     url: get("relay", `${ws}//${loc.host}/v1/attach`),
     instance: get("instance", "demo"),
     token: get("token", "dev-token"),
-    relayKey: get("key", ""),
+    // A base64 key pasted unescaped has its "+" read as a space.
+    relayKey: get("key", "").replaceAll(" ", "+"),
     stream: get("stream", "chat"),
     history: Number.isSafeInteger(history) && history > 0 ? history : 20000,
   };

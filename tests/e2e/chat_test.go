@@ -133,3 +133,38 @@ func TestRefusedCredential(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// The Stop button cancels the answer being streamed (session/cancel): the
+// answer ends as cancelled, says so, and the next prompt is answered.
+func TestStopAnswer(t *testing.T) {
+	s := startStack(t, 50)
+	tb := openChat(t, newBrowser(t), "tab", s.URL())
+
+	tb.prompt("count 1000")
+	tb.waitFor("the answer to be under way", lastAgentChunks+" >= 5")
+	tb.run(chromedp.Click("#stop", chromedp.ByQuery))
+	tb.waitFor("the answer to end", lastAgentDone)
+	got := tb.transcript()
+	if len(got) != 2 || got[1].Stop != "cancelled" || len(got[1].Seqs) >= 1000 {
+		t.Fatalf("after Stop the transcript is %s, the answer ended with %q after %d chunks; want it cancelled part-way",
+			roles(got), got[len(got)-1].Stop, len(got[len(got)-1].Seqs))
+	}
+	if got[1].Text != countText(len(got[1].Seqs)) {
+		t.Errorf("the stopped answer reads %s, want the count so far", describe(got[1].Text))
+	}
+	var note string
+	tb.eval(`document.querySelector("#transcript [data-role=agent] .note")?.textContent ?? ""`, &note)
+	if note != "Stopped" {
+		t.Errorf("the stopped answer is noted %q, want Stopped", note)
+	}
+	var stopShown bool
+	tb.eval(`!document.getElementById("stop").hidden`, &stopShown)
+	if stopShown {
+		t.Error("the Stop button is still shown with no answer running")
+	}
+	tb.prompt("ping")
+	tb.waitFor("the next answer", lastAgentDone)
+	if got := tb.transcript(); len(got) != 4 || got[3].Text != "pong" {
+		t.Errorf("after Stop, a new prompt got %s, want pong", roles(got))
+	}
+}

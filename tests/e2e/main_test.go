@@ -41,6 +41,8 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "e2e: no relay.wasm to test with:", err)
 		return 1
 	}
+	// Shown with -v or on failure: which module the page ran.
+	fmt.Fprintln(os.Stderr, "e2e: relay.wasm, relay.js and wasm_exec.js from", moduleDir)
 	return m.Run()
 }
 
