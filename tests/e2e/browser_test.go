@@ -43,9 +43,11 @@ func newBrowser(t *testing.T) context.Context {
 		chromedp.Flag("host-resolver-rules", "MAP * ~NOTFOUND , EXCLUDE 127.0.0.1"),
 		chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("hide-scrollbars", true),
+		// Shared by the run's browsers (font caches are built once), inside
+		// the run's own temporary folder, never under the home folder.
 		chromedp.Env(
-			"XDG_CONFIG_HOME="+filepath.Join(dir, "config"),
-			"XDG_CACHE_HOME="+filepath.Join(dir, "cache"),
+			"XDG_CONFIG_HOME="+filepath.Join(os.TempDir(), "xdg-config"),
+			"XDG_CACHE_HOME="+filepath.Join(os.TempDir(), "xdg-cache"),
 			"TMPDIR="+os.TempDir(),
 		),
 		chromedp.WindowSize(1280, 800),

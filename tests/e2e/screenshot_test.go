@@ -51,7 +51,7 @@ const readLayout = `(() => {
 // The checks fail when the layout breaks: sideways scrolling, a composer
 // pushed off screen, a hidden connection state.
 func TestScreenshots(t *testing.T) {
-	s := startStack(t, 25)
+	s := startStack(t, 40)
 	tb := openChat(t, newBrowser(t), "tab", s.URL())
 
 	tb.run(chromedp.EmulateViewport(1280, 800))
