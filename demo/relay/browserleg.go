@@ -61,7 +61,7 @@ func (r *Relay) serveAttach(w http.ResponseWriter, req *http.Request) {
 	}
 	s := &browserConn{r: r, ws: ws, cc: cw.conn, cred: hashCredential(cred), credOK: ok, addr: req.RemoteAddr, ended: make(chan struct{})}
 	l := r.cfg.Limits
-	s.q = sendQueue{maxMsgs: l.QueueFrames, maxBytes: l.QueueBytes, flush: s.flush, finish: s.finish}
+	s.q = sendQueue{maxMsgs: l.QueueFrames, maxBytes: l.QueueBytes, maxBatch: browserBatch, flush: s.flush, finish: s.finish}
 	ws.SetReadLimit(-1) // the relay enforces its own limit, to close with 4413
 	if !r.track(s) {
 		ws.Close(websocket.StatusCode(relayleg.CloseShuttingDown), relayleg.CodeShuttingDown)

@@ -11,12 +11,16 @@ import (
 // floods requests without reading cannot grow the queue by more than this.
 const controlSlack = 64
 
-// maxBatch bounds how many frames a writer takes at once. Room is made when
-// a batch is written, so a small batch keeps a full queue's waiting sender
-// (the runtime leg, for a browser) moving instead of letting it wait for a
-// whole queue's worth of writes; 64 is still enough to amortise the lock and,
-// on the runtime leg, the flush.
-const maxBatch = 64
+// Batch bounds: how many frames a writer takes at once. Room is made when a
+// batch is written. Towards a browser the waiting sender is the runtime
+// leg, which should not wait for a whole queue's worth of writes, so batches
+// are small; 64 still amortises the lock and the corked write. Towards a
+// runtime the waiters are browsers' readers, all woken when room is made, so
+// batches are larger to wake them less often.
+const (
+	browserBatch = 64
+	runtimeBatch = 512
+)
 
 // sendQueue is one connection's bounded outbox. Frames are queued already
 // encoded; a writer goroutine exists only while there is something to write
@@ -29,6 +33,7 @@ const maxBatch = 64
 // controlSlack replies).
 type sendQueue struct {
 	maxMsgs, maxBytes int
+	maxBatch          int
 	// flush writes a batch in order; one goroutine at a time calls it.
 	flush func(batch [][]byte) error
 	// finish runs once when a closed queue ends: clean after its last frame
@@ -206,7 +211,7 @@ func (q *sendQueue) drain() {
 			}
 			return
 		}
-		k := min(len(q.msgs), maxBatch)
+		k := min(len(q.msgs), q.maxBatch)
 		batch = append(batch[:0], q.msgs[:k]...)
 		clear(q.msgs[:k])
 		q.msgs = q.msgs[k:]

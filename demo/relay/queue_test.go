@@ -40,7 +40,7 @@ func (g *gate) got() []string {
 }
 
 func newQueue(g *gate, frames, bytes int) *sendQueue {
-	return &sendQueue{maxMsgs: frames, maxBytes: bytes, flush: g.flush, finish: g.finish}
+	return &sendQueue{maxMsgs: frames, maxBytes: bytes, maxBatch: browserBatch, flush: g.flush, finish: g.finish}
 }
 
 // The frame bound and the byte bound both hold, counting what is being

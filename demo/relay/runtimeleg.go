@@ -70,7 +70,7 @@ func (r *Relay) serveConnect(w http.ResponseWriter, req *http.Request) {
 func (r *Relay) newRuntimeConn(nc net.Conn, h credHash, addr string) *runtimeConn {
 	c := &runtimeConn{r: r, nc: nc, cred: h, addr: addr, bw: bufio.NewWriterSize(nc, 32<<10)}
 	l := r.cfg.Limits
-	c.q = sendQueue{maxMsgs: l.RuntimeQueueFrames, maxBytes: l.RuntimeQueueBytes, flush: c.flush, finish: c.finish}
+	c.q = sendQueue{maxMsgs: l.RuntimeQueueFrames, maxBytes: l.RuntimeQueueBytes, maxBatch: runtimeBatch, flush: c.flush, finish: c.finish}
 	return c
 }
 
