@@ -65,7 +65,7 @@ func parseFlags() options {
 	flag.StringVar(&o.clientToken, "client-token", "dev-token", "browser clients' bearer credential")
 	flag.StringVar(&o.runtimeToken, "runtime-token", "dev-runtime-token", "the runtime's bearer credential")
 	flag.StringVar(&o.keyFile, "key-file", "", "relay key seed file (hex); created when missing; empty uses a fresh key each run")
-	flag.StringVar(&o.origins, "origins", "127.0.0.1:*,localhost:*", "comma-separated browser origins allowed besides the relay's own")
+	flag.StringVar(&o.origins, "origins", "127.0.0.1,127.0.0.1:*,localhost,localhost:*", "comma-separated browser origins allowed besides the relay's own")
 	flag.StringVar(&o.webDir, "web", "demo/web", "chat page directory served at / (skipped when missing)")
 	flag.StringVar(&o.moduleDir, "module", "", "directory of relay.wasm and relay.js, served at / after -web")
 	flag.StringVar(&o.readyFile, "ready-file", "", "write KEY=VALUE lines here once ready")

@@ -239,8 +239,7 @@ func checkClientView(t *testing.T, frames []librelay.Frame, total int) {
 // The runtime answers a resume for a session it holds nothing of: from
 // zero it starts the stream, from anything else it is cursor_evicted.
 func TestRuntimeResumeUnknownSession(t *testing.T) {
-	r := &Runtime{cfg: Config{Instance: "i", RetainFrames: 10, RetainBytes: 1 << 20, MaxSessions: 4},
-		log: slog.New(slog.DiscardHandler), sessions: map[string]*session{}, up: make(chan struct{})}
+	r := testRuntime(4)
 	c := &conn{out: make(chan []byte, 16), done: make(chan struct{})}
 	r.conn.Store(c)
 	defer r.dropAll()
@@ -275,8 +274,7 @@ func mustParse(t *testing.T, line []byte) librelay.Frame {
 
 // Past MaxSessions the least recently used session is dropped.
 func TestSessionEviction(t *testing.T) {
-	r := &Runtime{cfg: Config{Instance: "i", RetainFrames: 10, RetainBytes: 1 << 20, MaxSessions: 2},
-		log: slog.New(slog.DiscardHandler), sessions: map[string]*session{}, up: make(chan struct{})}
+	r := testRuntime(2)
 	defer r.dropAll()
 	r.session("a", true).used.Store(2)
 	r.session("b", true).used.Store(1)
@@ -284,4 +282,24 @@ func TestSessionEviction(t *testing.T) {
 	if r.session("b", false) != nil || r.session("a", false) == nil || r.session("c", false) == nil {
 		t.Fatal("eviction did not drop the least recently used session")
 	}
+}
+
+// acp.detach from the relay drops the session, agent and retention.
+func TestDetachDropsSession(t *testing.T) {
+	r := testRuntime(4)
+	defer r.dropAll()
+	s := r.session("a", true)
+	r.dispatch(nil, librelay.Frame{Type: librelay.TypeACPDetach, Instance: "i", Session: "a"})
+	if r.session("a", false) != nil {
+		t.Fatal("the session outlived its detach")
+	}
+	if err := s.emit([]byte(`{}`)); err == nil {
+		t.Fatal("a detached session's agent can still send")
+	}
+}
+
+// testRuntime is a runtime with no connection, for its session logic.
+func testRuntime(maxSessions int) *Runtime {
+	return &Runtime{cfg: Config{Instance: "i", RetainFrames: 10, RetainBytes: 1 << 20, MaxSessions: maxSessions},
+		log: slog.New(slog.DiscardHandler), sessions: map[string]*session{}, up: make(chan struct{})}
 }
