@@ -36,9 +36,9 @@ type sendQueue struct {
 	maxBatch          int
 	// flush writes a batch in order; one goroutine at a time calls it.
 	flush func(batch [][]byte) error
-	// finish runs once when a closed queue ends: clean after its last frame
-	// was written (it then sends the close frame or half-closes), not clean
-	// when writing failed first.
+	// finish runs once when the queue ends: clean after the last frame of a
+	// closed queue was written (it then sends the close frame or
+	// half-closes); not clean when a write failed, closing or not.
 	finish func(clean bool)
 
 	mu      sync.Mutex

@@ -114,16 +114,24 @@ func TestQueueCloseDropsPending(t *testing.T) {
 	}
 }
 
-// A failed write ends a closing queue unclean, and nothing more is written.
+// A failed write ends the queue unclean, whether it was closing or not, and
+// nothing more is taken.
 func TestQueueWriteFailure(t *testing.T) {
-	g := newGate()
-	g.fail = true
-	q := newQueue(g, 10, 100)
-	q.push([]byte("a"), 0)
-	q.close([]byte("last"), true)
-	close(g.open)
-	if <-g.ended {
-		t.Fatal("finish reported a clean end after a failed write")
+	for _, closing := range []bool{false, true} {
+		g := newGate()
+		g.fail = true
+		q := newQueue(g, 10, 100)
+		q.push([]byte("a"), 0)
+		if closing {
+			q.close([]byte("last"), true)
+		}
+		close(g.open)
+		if <-g.ended {
+			t.Fatal("finish reported a clean end after a failed write")
+		}
+		if q.push([]byte("b"), 0) != pushClosed {
+			t.Fatal("a failed queue took a frame")
+		}
 	}
 }
 
