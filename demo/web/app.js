@@ -458,7 +458,7 @@ function setState(state, info = {}) {
   if (info.storage === "memory" && info.reason) {
     showBanner("warning", "Not saved on this device", "The browser's storage is unavailable, so a reload will start a fresh conversation.");
   }
-  updateComposer();
+  updateReady();
 }
 
 function closedText(code) {
@@ -532,20 +532,19 @@ function rpcErrorText(err) {
 }
 
 function updateReady() {
+  const ended = chat.state === "closed" || chat.state === "error";
   chat.sessionId = sessionId;
-  chat.ready = Boolean(sessionId) && !replaying && att !== null;
+  chat.ready = Boolean(sessionId) && !replaying && att !== null && !ended;
   if (att) chat.attachment = att.session;
   const where = config.instance === "demo" ? "" : ` · ${config.instance}`;
-  ui.subtitle.textContent = sessionId
-    ? `${prettyAgent(agentName || "Agent")} · session ${sessionId}${where}`
-    : "Starting a session…";
+  if (sessionId) ui.subtitle.textContent = `${prettyAgent(agentName || "Agent")} · session ${sessionId}${where}`;
+  else if (att && !ended) ui.subtitle.textContent = "Starting a session…";
   ui.empty.hidden = !chat.ready || ui.transcript.childElementCount > 0;
   updateComposer();
 }
 
 function updateComposer() {
-  const usable = chat.ready && chat.state !== "closed" && chat.state !== "error";
-  ui.send.disabled = !usable || ui.prompt.value.trim() === "";
+  ui.send.disabled = !chat.ready || ui.prompt.value.trim() === "";
   ui.prompt.disabled = chat.state === "closed" || chat.state === "error";
   ui.stop.hidden = !(sessionId && openTurns.has(sessionId));
 }

@@ -210,6 +210,11 @@ func (tb *tab) prompt(text string) {
 	const users = `document.querySelectorAll("#transcript [data-role=user]")`
 	var before int
 	tb.eval(users+".length", &before)
+	var disabled bool
+	tb.eval(`document.getElementById("prompt").disabled`, &disabled)
+	if disabled {
+		tb.t.Fatalf("%s: cannot type %q: the composer is disabled; page state: %s", tb.name, text, tb.snapshot())
+	}
 	tb.run(
 		chromedp.Focus("#prompt", chromedp.ByQuery),
 		input.InsertText(text),
