@@ -1,3 +1,8 @@
+//go:build !js
+
+// The engine's tests run natively, against a real dev relay and dev runtime
+// on loopback; its browser build is tested by tests/browser.
+
 package client_test
 
 import (
