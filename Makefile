@@ -9,7 +9,7 @@ GOROOT  := $(shell $(GO) env GOROOT)
 # The race detector where concurrency is the subject; the browser-driving
 # suites run without it (Chromium, not Go, is the busy process there).
 RACE_PKGS := ./librelay/... ./relayleg/... ./wasm/client/... ./demo/...
-NATIVE_PKGS := ./tests/conformance/... ./tests/e2e/... ./tests/bench/...
+NATIVE_PKGS := ./tests/conformance/... ./tests/e2e/...
 
 export PATH := /usr/local/go/bin:$(PATH)
 
@@ -50,7 +50,7 @@ fuzz:
 
 ## bench: the figures, each beside its baseline, as one markdown table.
 bench: chromium wasm brotli
-	$(GO) run ./tests/bench/cmd/bench
+	$(GO) run/bench
 
 vet:
 	$(GO) vet ./...
