@@ -102,7 +102,16 @@ export interface Attachment {
   sendACP(message: object | string, options?: { signal?: AbortSignal }): Promise<void>;
   /** Asks for the stream again from after afterSeq; messages this page already had come again with meta.replay set. */
   resume(afterSeq: number): Promise<void>;
-  /** The local transcript, both directions, oldest first (see AttachOptions.history). */
+  /**
+   * The local transcript, both directions, oldest first (see AttachOptions.history):
+   * every message whose onMessage has returned (or whose Promise resolved).
+   *
+   * After a reload, messages after the stored cursor may reach onMessage
+   * before history() resolves. To redraw the transcript and then append what
+   * follows, hold those deliveries until the redraw is done by returning a
+   * Promise from onMessage: the cursor waits for it, so each message is in
+   * history() or delivered after it, never both (demo/web/app.js does this).
+   */
   history(): Promise<HistoryEntry[]>;
   /** Ends the stream for good: tells the runtime, closes the socket, forgets the stored cursor. */
   detach(): Promise<void>;
