@@ -76,12 +76,11 @@ func domError(v safejs.Value) error {
 // errName is the name of the DOMException behind err (reported by an event,
 // or thrown by a call), or "".
 func errName(err error) string {
-	var de *DOMError
-	if errors.As(err, &de) {
+	// errors.AsType rather than errors.As, which would link reflection.
+	if de, ok := errors.AsType[*DOMError](err); ok {
 		return de.Name
 	}
-	var je js.Error
-	if errors.As(err, &je) && je.Type() == js.TypeObject {
+	if je, ok := errors.AsType[js.Error](err); ok && je.Type() == js.TypeObject {
 		if n := je.Get("name"); n.Type() == js.TypeString {
 			return n.String()
 		}

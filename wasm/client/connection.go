@@ -48,8 +48,7 @@ func (r *runner) dial(ctx context.Context) (Conn, error) {
 	protocols := []string{relayleg.Subprotocol, relayleg.BearerSubprotocol(credential)}
 	conn, err := r.o.Transport.Dial(ctx, r.o.URL, protocols)
 	if err != nil {
-		var ce *CloseError
-		if errors.As(err, &ce) {
+		if ce, ok := errors.AsType[*CloseError](err); ok {
 			return nil, closeError(ce)
 		}
 		return nil, wrap(ErrUnreachable, "", err)
@@ -131,8 +130,8 @@ func (r *runner) stopAlarms() {
 // wins; otherwise the relay.error that preceded the close says more than the
 // close itself.
 func (r *runner) readError(err error) error {
-	var ce *CloseError
-	if !errors.As(err, &ce) {
+	ce, ok := errors.AsType[*CloseError](err)
+	if !ok {
 		return wrap(ErrUnreachable, "connection lost", err)
 	}
 	if mapped := closeError(ce); mapped != error(ce) {

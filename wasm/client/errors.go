@@ -92,12 +92,12 @@ func Code(err error) string {
 	if err == nil {
 		return ""
 	}
-	var e *Error
-	if errors.As(err, &e) {
+	// errors.AsType, not errors.As: As needs reflection (internal/reflectlite,
+	// about 30 KB of relay.wasm's code), AsType only type assertions.
+	if e, ok := errors.AsType[*Error](err); ok {
 		return e.code
 	}
-	var ce *CloseError
-	if errors.As(err, &ce) {
+	if ce, ok := errors.AsType[*CloseError](err); ok {
 		if r := relayleg.CloseReason(ce.Code); r != "" {
 			return r
 		}
