@@ -4,7 +4,6 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/base64"
-	"encoding/hex"
 	"errors"
 	"strconv"
 	"strings"
@@ -164,8 +163,8 @@ func decodeKey(s string) ([]byte, error) {
 	if strings.ContainsAny(s, "\r\n") { // base64 would skip them silently
 		return nil, errKeyEncoding
 	}
-	if len(s) == hex.EncodedLen(ed25519.PublicKeySize) {
-		if raw, err := hex.DecodeString(s); err == nil {
+	if len(s) == 2*ed25519.PublicKeySize {
+		if raw, ok := decodeHex(s); ok {
 			return raw, nil
 		}
 	}
@@ -175,4 +174,23 @@ func decodeKey(s string) ([]byte, error) {
 		}
 	}
 	return nil, errKeyEncoding
+}
+
+// decodeHex decodes hex digits in either case, as encoding/hex does; ok is
+// false for an odd length or any other byte. It is written out because
+// encoding/hex's error type formats with fmt, which the browser module would
+// otherwise link for this one call.
+func decodeHex(s string) (raw []byte, ok bool) {
+	if len(s)%2 != 0 {
+		return nil, false
+	}
+	raw = make([]byte, len(s)/2)
+	for i := range raw {
+		hi, lo := hexVal(s[2*i]), hexVal(s[2*i+1])
+		if hi < 0 || lo < 0 {
+			return nil, false
+		}
+		raw[i] = byte(hi<<4 | lo)
+	}
+	return raw, true
 }
