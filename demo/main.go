@@ -7,9 +7,11 @@
 // With no flags it listens on 127.0.0.1:8080, serves instance "demo" to the
 // client credential "dev-token", connects its own runtime, signs with a fresh
 // key (or the one in -key-file, created when missing, so attachment ids
-// survive a restart), and serves demo/web and -module at /. It prints where
-// to point a browser. With -ready-file it writes, once everything listens and
-// the runtime is connected, shell-sourceable lines:
+// survive a restart), and serves demo/web at / with the module's files
+// (stack.ModuleFiles) from -module beside it. It prints where to point a
+// browser. What it runs is demo/stack, which the end-to-end tests and the
+// benchmarks start in-process. With -ready-file it writes, once everything
+// listens and the runtime is connected, shell-sourceable lines:
 //
 //	RELAY_ATTACH_URL=ws://127.0.0.1:8080/v1/attach
 //	RELAY_HTTP_URL=http://127.0.0.1:8080
@@ -33,19 +35,16 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/relaywasm/relaywasm/demo/relay"
 	"github.com/relaywasm/relaywasm/demo/runtime"
+	"github.com/relaywasm/relaywasm/demo/stack"
 	"github.com/relaywasm/relaywasm/librelay"
-	"github.com/relaywasm/relaywasm/relayleg"
 )
 
 type options struct {
@@ -67,7 +66,7 @@ func parseFlags() options {
 	flag.StringVar(&o.keyFile, "key-file", "", "relay key seed file (hex); created when missing; empty uses a fresh key each run")
 	flag.StringVar(&o.origins, "origins", "127.0.0.1,127.0.0.1:*,localhost,localhost:*", "comma-separated browser origins allowed besides the relay's own")
 	flag.StringVar(&o.webDir, "web", "demo/web", "chat page directory served at / (skipped when missing)")
-	flag.StringVar(&o.moduleDir, "module", "", "directory of relay.wasm and relay.js, served at / after -web")
+	flag.StringVar(&o.moduleDir, "module", "", "directory of relay.wasm, relay.js, relay.d.ts and wasm_exec.js, served at / beside -web")
 	flag.StringVar(&o.readyFile, "ready-file", "", "write KEY=VALUE lines here once ready")
 	flag.StringVar(&o.relayURL, "relay-url", "", "-mode runtime: the relay's base URL")
 	flag.StringVar(&o.relayKey, "relay-key", "", "-mode runtime: the relay's public key to pin")
@@ -120,77 +119,27 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	rl, err := relay.New(relay.Config{
-		Key:                key,
-		RuntimeCredentials: map[string]string{o.runtimeToken: o.instance},
-		ClientCredentials:  map[string]string{o.clientToken: o.instance},
-		OriginPatterns:     splitList(o.origins),
-		Limits:             o.limits,
-		Logger:             log.With("part", "relay"),
+	s, err := stack.Start(ctx, stack.Config{
+		Addr: o.addr, WebDir: o.webDir, ModuleDir: o.moduleDir,
+		Instance: o.instance, ClientToken: o.clientToken, RuntimeToken: o.runtimeToken,
+		Key: key, RelayOnly: o.mode == "relay", Logger: log,
+		EditRelay: func(c *relay.Config) {
+			c.OriginPatterns = splitList(o.origins)
+			c.Limits = o.limits
+		},
+		EditRuntime: func(c *runtime.Config) { editRuntime(c, o) },
 	})
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", o.addr)
-	if err != nil {
-		return err
-	}
-	web := newStatic(existingDirs(o.webDir, o.moduleDir))
-	srv := &http.Server{Handler: handler(rl, web), ReadHeaderTimeout: 10 * time.Second}
-	errc := make(chan error, 2)
-	go func() { errc <- srv.Serve(ln) }()
-	defer shutdown(srv, rl)
-	base := "http://" + ln.Addr().String()
-	if o.mode == "all" {
-		if err := startRuntime(ctx, o, base, rl.PublicKey(), log, errc); err != nil {
-			return err
-		}
-	}
-	announce(o, base, rl.PublicKey(), web != nil, log)
+	defer s.Close()
+	announce(o, s, log)
 	select {
 	case <-ctx.Done():
 		log.Info("shutting down")
 		return nil
-	case err := <-errc:
+	case err := <-s.Err():
 		return err
-	}
-}
-
-// handler serves the relay's two legs and the page everywhere else.
-func handler(rl *relay.Relay, web http.Handler) http.Handler {
-	mux := http.NewServeMux()
-	mux.Handle(relayleg.ConnectPath, rl)
-	mux.Handle(relayleg.AttachPath, rl)
-	if web != nil {
-		mux.Handle("/", web)
-	}
-	return mux
-}
-
-func shutdown(srv *http.Server, rl *relay.Relay) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	srv.Shutdown(ctx)
-	rl.Close() // hijacked connections are the relay's to close
-}
-
-// startRuntime runs the dev runtime against base and waits until it is
-// connected, so that the ready file is only written once a browser can attach.
-func startRuntime(ctx context.Context, o options, base string, pub ed25519.PublicKey, log *slog.Logger, errc chan<- error) error {
-	rt, err := runtime.New(runtimeConfig(o, base, pub, log))
-	if err != nil {
-		return err
-	}
-	go func() {
-		if err := rt.Run(ctx); err != nil {
-			errc <- err
-		}
-	}()
-	select {
-	case <-rt.Connected():
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
 	}
 }
 
@@ -199,35 +148,37 @@ func runRuntimeOnly(ctx context.Context, o options, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("-relay-key: %w", err)
 	}
-	rt, err := runtime.New(runtimeConfig(o, o.relayURL, pub, log))
+	cfg := runtime.Config{
+		Relay: o.relayURL, Instance: o.instance, Credential: o.runtimeToken, RelayKey: pub,
+		Logger: log.With("part", "runtime"),
+	}
+	editRuntime(&cfg, o)
+	rt, err := runtime.New(cfg)
 	if err != nil {
 		return err
 	}
 	return rt.Run(ctx)
 }
 
-func runtimeConfig(o options, relayURL string, pub ed25519.PublicKey, log *slog.Logger) runtime.Config {
-	return runtime.Config{
-		Relay: relayURL, Instance: o.instance, Credential: o.runtimeToken, RelayKey: pub,
-		AgentRate: o.agentRate, RetainFrames: o.retainFrames, RetainBytes: o.retainBytes,
-		HeartbeatInterval: o.limits.HeartbeatInterval, HeartbeatTimeout: o.limits.HeartbeatTimeout,
-		Logger: log.With("part", "runtime"),
-	}
+// editRuntime applies the runtime's flags; the relay's heartbeat flags pace
+// the runtime's side of the leg too.
+func editRuntime(c *runtime.Config, o options) {
+	c.AgentRate, c.RetainFrames, c.RetainBytes = o.agentRate, o.retainFrames, o.retainBytes
+	c.HeartbeatInterval, c.HeartbeatTimeout = o.limits.HeartbeatInterval, o.limits.HeartbeatTimeout
 }
 
 // announce prints where to point a browser and writes the ready file.
-func announce(o options, base string, pub ed25519.PublicKey, serving bool, log *slog.Logger) {
-	ws := "ws" + strings.TrimPrefix(base, "http") + relayleg.AttachPath
+func announce(o options, s *stack.Stack, log *slog.Logger) {
 	lines := [][2]string{
-		{"RELAY_ATTACH_URL", ws}, {"RELAY_HTTP_URL", base}, {"RELAY_INSTANCE", o.instance},
+		{"RELAY_ATTACH_URL", s.AttachURL()}, {"RELAY_HTTP_URL", s.HTTPURL()}, {"RELAY_INSTANCE", o.instance},
 		{"RELAY_TOKEN", o.clientToken}, {"RELAY_RUNTIME_TOKEN", o.runtimeToken},
-		{"RELAY_KEY", librelay.FormatPublicKey(pub)},
+		{"RELAY_KEY", librelay.FormatPublicKey(s.PublicKey())},
 	}
-	if serving {
-		lines = append(lines, [2]string{"WEB_URL", base + "/"})
-		fmt.Printf("\n  relaywasm demo: open %s/ in a browser\n\n", base)
+	if isDir(o.webDir) {
+		lines = append(lines, [2]string{"WEB_URL", s.PageURL()})
+		fmt.Printf("\n  relaywasm demo: open %s in a browser\n\n", s.PageURL())
 	} else {
-		fmt.Printf("\n  relaywasm demo relay: attach at %s (no page directory to serve)\n\n", ws)
+		fmt.Printf("\n  relaywasm demo relay: attach at %s (no page directory to serve)\n\n", s.AttachURL())
 	}
 	if o.readyFile != "" {
 		if err := writeReady(o.readyFile, lines); err != nil {
@@ -295,43 +246,9 @@ func splitList(s string) []string {
 	return out
 }
 
-func existingDirs(dirs ...string) []string {
-	var out []string
-	for _, d := range dirs {
-		if st, err := os.Stat(d); d != "" && err == nil && st.IsDir() {
-			out = append(out, d)
-		}
-	}
-	return out
-}
-
-// static serves files from several directories, the first that has a path
-// winning, with .wasm as application/wasm and no caching (a dev server: a
-// rebuilt module must be picked up by a reload).
-type static struct{ dirs []http.Dir }
-
-func newStatic(dirs []string) http.Handler {
-	if len(dirs) == 0 {
-		return nil
-	}
-	s := &static{}
-	for _, d := range dirs {
-		s.dirs = append(s.dirs, http.Dir(d))
-	}
-	return s
-}
-
-func (s *static) ServeHTTP(w http.ResponseWriter, req *http.Request) {
-	w.Header().Set("Cache-Control", "no-store")
-	if strings.HasSuffix(req.URL.Path, ".wasm") {
-		w.Header().Set("Content-Type", "application/wasm")
-	}
-	for _, d := range s.dirs {
-		if f, err := d.Open(req.URL.Path); err == nil {
-			f.Close()
-			http.FileServer(d).ServeHTTP(w, req)
-			return
-		}
-	}
-	http.NotFound(w, req)
+// isDir reports whether d names a directory (the stack serves a page only
+// from one that exists).
+func isDir(d string) bool {
+	st, err := os.Stat(d)
+	return d != "" && err == nil && st.IsDir()
 }

@@ -57,7 +57,7 @@ func axString(v *accessibility.Value) string {
 // chunk by chunk).
 func TestAccessibility(t *testing.T) {
 	s := startStack(t, 20)
-	tb := openChat(t, newBrowser(t), "tab", s.URL())
+	tb := openChat(t, newBrowser(t), "tab", s.PageURL())
 	tb.prompt("count 200")
 	tb.waitFor("the answer to be under way", lastAgentChunks+" >= 3")
 

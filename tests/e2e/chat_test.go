@@ -83,7 +83,7 @@ func roles(items []item) string {
 // A prompt gets its streamed answer, and a second prompt its own.
 func TestPromptGetsStreamedAnswer(t *testing.T) {
 	s := startStack(t, 0)
-	tb := openChat(t, newBrowser(t), "tab", s.URL())
+	tb := openChat(t, newBrowser(t), "tab", s.PageURL())
 
 	tb.waitFor("the empty conversation's suggestions", `!document.getElementById("empty").hidden`)
 	if st := tb.chat(); st.State != "open" || st.SessionID != "s1" {
@@ -107,7 +107,7 @@ func TestPromptGetsStreamedAnswer(t *testing.T) {
 // says so, a banner explains it, and the composer is disabled.
 func TestRefusedCredential(t *testing.T) {
 	s := startStack(t, 0)
-	tb := openTab(t, newBrowser(t), "tab", s.URL()+"#token=not-the-dev-token")
+	tb := openTab(t, newBrowser(t), "tab", s.PageURL()+"#token=not-the-dev-token")
 
 	tb.waitFor("the refusal to show", `__chat.state === "error" && !document.getElementById("banner").hidden`)
 	var got struct {
@@ -138,7 +138,7 @@ func TestRefusedCredential(t *testing.T) {
 // answer ends as cancelled, says so, and the next prompt is answered.
 func TestStopAnswer(t *testing.T) {
 	s := startStack(t, 50)
-	tb := openChat(t, newBrowser(t), "tab", s.URL())
+	tb := openChat(t, newBrowser(t), "tab", s.PageURL())
 
 	tb.prompt("count 1000")
 	tb.waitFor("the answer to be under way", lastAgentChunks+" >= 5")

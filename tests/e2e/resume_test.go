@@ -7,6 +7,7 @@ import (
 
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
+	"github.com/relaywasm/relaywasm/demo/stack"
 )
 
 // streamRate paces the dev agent in the tests that interrupt a stream: a
@@ -21,10 +22,10 @@ const interruptAfter = 200 // chunks shown before the test interrupts the stream
 
 // countUnderWay starts the stack and a chat tab at desktop size, and has the
 // tab ask for "count n" and wait until the answer is under way.
-func countUnderWay(t *testing.T, n int) (*stack, *tab) {
+func countUnderWay(t *testing.T, n int) (*stack.Stack, *tab) {
 	t.Helper()
 	s := startStack(t, streamRate)
-	tb := openChat(t, newBrowser(t), "tab", s.URL())
+	tb := openChat(t, newBrowser(t), "tab", s.PageURL())
 	tb.run(chromedp.EmulateViewport(1280, 800))
 	startCount(tb, n)
 	return s, tb
@@ -87,7 +88,7 @@ func TestReloadMidStream(t *testing.T) {
 func TestRelayRestartMidStream(t *testing.T) {
 	const n = 2000
 	s, tb := countUnderWay(t, n)
-	s.restartRelay()
+	restartRelay(t, s)
 	finishCount(tb, n)
 
 	checkInterrupted(tb, "reconnecting", n)
@@ -142,8 +143,8 @@ func setOffline(tb *tab, offline bool) {
 func TestTwoTabs(t *testing.T) {
 	const n1, n2 = 2000, 1500
 	s := startStack(t, streamRate)
-	one := openChat(t, newBrowser(t), "tab 1", s.URL())
-	two := openChat(t, one.ctx, "tab 2", s.URL())
+	one := openChat(t, newBrowser(t), "tab 1", s.PageURL())
+	two := openChat(t, one.ctx, "tab 2", s.PageURL())
 
 	one.prompt("count " + strconv.Itoa(n1))
 	startCount(two, n2)
@@ -183,7 +184,7 @@ func TestTwoTabs(t *testing.T) {
 func TestEvictionStartsNewSession(t *testing.T) {
 	const n = 2000
 	s, tb := countUnderWay(t, n)
-	s.restartRuntime()
+	restartRuntime(t, s)
 	tb.waitFor("the eviction banner", `__chat.evictions.length > 0 && !document.getElementById("banner").hidden`)
 	var kind string
 	tb.eval(`document.getElementById("banner").dataset.kind`, &kind)

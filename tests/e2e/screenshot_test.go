@@ -52,7 +52,7 @@ const readLayout = `(() => {
 // pushed off screen, a hidden connection state.
 func TestScreenshots(t *testing.T) {
 	s := startStack(t, 40)
-	tb := openChat(t, newBrowser(t), "tab", s.URL())
+	tb := openChat(t, newBrowser(t), "tab", s.PageURL())
 
 	tb.run(chromedp.EmulateViewport(1280, 800))
 	if err := writeShot(tb, "empty.png"); err != nil {

@@ -1,0 +1,355 @@
+// Package stack is what `go run ./demo` runs, as a library: the dev relay
+// and the chat page's static server on one loopback address, and the dev
+// runtime dialled into the relay. The demo command, the end-to-end tests and
+// the benchmarks all start the same stack through it, so what a test drives
+// is what a person runs.
+//
+// The relay and the page share one address because the page's default relay
+// URL is its own host: opened at PageURL, it attaches with no configuration.
+// Each part can be restarted on its own, the way separate processes would
+// be: RestartRelay brings the relay back on the same address with the same
+// key (so attachment ids stay valid and the runtime and browsers reconnect by
+// themselves), and RestartRuntime replaces the runtime with a fresh one that
+// knows no stream (so clients see their cursors evicted).
+//
+//	s, err := stack.Start(ctx, stack.Config{WebDir: "demo/web", ModuleDir: "dist"})
+//	if err != nil { … }
+//	defer s.Close()
+//	fmt.Println("open", s.PageURL())
+package stack
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/relaywasm/relaywasm/demo/relay"
+	"github.com/relaywasm/relaywasm/demo/runtime"
+	"github.com/relaywasm/relaywasm/relayleg"
+)
+
+// The dev defaults: the chat page falls back to the same instance and client
+// credential when its URL names none, so a page opened at PageURL attaches
+// with no configuration.
+const (
+	DefaultAddr         = "127.0.0.1:0"
+	DefaultInstance     = "demo"
+	DefaultClientToken  = "dev-token"
+	DefaultRuntimeToken = "dev-runtime-token"
+)
+
+// DefaultOrigins are the browser origins the relay accepts besides its own
+// host: any loopback page, so a page served elsewhere on the machine (a
+// framework's dev server) can attach too.
+var DefaultOrigins = []string{"127.0.0.1", "127.0.0.1:*", "localhost", "localhost:*"}
+
+// Config says what to run. The zero value runs a relay on a free loopback
+// port with the dev credentials, a fresh key, no page, and a connected
+// runtime.
+type Config struct {
+	// Addr is where the relay and the page listen (default DefaultAddr, a
+	// free loopback port; the chosen one is kept across RestartRelay).
+	Addr string
+	// WebDir is the chat page's directory, served at /; empty serves none.
+	WebDir string
+	// ModuleDir holds the built module (ModuleFiles), served at / beside
+	// the page; empty serves none. Only those files are served from it: it
+	// may hold other things (dist/ holds the dev relay's key file).
+	ModuleDir string
+
+	// Instance, ClientToken and RuntimeToken default to the Default*
+	// constants.
+	Instance, ClientToken, RuntimeToken string
+	// Key is the relay's signing key; nil generates one. It is kept across
+	// RestartRelay, which is what keeps attachment ids valid.
+	Key ed25519.PrivateKey
+
+	// RelayOnly runs no runtime (the demo's -mode relay); RestartRuntime
+	// still starts one.
+	RelayOnly bool
+
+	// EditRelay and EditRuntime, when set, adjust the parts' configs after
+	// the stack has filled them in (limits, agent rate, retention, backoff,
+	// origins). The edited relay.Config is reused by RestartRelay, and
+	// EditRuntime runs again for every runtime started.
+	EditRelay   func(*relay.Config)
+	EditRuntime func(*runtime.Config)
+
+	// Logger receives the parts' logs, tagged part=relay or part=runtime;
+	// nil uses slog.Default().
+	Logger *slog.Logger
+}
+
+func (c *Config) setDefaults() error {
+	c.Addr = or(c.Addr, DefaultAddr)
+	c.Instance = or(c.Instance, DefaultInstance)
+	c.ClientToken = or(c.ClientToken, DefaultClientToken)
+	c.RuntimeToken = or(c.RuntimeToken, DefaultRuntimeToken)
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Key == nil {
+		_, key, err := ed25519.GenerateKey(rand.Reader)
+		if err != nil {
+			return err
+		}
+		c.Key = key
+	}
+	return nil
+}
+
+func or(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
+}
+
+// Stack is a running relay, page server and runtime. Its methods are safe
+// for concurrent use, but restarts and Close are meant to come from one
+// goroutine (a test's or main's).
+type Stack struct {
+	cfg   Config
+	rcfg  relay.Config
+	page  http.Handler
+	errc  chan error
+	mu    sync.Mutex
+	addr  string
+	relay *relayProc
+	rt    *runtimeProc
+}
+
+// relayProc is one life of the relay: the relay and the server in front of it.
+type relayProc struct {
+	rl  *relay.Relay
+	srv *http.Server
+}
+
+// runtimeProc is one life of the runtime.
+type runtimeProc struct {
+	rt     *runtime.Runtime
+	cancel context.CancelFunc
+	done   chan struct{} // closed when Run has returned
+	err    error         // what Run returned, set before done is closed
+}
+
+// ErrStack wraps a failure to start a part.
+var ErrStack = errors.New("stack")
+
+// Start starts the relay and the page on cfg.Addr and, unless RelayOnly, a
+// runtime, and returns once the runtime is welcomed by the relay: a browser
+// pointed at PageURL can attach at once. ctx bounds the start only; the
+// parts run until Close.
+func Start(ctx context.Context, cfg Config) (*Stack, error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, errors.Join(ErrStack, err)
+	}
+	s := &Stack{
+		cfg:  cfg,
+		page: newStatic(cfg.WebDir, cfg.ModuleDir),
+		errc: make(chan error, 1),
+		rcfg: relay.Config{
+			Key:                cfg.Key,
+			RuntimeCredentials: map[string]string{cfg.RuntimeToken: cfg.Instance},
+			ClientCredentials:  map[string]string{cfg.ClientToken: cfg.Instance},
+			OriginPatterns:     DefaultOrigins,
+			Logger:             cfg.Logger.With("part", "relay"),
+		},
+	}
+	if cfg.EditRelay != nil {
+		cfg.EditRelay(&s.rcfg)
+	}
+	if err := s.startRelay(cfg.Addr); err != nil {
+		return nil, err
+	}
+	if !cfg.RelayOnly {
+		if err := s.startRuntime(ctx); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// Config returns the config in force, defaults filled in (Addr is the
+// address asked for; Addr() is the one listening).
+func (s *Stack) Config() Config { return s.cfg }
+
+// Addr is the host:port the relay and the page listen on.
+func (s *Stack) Addr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.addr
+}
+
+// HTTPURL is the relay's base URL (http://host:port), what a runtime dials.
+func (s *Stack) HTTPURL() string { return "http://" + s.Addr() }
+
+// AttachURL is the browser leg's WebSocket URL.
+func (s *Stack) AttachURL() string { return "ws://" + s.Addr() + relayleg.AttachPath }
+
+// PageURL is the chat page's address (HTTPURL with a trailing slash).
+func (s *Stack) PageURL() string { return s.HTTPURL() + "/" }
+
+// PublicKey is the relay's public key, the one to pin; it does not change
+// across RestartRelay.
+func (s *Stack) PublicKey() ed25519.PublicKey { return s.cfg.Key.Public().(ed25519.PublicKey) }
+
+// Relay is the relay of the current life (a new one after RestartRelay), or
+// nil once closed.
+func (s *Stack) Relay() *relay.Relay {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.relay == nil {
+		return nil
+	}
+	return s.relay.rl
+}
+
+// Runtime is the current runtime, or nil when none runs.
+func (s *Stack) Runtime() *runtime.Runtime {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.rt == nil {
+		return nil
+	}
+	return s.rt.rt
+}
+
+// Err receives the error of a part that stopped on its own: the server
+// failing to accept, or the runtime ending with a fatal error (a bad relay
+// signature, a refused credential). Stops the stack asks for are not
+// reported. The demo exits on it; a test may ignore it.
+func (s *Stack) Err() <-chan error { return s.errc }
+
+func (s *Stack) fail(err error) {
+	select {
+	case s.errc <- err:
+	default: // the first failure is the one worth reporting
+	}
+}
+
+// RestartRelay stops the relay, closing every connection it holds, and
+// starts a new one with the same config (the same key) on the same address,
+// as a restarted relay process would. The runtime and browsers notice the
+// drop and reconnect by themselves; RestartRelay does not wait for them.
+func (s *Stack) RestartRelay() error {
+	addr := s.Addr()
+	s.stopRelay()
+	return s.startRelay(addr)
+}
+
+// RestartRuntime replaces the runtime (starting one if none runs) with a
+// fresh one that holds no session and no retention, and waits until the
+// relay has welcomed it; ctx bounds the wait.
+func (s *Stack) RestartRuntime(ctx context.Context) error {
+	s.stopRuntime()
+	return s.startRuntime(ctx)
+}
+
+// Close stops the runtime and the relay. The relay sends every browser
+// relay.error shutting_down and close 4503 first.
+func (s *Stack) Close() error {
+	s.stopRuntime()
+	s.stopRelay()
+	return nil
+}
+
+// startRelay serves a new relay with s.rcfg, and the page, on addr.
+func (s *Stack) startRelay(addr string) error {
+	rl, err := relay.New(s.rcfg)
+	if err != nil {
+		return errors.Join(ErrStack, err)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		rl.Close()
+		return errors.Join(ErrStack, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle(relayleg.ConnectPath, rl)
+	mux.Handle(relayleg.AttachPath, rl)
+	if s.page != nil {
+		mux.Handle("/", s.page)
+	}
+	p := &relayProc{rl: rl, srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}}
+	s.mu.Lock()
+	s.relay, s.addr = p, ln.Addr().String()
+	s.mu.Unlock()
+	go func() {
+		if err := p.srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			s.fail(errors.Join(ErrStack, err))
+		}
+	}()
+	return nil
+}
+
+// stopRelay closes the listener first, so no new connection reaches a
+// closing relay, then the relay: its connections are hijacked (WebSockets,
+// the runtime's upgrade), which http.Server.Close does not close, so the
+// relay ends them itself and waits for them.
+func (s *Stack) stopRelay() {
+	s.mu.Lock()
+	p := s.relay
+	s.relay = nil
+	s.mu.Unlock()
+	if p == nil {
+		return
+	}
+	p.srv.Close()
+	p.rl.Close()
+}
+
+// startRuntime starts a runtime against the current address and waits for
+// its welcome.
+func (s *Stack) startRuntime(ctx context.Context) error {
+	cfg := runtime.Config{
+		Relay: s.HTTPURL(), Instance: s.cfg.Instance, Credential: s.cfg.RuntimeToken,
+		RelayKey: s.PublicKey(), Logger: s.cfg.Logger.With("part", "runtime"),
+	}
+	if s.cfg.EditRuntime != nil {
+		s.cfg.EditRuntime(&cfg)
+	}
+	rt, err := runtime.New(cfg)
+	if err != nil {
+		return errors.Join(ErrStack, err)
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	p := &runtimeProc{rt: rt, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(p.done)
+		if p.err = rt.Run(runCtx); p.err != nil {
+			s.fail(errors.Join(ErrStack, p.err))
+		}
+	}()
+	s.mu.Lock()
+	s.rt = p
+	s.mu.Unlock()
+	select {
+	case <-rt.Connected():
+		return nil
+	case <-p.done:
+		return errors.Join(ErrStack, errors.New("the runtime stopped before the relay welcomed it"), p.err)
+	case <-ctx.Done():
+		return errors.Join(ErrStack, ctx.Err())
+	}
+}
+
+// stopRuntime cancels the runtime and waits for it to end.
+func (s *Stack) stopRuntime() {
+	s.mu.Lock()
+	p := s.rt
+	s.rt = nil
+	s.mu.Unlock()
+	if p == nil {
+		return
+	}
+	p.cancel()
+	<-p.done
+}

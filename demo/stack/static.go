@@ -1,0 +1,61 @@
+package stack
+
+import (
+	"net/http"
+	"os"
+	"path"
+	"slices"
+	"strings"
+)
+
+// ModuleFiles are the files of the built module (`make wasm` writes them to
+// dist/) that the page loads from its own directory: relay.js imports
+// wasm_exec.js and fetches relay.wasm beside itself.
+var ModuleFiles = []string{"relay.wasm", "relay.js", "relay.d.ts", "wasm_exec.js"}
+
+// static serves the page's directory at / and, at the same root, the
+// module's files from their own directory. It is a dev server: nothing is
+// cached (a rebuilt module or an edited page is picked up by a reload), and
+// .wasm goes out as application/wasm, which WebAssembly.instantiateStreaming
+// requires.
+type static struct {
+	web    http.Handler // nil when no page directory is served
+	module string       // "" when no module directory is served
+}
+
+// newStatic returns nil when neither directory exists, so the stack serves
+// the relay alone.
+func newStatic(webDir, moduleDir string) http.Handler {
+	s := &static{}
+	if isDir(webDir) {
+		s.web = http.FileServer(http.Dir(webDir))
+	}
+	if isDir(moduleDir) {
+		s.module = moduleDir
+	}
+	if s.web == nil && s.module == "" {
+		return nil
+	}
+	return s
+}
+
+func isDir(d string) bool {
+	st, err := os.Stat(d)
+	return d != "" && err == nil && st.IsDir()
+}
+
+func (s *static) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	w.Header().Set("Cache-Control", "no-store")
+	if strings.HasSuffix(req.URL.Path, ".wasm") {
+		w.Header().Set("Content-Type", "application/wasm")
+	}
+	if name := path.Base(req.URL.Path); s.module != "" && path.Dir(req.URL.Path) == "/" && slices.Contains(ModuleFiles, name) {
+		http.ServeFileFS(w, req, os.DirFS(s.module), name)
+		return
+	}
+	if s.web == nil {
+		http.NotFound(w, req)
+		return
+	}
+	s.web.ServeHTTP(w, req)
+}
