@@ -8,8 +8,14 @@
 // client credential "dev-token", connects its own runtime, signs with a fresh
 // key (or the one in -key-file, created when missing, so attachment ids
 // survive a restart), and serves demo/web at / with the module's files
-// (stack.ModuleFiles) from -module beside it. It prints where to point a
-// browser. What it runs is demo/stack, which the end-to-end tests and the
+// (stack.ModuleFiles) from -module beside it (default dist/, where `make
+// wasm` builds them, when it exists). It prints where to point a browser:
+// the page's URL with the relay key in its fragment,
+//
+//	http://127.0.0.1:8080/#key=<RELAY_KEY, URL-escaped>
+//
+// so the page pins the key and refuses a relay that cannot sign with it; it
+// says to run `make wasm` when relay.wasm is missing. What it runs is demo/stack, which the end-to-end tests and the
 // benchmarks start in-process. With -ready-file it writes, once everything
 // listens and the runtime is connected, shell-sourceable lines:
 //
@@ -66,7 +72,7 @@ func parseFlags() options {
 	flag.StringVar(&o.keyFile, "key-file", "", "relay key seed file (hex); created when missing; empty uses a fresh key each run")
 	flag.StringVar(&o.origins, "origins", "127.0.0.1,127.0.0.1:*,localhost,localhost:*", "comma-separated browser origins allowed besides the relay's own")
 	flag.StringVar(&o.webDir, "web", "demo/web", "chat page directory served at / (skipped when missing)")
-	flag.StringVar(&o.moduleDir, "module", "", "directory of relay.wasm, relay.js, relay.d.ts and wasm_exec.js, served at / beside -web")
+	flag.StringVar(&o.moduleDir, "module", defaultModuleDir(), "directory of relay.wasm, relay.js, relay.d.ts and wasm_exec.js (make wasm builds them into dist), served at / beside -web")
 	flag.StringVar(&o.readyFile, "ready-file", "", "write KEY=VALUE lines here once ready")
 	flag.StringVar(&o.relayURL, "relay-url", "", "-mode runtime: the relay's base URL")
 	flag.StringVar(&o.relayKey, "relay-key", "", "-mode runtime: the relay's public key to pin")
@@ -176,7 +182,12 @@ func announce(o options, s *stack.Stack, log *slog.Logger) {
 	}
 	if isDir(o.webDir) {
 		lines = append(lines, [2]string{"WEB_URL", s.PageURL()})
-		fmt.Printf("\n  relaywasm demo: open %s in a browser\n\n", s.PageURL())
+		fmt.Printf("\n  relaywasm demo: open %s in a browser\n", s.PinnedPageURL())
+		fmt.Printf("  (the fragment pins the relay's key; %s alone works without pinning)\n\n", s.PageURL())
+		if hint := moduleHint(o.moduleDir); hint != "" {
+			fmt.Printf("  %s\n\n", hint)
+			log.Warn(hint)
+		}
 	} else {
 		fmt.Printf("\n  relaywasm demo relay: attach at %s (no page directory to serve)\n\n", s.AttachURL())
 	}
@@ -244,6 +255,28 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// defaultModuleDir is dist when it exists: `make wasm` builds the module
+// there, so `go run ./demo` after it serves a working page with no flags.
+func defaultModuleDir() string {
+	if isDir("dist") {
+		return "dist"
+	}
+	return ""
+}
+
+// moduleHint says what to do when the page is served without relay.wasm
+// beside it (the page would only report that the module did not load), or
+// returns "".
+func moduleHint(dir string) string {
+	if dir == "" {
+		return "no module directory: the page needs relay.wasm; run make wasm (it builds dist/) or pass -module <dir>"
+	}
+	if _, err := os.Stat(filepath.Join(dir, "relay.wasm")); err != nil {
+		return "no relay.wasm in " + dir + ": the page needs it; run make wasm"
+	}
+	return ""
 }
 
 // isDir reports whether d names a directory (the stack serves a page only

@@ -26,11 +26,13 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"sync"
 	"time"
 
 	"github.com/relaywasm/relaywasm/demo/relay"
 	"github.com/relaywasm/relaywasm/demo/runtime"
+	"github.com/relaywasm/relaywasm/librelay"
 	"github.com/relaywasm/relaywasm/relayleg"
 )
 
@@ -196,6 +198,14 @@ func (s *Stack) AttachURL() string { return "ws://" + s.Addr() + relayleg.Attach
 
 // PageURL is the chat page's address (HTTPURL with a trailing slash).
 func (s *Stack) PageURL() string { return s.HTTPURL() + "/" }
+
+// PinnedPageURL is PageURL with the relay's public key in the fragment
+// (#key=…), where the page reads it and pins it: a welcome not signed by
+// this relay's key is then refused. The fragment never reaches a server or
+// its logs.
+func (s *Stack) PinnedPageURL() string {
+	return s.PageURL() + "#key=" + url.QueryEscape(librelay.FormatPublicKey(s.PublicKey()))
+}
 
 // PublicKey is the relay's public key, the one to pin; it does not change
 // across RestartRelay.

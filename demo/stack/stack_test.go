@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"testing"
@@ -67,6 +68,14 @@ func TestDefaults(t *testing.T) {
 	}
 	if s.AttachURL() != "ws://"+s.Addr()+"/v1/attach" || s.PageURL() != s.HTTPURL()+"/" {
 		t.Fatalf("urls: %s %s %s", s.HTTPURL(), s.AttachURL(), s.PageURL())
+	}
+	pinned, err := url.Parse(s.PinnedPageURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	frag, _ := url.ParseQuery(pinned.EscapedFragment())
+	if key, err := librelay.ParsePublicKey(frag.Get("key")); err != nil || !key.Equal(s.PublicKey()) {
+		t.Fatalf("PinnedPageURL %s does not carry the relay key (%v)", s.PinnedPageURL(), err)
 	}
 	chat(t, s)
 }

@@ -1,11 +1,15 @@
 package e2e
 
 import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"net/url"
 	"strconv"
-
-	"github.com/chromedp/chromedp"
 	"strings"
 	"testing"
+
+	"github.com/chromedp/chromedp"
+	"github.com/relaywasm/relaywasm/librelay"
 )
 
 // countText is what the dev agent streams for "count n".
@@ -80,10 +84,11 @@ func roles(items []item) string {
 	return strings.Join(r, ", ")
 }
 
-// A prompt gets its streamed answer, and a second prompt its own.
+// A prompt gets its streamed answer, and a second prompt its own. The page
+// is opened the way the demo prints it, pinning the relay's key.
 func TestPromptGetsStreamedAnswer(t *testing.T) {
 	s := startStack(t, 0)
-	tb := openChat(t, newBrowser(t), "tab", s.PageURL())
+	tb := openChat(t, newBrowser(t), "tab", s.PinnedPageURL())
 
 	tb.waitFor("the empty conversation's suggestions", `!document.getElementById("empty").hidden`)
 	if st := tb.chat(); st.State != "open" || st.SessionID != "s1" {
@@ -131,6 +136,25 @@ func TestRefusedCredential(t *testing.T) {
 	tb.run(chromedp.EmulateViewport(1280, 800))
 	if err := writeShot(tb, "refused.png"); err != nil {
 		t.Error(err)
+	}
+}
+
+// A page pinning a key the relay does not hold refuses the relay: the
+// state says so and the error names the failed proof, so the key the demo
+// puts in the page's URL is really checked.
+func TestWrongRelayKeyRefused(t *testing.T) {
+	s := startStack(t, 0)
+	other, _, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb := openTab(t, newBrowser(t), "tab", s.PageURL()+"#key="+url.QueryEscape(librelay.FormatPublicKey(other)))
+
+	tb.waitFor("the refusal to show", `__chat.state === "error" && !document.getElementById("banner").hidden`)
+	var code string
+	tb.eval(`__chat.error?.code ?? ""`, &code)
+	if code != "bad_relay_signature" {
+		t.Errorf("pinning another key ended in error %q, want bad_relay_signature", code)
 	}
 }
 
