@@ -1,0 +1,139 @@
+// Package bench is the harness behind `make bench` (issue 7): it measures how
+// fast and how small relaywasm is, each figure beside a baseline measured in
+// the same run, and renders one markdown table.
+//
+// On a shared 2-core machine single runs vary by ±20%, so no figure stands
+// alone: every one is measured beside its baseline, alternated with it, over
+// several repetitions, and the table reports medians and the ratio. The
+// figures:
+//
+//  1. Inbound throughput in Chromium: relay.wasm (through relay.js, as an app
+//     uses it) delivering a stream of 1 KiB ACP messages from the dev runtime,
+//     beside a raw JavaScript WebSocket reading the same stream from the same
+//     relay; relay.wasm with its cursor in IndexedDB, in memory, and with a
+//     transcript on.
+//  2. Round trip in Chromium: sendACP of the dev agent's echo request to its
+//     response in onMessage, p50 and p99, beside the raw WebSocket.
+//  3. Reload to live: navigation start to the first replayed frame delivered
+//     after a reload, and how much of it is fetching and instantiating
+//     relay.wasm, beside a raw client that resumes by hand.
+//  4. The codec and the engine natively, and 5. the dev relay's routing rate
+//     and idle memory: the packages' own benchmarks (go test -bench), which
+//     carry their baselines.
+//  6. relay.wasm's size raw, gzip -9 and brotli -q 11, beside a Go hello world.
+//
+// Chromium runs headless through chromedp with DevTools network tracking
+// off, against the stack `go run ./demo` runs (demo/stack), serving the page
+// in web/. Figures that miss their target can be profiled (Profile).
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// Sizes say how much to measure.
+type Sizes struct {
+	Frames     int // messages per inbound stream
+	FrameBytes int // bytes of each streamed chunk's text
+	Streams    int // inbound streams per variant
+	History    int // the transcript variant's history option
+	RoundTrips int // per client
+	Reloads    int // per page
+
+	CodecTime     string // -benchtime of the codec benchmarks
+	EngineStreams int    // -benchtime (N×) of the native engine benchmark
+	RouteFrames   int    // -benchtime (N×) of the relay's routing benchmarks
+	NativeCount   int    // -count of every native benchmark
+}
+
+// Full are the issue's sizes: a few minutes on this 2-core machine.
+func Full() Sizes {
+	return Sizes{
+		Frames: 20_000, FrameBytes: 1024, Streams: 5, History: 20_000, RoundTrips: 1000, Reloads: 10,
+		CodecTime: "1s", EngineStreams: 20, RouteFrames: 200_000, NativeCount: 3,
+	}
+}
+
+// Smoke runs every figure at a tiny size: it proves the harness works, and
+// measures nothing worth reading.
+func Smoke() Sizes {
+	return Sizes{
+		Frames: 200, FrameBytes: 1024, Streams: 1, History: 200, RoundTrips: 20, Reloads: 2,
+		CodecTime: "100x", EngineStreams: 1, RouteFrames: 2000, NativeCount: 1,
+	}
+}
+
+// Config says what to measure and with what.
+type Config struct {
+	Root      string // the module's root directory
+	ModuleDir string // relay.wasm, relay.js and wasm_exec.js (`make wasm`: dist/)
+	Chromium  string // the browser's executable
+	Sizes     Sizes
+	// Profile, when set, profiles the browser figures that miss their
+	// target and writes what it found (top frames) to Log and the profiles
+	// under ProfileDir.
+	Profile    bool
+	ProfileDir string
+	Log        io.Writer // progress and profiles; nil discards
+}
+
+func (c Config) logf(format string, args ...any) {
+	if c.Log != nil {
+		fmt.Fprintf(c.Log, "bench: "+format+"\n", args...)
+	}
+}
+
+func (c Config) webDir() string { return filepath.Join(c.Root, "tests", "bench", "web") }
+
+// ModuleRoot is the directory of the go.mod governing dir.
+func ModuleRoot(dir string) (string, error) {
+	cmd := exec.Command("go", "env", "GOMOD")
+	cmd.Dir = dir
+	out, err := cmd.Output()
+	gomod := strings.TrimSpace(string(out))
+	if err != nil || gomod == "" || gomod == os.DevNull {
+		return "", errors.Join(errors.New("bench: not inside the relaywasm module"), err)
+	}
+	return filepath.Dir(gomod), nil
+}
+
+// Run measures every figure and returns the table's rows. It fails when a
+// figure could not be measured (a broken harness), never because a figure
+// misses its target.
+func Run(ctx context.Context, cfg Config) ([]Row, error) {
+	if _, err := os.Stat(filepath.Join(cfg.ModuleDir, "relay.wasm")); err != nil {
+		return nil, fmt.Errorf("bench: no module to measure (run make wasm): %w", err)
+	}
+	tmp, err := os.MkdirTemp("", "relaywasm-bench-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+	var rows []Row
+	for _, figures := range []func() ([]Row, error){
+		// The browser first: it is the most sensitive to what else ran.
+		func() ([]Row, error) { return browserFigures(ctx, cfg, tmp) },
+		func() ([]Row, error) { return nativeFigures(ctx, cfg) },
+		func() ([]Row, error) { return sizeFigures(ctx, cfg, tmp) },
+	} {
+		r, err := figures()
+		if err != nil {
+			return rows, err
+		}
+		rows = append(rows, r...)
+	}
+	if err := check(rows); err != nil {
+		return rows, err
+	}
+	if cfg.Profile {
+		err = profileMisses(ctx, cfg, rows, tmp)
+	}
+	return rows, err
+}

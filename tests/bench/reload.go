@@ -1,0 +1,100 @@
+package bench
+
+import "fmt"
+
+// timeline is one reloaded page's load, in milliseconds since its
+// navigation started (performance.timeOrigin), as bench.js measureReload
+// reports it.
+type timeline struct {
+	Live           float64 `json:"live"` // the first replayed frame delivered
+	Seq            float64 `json:"seq"`  // its seq
+	LoadStart      float64 `json:"loadStart"`
+	LoadEnd        float64 `json:"loadEnd"` // loadRelay resolved
+	AttachEnd      float64 `json:"attachEnd"`
+	WasmFetchStart float64 `json:"wasmFetchStart"` // resource timing of relay.wasm
+	WasmFetchEnd   float64 `json:"wasmFetchEnd"`
+	InstantiateEnd float64 `json:"instantiateEnd"` // instantiateStreaming resolved
+}
+
+// reloadKinds are the two pages reloaded in turn: relay.wasm, and the raw
+// client that keeps its attachment id and cursor in sessionStorage and
+// resumes by hand, which is what a reload costs without relay.wasm.
+var reloadKinds = []string{wasmIDB, rawJS}
+
+// reloads measures reload to live: two tabs, one per kind, reloaded in
+// turn. Before each reload the page leaves frames undelivered on purpose
+// (bench.js arm); the reloaded page resumes and the first frame replayed is
+// live.
+func (s *session) reloads() ([]Row, error) {
+	n := s.cfg.Sizes.Reloads
+	s.cfg.logf("reload to live: %d reloads per page", n)
+	tabs := map[string]*tab{}
+	for _, kind := range reloadKinds {
+		t, err := s.openPage()
+		if err != nil {
+			return nil, err
+		}
+		if err := t.call(nil, "arm", kind); err != nil {
+			return nil, err
+		}
+		tabs[kind] = t
+	}
+	got := map[string][]timeline{}
+	for range n {
+		for _, kind := range reloadKinds {
+			tl, err := reloadOnce(tabs[kind], kind)
+			if err != nil {
+				return nil, err
+			}
+			got[kind] = append(got[kind], tl)
+		}
+	}
+	for _, t := range tabs {
+		if err := t.call(nil, "stopReloads"); err != nil {
+			return nil, err
+		}
+		if err := t.healthy(); err != nil {
+			return nil, err
+		}
+	}
+	return reloadRows(got[wasmIDB], got[rawJS]), nil
+}
+
+// reloadOnce reloads an armed tab, reads its timeline and arms it again.
+func reloadOnce(t *tab, kind string) (timeline, error) {
+	var tl timeline
+	if err := t.reload(); err != nil {
+		return tl, err
+	}
+	if err := t.call(&tl, "reloaded"); err != nil {
+		return tl, err
+	}
+	if tl.Seq <= 0 {
+		return tl, fmt.Errorf("%s reload: the first frame delivered was not a replayed one (seq %v)", kind, tl.Seq)
+	}
+	return tl, t.call(nil, "arm", kind)
+}
+
+func reloadRows(wasm, raw []timeline) []Row {
+	pick := func(tls []timeline, f func(timeline) float64) []float64 {
+		out := make([]float64, len(tls))
+		for i, tl := range tls {
+			out[i] = f(tl)
+		}
+		return out
+	}
+	live := func(tl timeline) float64 { return tl.Live }
+	total := pick(wasm, live)
+	live2 := paired(fmt.Sprintf("Chromium reload to live (navigation start → first replayed frame), median of %d", len(wasm)),
+		"ms", "raw JS WebSocket, cursor in sessionStorage", total, pick(raw, live))
+	live2.Target = below(200, "< 200 ms")
+	part := func(name string, f func(timeline) float64) Row {
+		return paired("… of which "+name, "ms", "reload to live", pick(wasm, f), total)
+	}
+	return []Row{
+		live2,
+		part("fetching + instantiating relay.wasm", func(tl timeline) float64 { return tl.InstantiateEnd - tl.WasmFetchStart }),
+		part("loadRelay (wasm_exec.js, relay.wasm, Go start, store open)", func(tl timeline) float64 { return tl.LoadEnd - tl.LoadStart }),
+		part("attach → first replayed frame", func(tl timeline) float64 { return tl.Live - tl.LoadEnd }),
+	}
+}

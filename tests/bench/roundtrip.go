@@ -1,0 +1,46 @@
+package bench
+
+// rttBlock is how many round trips each client makes before the other takes
+// over: short blocks pair the two against the same moment of the machine.
+const rttBlock = 50
+
+// roundTrips times sendACP of the dev agent's echo request to its response
+// in onMessage, and the same through the raw WebSocket, in alternating
+// blocks after a warm-up.
+func (s *session) roundTrips() ([]Row, error) {
+	n := s.cfg.Sizes.RoundTrips
+	s.cfg.logf("round trips: %d per client", n)
+	var ms map[string][]float64
+	for _, count := range []int{min(n, rttBlock), n} { // the warm-up, then the measurement
+		ms = map[string][]float64{}
+		for done := 0; done < count; done += rttBlock {
+			for _, v := range []string{wasmIDB, rawJS} {
+				var block []float64
+				if err := s.tab.call(&block, "roundTrips", v, min(rttBlock, count-done)); err != nil {
+					return nil, err
+				}
+				ms[v] = append(ms[v], block...)
+			}
+		}
+	}
+	return rttRows(ms[wasmIDB], ms[rawJS]), nil
+}
+
+// rttRows reports percentiles of the two distributions; the ratio is of the
+// percentiles (the round trips are not paired one by one).
+func rttRows(wasm, raw []float64) []Row {
+	row := func(p float64, name string) Row {
+		v, b := percentile(wasm, p), percentile(raw, p)
+		return Row{
+			Figure:   "Chromium round trip sendACP → onMessage (echo), " + name + " of " + count(len(wasm)),
+			Unit:     "ms",
+			Value:    v,
+			Baseline: b,
+			BaseName: "raw JS WebSocket",
+			Ratio:    v / b,
+		}
+	}
+	p50 := row(50, "p50")
+	p50.Target = withinOf(1, "≤ baseline + 1 ms")
+	return []Row{p50, row(99, "p99")}
+}
