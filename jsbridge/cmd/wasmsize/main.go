@@ -2,7 +2,10 @@
 // by package and by function, because `go tool nm` does not read wasm files:
 //
 //	GOOS=js GOARCH=wasm go build -trimpath -o relay-names.wasm ./wasm
-//	go run ./jsbridge/cmd/wasmsize [-top 25] relay-names.wasm
+//	go run ./jsbridge/cmd/wasmsize [-top 25] [-funcs n] relay-names.wasm
+//
+// -funcs sets how many functions to list (default: as many as -top; 0 lists
+// packages only, which is what `make size` prints).
 //
 // Build without -ldflags=-s: the function names come from the module's
 // "name" section, which -s strips. Sizes are the bytes of each function body;
@@ -22,14 +25,18 @@ import (
 
 func main() {
 	top := flag.Int("top", 25, "how many packages and functions to list")
+	funcs := flag.Int("funcs", -1, "how many functions to list (-1: as many as -top, 0: none)")
 	flag.Parse()
+	if *funcs < 0 {
+		*funcs = *top
+	}
 	if flag.NArg() != 1 {
-		fmt.Fprintln(os.Stderr, "usage: wasmsize [-top n] module.wasm")
+		fmt.Fprintln(os.Stderr, "usage: wasmsize [-top n] [-funcs n] module.wasm")
 		os.Exit(2)
 	}
 	data, err := os.ReadFile(flag.Arg(0))
 	if err == nil {
-		err = report(data, *top)
+		err = report(data, *top, *funcs)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "wasmsize:", err)
@@ -42,7 +49,7 @@ type fn struct {
 	size int
 }
 
-func report(data []byte, top int) error {
+func report(data []byte, top, funcs int) error {
 	m, err := parse(data)
 	if err != nil {
 		return err
@@ -65,8 +72,10 @@ func report(data []byte, top int) error {
 		pkgs = append(pkgs, fn{p, size})
 	}
 	list("package", pkgs, code, top)
-	fmt.Println()
-	list("function", fns, code, top)
+	if funcs > 0 {
+		fmt.Println()
+		list("function", fns, code, funcs)
+	}
 	return nil
 }
 
