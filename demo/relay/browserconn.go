@@ -15,9 +15,9 @@ import (
 func (s *browserConn) readLoop() (detached bool) {
 	limit := s.r.cfg.Limits.BrowserFrameBytes
 	for {
-		msg, err := s.readMessage(limit)
+		msg, err := s.readMessage(limit, true)
 		switch {
-		case errors.Is(err, errTooLarge):
+		case errors.Is(err, errTooLarge): // read to its end: the browser gets the code
 			s.closeWith(relayleg.CodeFrameTooLarge, "frame exceeds the browser-leg limit", false)
 			return false
 		case errors.Is(err, errBinary):
@@ -133,7 +133,7 @@ func (s *browserConn) closeWithFrame(last librelay.Frame, closeCode int, reason 
 	}
 	s.closeOnce.Do(func() {
 		s.closeCode, s.closeReason = closeCode, reason
-		s.cut = time.AfterFunc(s.r.cfg.Limits.CloseTimeout, func() { s.ws.CloseNow() })
+		s.cut = time.AfterFunc(s.r.cfg.Limits.CloseTimeout, s.cutNow)
 		s.closing.Store(true)
 		s.q.close(msg, keepPending)
 	})
@@ -163,6 +163,16 @@ func (s *browserConn) finish(clean bool) {
 		s.cut.Stop()
 	}
 	close(s.ended)
+}
+
+// cutNow ends the socket without a close handshake. The TCP connection is
+// closed first because coder/websocket's CloseNow does nothing while a Close
+// is under way, and Close waits for the peer's close frame reading whatever
+// comes before it (up to 5s per frame header, without limit within a frame):
+// closing the connection is what bounds a close by CloseTimeout.
+func (s *browserConn) cutNow() {
+	s.cc.Conn.Close()
+	s.ws.CloseNow()
 }
 
 func (s *browserConn) alive() *liveness { return &s.live }

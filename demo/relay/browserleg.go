@@ -120,7 +120,7 @@ func (s *browserConn) handshake() bool {
 		s.refuse(librelay.Frame{}, librelay.CodeMalformedFrame, "no hello within the hello timeout")
 	})
 	defer timer.Stop()
-	msg, err := s.readMessage(l.HelloBytes)
+	msg, err := s.readMessage(l.HelloBytes, false)
 	switch {
 	case errors.Is(err, errTooLarge):
 		s.refuse(librelay.Frame{}, relayleg.CodeFrameTooLarge, "hello exceeds the hello limit")
@@ -214,8 +214,37 @@ var errTooLarge = errors.New("relay: message exceeds the limit")
 // errBinary reports a binary message: the browser leg carries text only.
 var errBinary = errors.New("relay: binary message")
 
-// readMessage reads one whole message of at most limit bytes.
-func (s *browserConn) readMessage(limit int) (message, error) {
+// errDrainFailed reports an oversized message whose rest could not be
+// drained within the limits; the socket has been cut.
+var errDrainFailed = errors.New("relay: oversized message not drained")
+
+// drainRest reads and discards the rest of an oversized message, at most
+// Limits.DrainBytes of it for at most Limits.DrainTimeout, and reports
+// whether it reached the message's end. It exists for browsers: a browser
+// reports the relay's close code only after it has sent all of the message
+// and answered the close, and a relay that closes with part of a message
+// unread resets the TCP connection, which makes the browser discard what the
+// relay sent (relay.error frame_too_large and close 4413) and report 1006.
+// Past either bound the socket is cut: the relay does not read without
+// limit for a client that keeps sending.
+func (s *browserConn) drainRest(rd io.Reader) bool {
+	l := s.r.cfg.Limits
+	cut := time.AfterFunc(l.DrainTimeout, s.cutNow)
+	n, err := io.CopyN(io.Discard, rd, int64(l.DrainBytes)+1)
+	if cut.Stop() && err == io.EOF && n <= int64(l.DrainBytes) {
+		return true
+	}
+	s.r.log.Info("browser frame too large to drain; cutting the socket", "instance", s.instance,
+		"attachment", s.id, "remote", s.addr, "drained", n)
+	s.cutNow()
+	return false
+}
+
+// readMessage reads one whole message of at most limit bytes. A larger one
+// is errTooLarge; with drain, the rest of it is read and discarded first
+// (drainRest), and when that fails the socket is cut and the error is the
+// read's.
+func (s *browserConn) readMessage(limit int, drain bool) (message, error) {
 	typ, rd, err := s.ws.Reader(context.Background())
 	if err != nil {
 		return message{}, err
@@ -244,6 +273,9 @@ func (s *browserConn) readMessage(limit int) (message, error) {
 	m := message{b: b, buf: buf}
 	if len(b) > limit {
 		m.free()
+		if drain && !s.drainRest(rd) {
+			return message{}, errDrainFailed
+		}
 		return message{}, errTooLarge
 	}
 	if typ != websocket.MessageText {

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"log/slog"
 	"time"
+
+	"github.com/relaywasm/relaywasm/librelay"
 )
 
 // AnyInstance, as the instance of a credential, allows every instance.
@@ -54,12 +56,26 @@ type Config struct {
 // in the package documentation.
 type Limits struct {
 	// BrowserFrameBytes is the largest frame on the browser leg, either way
-	// (default 1 MiB). A larger message from a browser gets relay.error
+	// (default 1 MiB). A larger message from an attached browser is read to
+	// its end and discarded (see DrainBytes), then gets relay.error
 	// frame_too_large and close 4413; a larger frame from the runtime for a
 	// browser is dropped and logged (the producer must not exceed the leg).
 	// The runtime leg's limit is librelay.MaxFrameBytes (16 MiB), fixed by
 	// librelay.Reader.
 	BrowserFrameBytes int
+	// DrainBytes and DrainTimeout bound how much of an oversized browser
+	// message past BrowserFrameBytes the relay reads and discards, and for
+	// how long, before it answers (default 16 MiB, 10s). A browser reports
+	// the close code only once it has sent the whole message, and a relay
+	// that closed with part of it unread would reset the connection: the
+	// browser would see 1006 and none of the relay.error. Past either bound
+	// the socket is cut (the browser sees 1006): 16 MiB is the largest frame
+	// the runtime leg carries, so a client that sends more is not a relaywasm
+	// client, and 10s lets 16 MiB through an uplink of ~13 Mbit/s. An
+	// oversized hello is not drained: HelloBytes bounds what an
+	// unauthenticated peer can make the relay read.
+	DrainBytes   int
+	DrainTimeout time.Duration
 	// HelloBytes is the largest first frame on either leg (default 4 KiB):
 	// everything a peer can make the relay read before it has authenticated.
 	HelloBytes int
@@ -109,6 +125,8 @@ var ErrConfig = errors.New("relay: bad config")
 
 func (l *Limits) setDefaults() {
 	setDefault(&l.BrowserFrameBytes, 1<<20)
+	setDefault(&l.DrainBytes, librelay.MaxFrameBytes)
+	setDefault(&l.DrainTimeout, 10*time.Second)
 	setDefault(&l.HelloBytes, 4<<10)
 	setDefault(&l.HelloTimeout, 10*time.Second)
 	setDefault(&l.AttachmentsPerInstance, 1024)

@@ -78,7 +78,10 @@
 //     10 KiB; 1 MiB still carries a ~750 KiB base64 image, and it is 1/16 of
 //     librelay.MaxFrameBytes, so one browser message cannot make the relay
 //     hold 16 MiB. The read buffer grows to the message and goes back to a
-//     pool.
+//     pool. A larger message is read to its end and discarded (at most 16
+//     MiB more, for at most 10s) before relay.error and close 4413, because
+//     a browser reports a close code only after sending its whole message,
+//     and closing with part of it unread resets the connection (1006).
 //   - Hello, 4 KiB. A hello is about 300 bytes (a 32-byte nonce, instance and
 //     agent names); 4 KiB is what an unauthenticated peer can make the relay
 //     read before it is refused.

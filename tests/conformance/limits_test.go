@@ -32,11 +32,23 @@ func lastBeforeClose(rt *relaytest.Runtime) librelay.Frame {
 	}
 }
 
-// A browser frame over the relay's limit gets frame_too_large and close 4413.
+// A browser frame over the relay's limit gets relay.error frame_too_large
+// and close 4413, and both reach a client that, like a browser, sends all of
+// the message before it reads the answer, over a slow uplink. The relay must
+// read the rest of the message first: one that closed with part of it unread
+// would reset the connection, and a browser then reports 1006 and shows none
+// of what the relay sent (here: the write fails).
 func TestOversizeBrowserFrame(t *testing.T) {
-	s := newSuite(t, nil)
-	_, b := s.pair(t)
-	go b.SendRaw(bigFrame(b, s.frameLimit+1024))
+	s := newSuite(t, func(c *relay.Config) {
+		// A relay that answered at once and then waited only its close
+		// timeout for the client's close would cut this client mid-message.
+		c.Limits.CloseTimeout = 100 * time.Millisecond
+	})
+	s.Connect(t)
+	b := s.attachWith(t, relaytest.DialOptions{Origin: s.Origin, Uplink: 1 << 20})
+	if err := b.SendRaw(bigFrame(b, s.frameLimit+512<<10)); err != nil {
+		t.Fatalf("the relay cut the connection while the oversized message was being sent: %v", err)
+	}
 	wantClosedWith(t, b, relayleg.CodeFrameTooLarge)
 }
 

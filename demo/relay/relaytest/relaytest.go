@@ -21,6 +21,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -125,6 +126,10 @@ type DialOptions struct {
 	Origin    string   // sent as Origin; "" sends none
 	Protocols []string // overrides the offered subprotocols
 	ReadBuf   int      // when > 0, the socket's kernel receive buffer (to make a slow consumer fill fast)
+	// Uplink, when > 0, paces the client's writes to this many bytes per
+	// second, like a phone's slow uplink: a large message then takes a while
+	// to send, as it can from a browser.
+	Uplink int
 }
 
 // DialBrowser opens a browser-leg WebSocket offering the relay subprotocol
@@ -139,7 +144,7 @@ func DialBrowser(ctx context.Context, attachURL, token string, o DialOptions) (*
 		h.Set("Origin", o.Origin)
 	}
 	ws, resp, err := websocket.Dial(ctx, attachURL, &websocket.DialOptions{
-		Subprotocols: protocols, HTTPHeader: h, HTTPClient: httpClient(o.ReadBuf),
+		Subprotocols: protocols, HTTPHeader: h, HTTPClient: httpClient(o.ReadBuf, o.Uplink),
 	})
 	if err != nil {
 		return nil, resp, err
@@ -148,18 +153,52 @@ func DialBrowser(ctx context.Context, attachURL, token string, o DialOptions) (*
 	return &Browser{WS: ws}, resp, nil
 }
 
-// httpClient dials with a fixed receive buffer when asked (a fresh client,
-// so the dial does not share a transport with other tests).
-func httpClient(readBuf int) *http.Client {
+// httpClient dials with a fixed receive buffer and a paced uplink when asked
+// (a fresh client, so the dial does not share a transport with other tests).
+func httpClient(readBuf, uplink int) *http.Client {
 	d := &net.Dialer{}
 	tr := &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 		c, err := d.DialContext(ctx, network, addr)
 		if tc, ok := c.(*net.TCPConn); ok && readBuf > 0 {
 			tc.SetReadBuffer(readBuf)
 		}
+		if err == nil && uplink > 0 {
+			c = &pacedConn{Conn: c, rate: uplink}
+		}
 		return c, err
 	}}
 	return &http.Client{Transport: tr}
+}
+
+// pacedConn writes at rate bytes per second on average, in chunks of at
+// most 1/100 of it.
+type pacedConn struct {
+	net.Conn
+	rate int
+
+	mu    sync.Mutex
+	start time.Time
+	sent  int64
+}
+
+func (c *pacedConn) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.start.IsZero() {
+		c.start = time.Now()
+	}
+	chunk := max(c.rate/100, 1)
+	n := 0
+	for n < len(p) {
+		time.Sleep(time.Until(c.start.Add(time.Duration(c.sent) * time.Second / time.Duration(c.rate))))
+		m, err := c.Conn.Write(p[n:min(len(p), n+chunk)])
+		n += m
+		c.sent += int64(m)
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
 }
 
 // Send writes f as one text message.
