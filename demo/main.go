@@ -86,6 +86,7 @@ func parseFlags() options {
 	flag.DurationVar(&l.HeartbeatTimeout, "heartbeat-timeout", 0, "drop a peer that leaves a probe unanswered this long (0: 10s)")
 	flag.IntVar(&l.BrowserFrameBytes, "frame-limit", 0, "largest browser-leg frame in bytes (0: 1 MiB)")
 	flag.IntVar(&l.AttachmentsPerInstance, "max-attachments", 0, "attachment ids per instance (0: 1024)")
+	flag.IntVar(&l.PendingHellos, "max-pending-hellos", 0, "browser sockets awaiting their hello; past it HTTP 503 (0: 1024)")
 	flag.IntVar(&l.QueueFrames, "queue-frames", 0, "browser send queue bound in frames (0: 1024)")
 	flag.IntVar(&l.QueueBytes, "queue-bytes", 0, "browser send queue bound in bytes (0: 1 MiB)")
 	flag.DurationVar(&l.SlowConsumerWait, "slow-consumer-wait", 0, "how long a frame waits for room in a full queue (0: 2s)")

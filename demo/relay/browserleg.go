@@ -49,6 +49,12 @@ func (r *Relay) serveAttach(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, "relay is shutting down", http.StatusServiceUnavailable)
 		return
 	}
+	if !r.enterHello() {
+		r.log.Debug("browser upgrade refused: too many pending hellos", "remote", req.RemoteAddr)
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "too many connections awaiting their hello", http.StatusServiceUnavailable)
+		return
+	}
 	cred, ok := relayleg.ParseBearer(offeredProtocols(req))
 	cw := &corkingWriter{ResponseWriter: w}
 	ws, err := websocket.Accept(cw, req, &websocket.AcceptOptions{
@@ -56,6 +62,7 @@ func (r *Relay) serveAttach(w http.ResponseWriter, req *http.Request) {
 		OriginPatterns: r.cfg.OriginPatterns,
 	})
 	if err != nil {
+		r.leaveHello()
 		r.log.Info("browser upgrade refused", "remote", req.RemoteAddr, "err", err)
 		return
 	}
@@ -65,6 +72,7 @@ func (r *Relay) serveAttach(w http.ResponseWriter, req *http.Request) {
 	ws.SetReadLimit(-1) // the relay enforces its own limit, to close with 4413
 	if !r.track(s) {
 		ws.Close(websocket.StatusCode(relayleg.CloseShuttingDown), relayleg.CodeShuttingDown)
+		r.leaveHello()
 		return
 	}
 	s.run()
@@ -82,13 +90,16 @@ func offeredProtocols(req *http.Request) []string {
 }
 
 // run answers the hello on the upgrade's own goroutine, then hands the
-// socket to serve.
+// socket to serve. The socket leaves the pending hellos once welcomed, or,
+// when refused, once its close has ended.
 func (s *browserConn) run() {
 	if s.handshake() {
+		s.r.leaveHello()
 		go s.serve()
 		return
 	}
 	s.end()
+	s.r.leaveHello()
 }
 
 // serve is the attached socket's reader. It is a goroutine of its own,

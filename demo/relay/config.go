@@ -81,6 +81,16 @@ type Limits struct {
 	HelloBytes int
 	// HelloTimeout bounds the wait for a hello (default 10s).
 	HelloTimeout time.Duration
+	// PendingHellos bounds the browser sockets the relay holds before their
+	// hello is judged: the browser leg reads the credential only with the
+	// hello, so these are unauthenticated (default 1024). Past it an upgrade
+	// is refused with HTTP 503 and Retry-After: 1 before any WebSocket
+	// exists; a browser reads that as a failed connection and its client
+	// redials with backoff, as after any drop. A socket counts from the
+	// upgrade until it is welcomed, or, when refused, until its close has
+	// ended. The runtime leg needs no such bound: its credential is checked
+	// before the upgrade (HTTP 401).
+	PendingHellos int
 	// AttachmentsPerInstance bounds the attachment ids one instance holds,
 	// live or in their grace period (default 1024); a hello past it gets
 	// too_many_attachments and close 4430.
@@ -129,6 +139,7 @@ func (l *Limits) setDefaults() {
 	setDefault(&l.DrainTimeout, 10*time.Second)
 	setDefault(&l.HelloBytes, 4<<10)
 	setDefault(&l.HelloTimeout, 10*time.Second)
+	setDefault(&l.PendingHellos, 1024)
 	setDefault(&l.AttachmentsPerInstance, 1024)
 	setDefault(&l.QueueFrames, 1024)
 	setDefault(&l.QueueBytes, 1<<20)

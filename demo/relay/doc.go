@@ -12,6 +12,8 @@
 //     relayleg.BearerSubprotocol subprotocol, the Origin checked against
 //     Config.OriginPatterns (HTTP 403 otherwise). The hello names the
 //     instance and the attachment id to reclaim; the welcome grants one.
+//     Past Limits.PendingHellos sockets awaiting their hello, an upgrade is
+//     HTTP 503 with Retry-After.
 //
 // # Routing
 //
@@ -85,6 +87,15 @@
 //   - Hello, 4 KiB. A hello is about 300 bytes (a 32-byte nonce, instance and
 //     agent names); 4 KiB is what an unauthenticated peer can make the relay
 //     read before it is refused.
+//   - Pending hellos, 1024 per relay. A browser socket awaiting its hello
+//     is unauthenticated (the credential is judged with the hello) and costs
+//     the relay ~26 KiB (measured: 1000 upgraded sockets that never send a
+//     hello; the upgrade's goroutine, net/http's and the WebSocket's
+//     buffers), so 1024 that never say hello hold ~26 MiB for at most
+//     HelloTimeout each. A legitimate hello is answered within a round trip
+//     and a signature (~50 µs), so 1024 at once is a reconnect storm of
+//     thousands of browsers per second; those past it get 503 and redial
+//     with backoff.
 //   - Attachments per instance, 1024: at ~9.5 KiB idle each, ~10 MiB per
 //     instance at rest.
 //   - Send queue per browser socket, 1024 frames or 1 MiB (at least one

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 
 	"github.com/relaywasm/relaywasm/librelay"
 	"github.com/relaywasm/relaywasm/relayleg"
@@ -36,6 +37,8 @@ type Relay struct {
 	closed      bool
 	done        chan struct{}
 	wg          sync.WaitGroup
+
+	hellos atomic.Int64 // browser sockets not yet welcomed (Limits.PendingHellos)
 }
 
 // closer is a connection the relay can end on shutdown.
@@ -136,6 +139,18 @@ func (r *Relay) untrack(c closer) {
 	r.mu.Unlock()
 	r.wg.Done()
 }
+
+// enterHello takes a place among the pending hellos; false when all
+// Limits.PendingHellos are taken.
+func (r *Relay) enterHello() bool {
+	if r.hellos.Add(1) > int64(r.cfg.Limits.PendingHellos) {
+		r.hellos.Add(-1)
+		return false
+	}
+	return true
+}
+
+func (r *Relay) leaveHello() { r.hellos.Add(-1) }
 
 func (r *Relay) isClosed() bool {
 	r.mu.Lock()
