@@ -18,10 +18,14 @@
 // # Routing
 //
 // Frames are routed on (instance, session) and nothing else, through a
-// Table (one process: NewMemTable); the payload is never parsed, and reaches
-// the other end byte for byte except that insignificant whitespace is
-// compacted (librelay.AppendFrame, which NDJSON framing needs). Unknown cargo
-// types are routed. A browser socket speaks only for its own attachment:
+// Table (one process: NewMemTable); the payload is never parsed or
+// re-encoded. Its bytes arrive unchanged except insignificant whitespace
+// between JSON tokens (space, tab, CR, LF outside strings), which is
+// removed, because a raw newline would split an NDJSON frame: every frame
+// goes out through librelay.AppendFrame, which compacts as the spec's Writer
+// does. Escapes, non-ASCII, number spellings, key order and duplicate keys
+// are kept as sent, and so is whitespace inside strings; a payload that is
+// already compact arrives byte for byte. Unknown cargo types are routed. A browser socket speaks only for its own attachment:
 // frames naming another instance or session, or none, are dropped, and so
 // are runtime frames with no session or for a session no socket holds (the
 // runtime retains them; the client resumes). relay.error frames carrying a

@@ -1,9 +1,7 @@
 package conformance
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"net/http"
 	"testing"
 
@@ -11,8 +9,6 @@ import (
 	"github.com/relaywasm/relaywasm/librelay"
 	"github.com/relaywasm/relaywasm/relayleg"
 )
-
-func compactJSON(dst *bytes.Buffer, src []byte) bool { return json.Compact(dst, src) == nil }
 
 // The runtime leg: 101 with the same Upgrade token, then a welcome that
 // answers the hello and is signed over the runtime's own nonce, the selected

@@ -1,7 +1,6 @@
 package conformance
 
 import (
-	"bytes"
 	"flag"
 	"strings"
 	"testing"
@@ -165,17 +164,6 @@ func wantClosedWith(t *testing.T, b *relaytest.Browser, code string) {
 		}
 	}
 	t.Fatalf("closed %d without a relay.error %s before it", closeCode, code)
-}
-
-// samePayload reports whether got is want as sent, or (only where want has
-// whitespace between tokens, which NDJSON framing may remove) its compact
-// form; nothing else — no re-escaping, no reordering, no number rewriting.
-func samePayload(got, want []byte) bool {
-	if bytes.Equal(got, want) {
-		return true
-	}
-	var c bytes.Buffer
-	return compactJSON(&c, want) && bytes.Equal(got, c.Bytes())
 }
 
 // waitLonger sleeps a multiple of d: only where a test must show that
