@@ -7,7 +7,6 @@ import (
 
 	"github.com/relaywasm/relaywasm/demo/relay"
 	"github.com/relaywasm/relaywasm/demo/relay/relaytest"
-	"github.com/relaywasm/relaywasm/librelay"
 )
 
 // oversized attaches a browser with opts and sends it a message of n bytes
@@ -19,15 +18,7 @@ func oversized(t *testing.T, edit func(*relay.Config), opts relaytest.DialOption
 		edit(c)
 	})
 	env.Connect(t)
-	opts.Origin = env.Origin
-	b, _, err := relaytest.DialBrowser(t.Context(), env.AttachURL, env.ClientToken, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.WS.CloseNow() })
-	if f, _, err := b.Hello(env.Instance, "", librelay.ProtocolVersion); err != nil || f.Type != librelay.TypeWelcome {
-		t.Fatalf("hello: %s %v", f.Payload, err)
-	}
+	b := env.AttachWith(t, "", opts)
 	// By hand: AppendFrame refuses a frame over librelay.MaxFrameBytes.
 	msg := `{"type":"acp.message","instance":"` + b.Instance + `","session":"` + b.Session + `","payload":"` + strings.Repeat("x", n) + `"}`
 	return b.SendRaw([]byte(msg))

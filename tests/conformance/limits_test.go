@@ -45,7 +45,7 @@ func TestOversizeBrowserFrame(t *testing.T) {
 		c.Limits.CloseTimeout = 100 * time.Millisecond
 	})
 	s.Connect(t)
-	b := s.attachWith(t, relaytest.DialOptions{Origin: s.Origin, Uplink: 1 << 20})
+	b := s.AttachWith(t, "", relaytest.DialOptions{Uplink: 1 << 20})
 	if err := b.SendRaw(bigFrame(b, s.frameLimit+512<<10)); err != nil {
 		t.Fatalf("the relay cut the connection while the oversized message was being sent: %v", err)
 	}
@@ -100,7 +100,7 @@ func TestSlowConsumer(t *testing.T) {
 		c.Limits.CloseTimeout = time.Minute // the test reads only after the whole flood
 	})
 	rt := s.Connect(t)
-	slow := s.attachWith(t, relaytest.DialOptions{Origin: s.Origin, ReadBuf: 16 << 10})
+	slow := s.AttachWith(t, "", relaytest.DialOptions{ReadBuf: 16 << 10})
 	fast := s.Attach(t, "")
 	chunk := `"` + strings.Repeat("s", 64<<10) + `"`
 	for sent := 0; sent < s.floodBytes; sent += len(chunk) {
@@ -114,21 +114,6 @@ func TestSlowConsumer(t *testing.T) {
 		t.Fatalf("other attachment got %s", f.Payload)
 	}
 	wantClosedWith(t, slow, relayleg.CodeSlowConsumer)
-}
-
-// attachWith dials with options and attaches.
-func (s *suite) attachWith(t *testing.T, o relaytest.DialOptions) *relaytest.Browser {
-	t.Helper()
-	b, _, err := relaytest.DialBrowser(t.Context(), s.AttachURL, s.ClientToken, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.WS.CloseNow() })
-	f, _, err := b.Hello(s.Instance, "", librelay.ProtocolVersion)
-	if err != nil || f.Type != librelay.TypeWelcome {
-		t.Fatalf("hello: %s %v", f.Payload, err)
-	}
-	return b
 }
 
 // heartbeatSuite is a relay with short heartbeat periods in-process, or the

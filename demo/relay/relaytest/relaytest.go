@@ -287,7 +287,14 @@ func (b *Browser) Hello(instance, session string, version int) (librelay.Frame, 
 // welcome whose signature verifies.
 func (env *Env) Attach(t testing.TB, session string) *Browser {
 	t.Helper()
-	b, _, err := DialBrowser(context.Background(), env.AttachURL, env.ClientToken, DialOptions{Origin: env.Origin})
+	return env.AttachWith(t, session, DialOptions{})
+}
+
+// AttachWith is Attach dialling with o; an empty o.Origin sends env.Origin.
+func (env *Env) AttachWith(t testing.TB, session string, o DialOptions) *Browser {
+	t.Helper()
+	o.Origin = cmp.Or(o.Origin, env.Origin)
+	b, _, err := DialBrowser(context.Background(), env.AttachURL, env.ClientToken, o)
 	if err != nil {
 		t.Fatalf("dial browser leg: %v", err)
 	}
