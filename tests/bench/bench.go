@@ -36,6 +36,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"time"
 )
 
 // Sizes say how much to measure.
@@ -76,10 +77,10 @@ type Config struct {
 	ModuleDir string // relay.wasm, relay.js and wasm_exec.js (`make wasm`: dist/)
 	Chromium  string // the browser's executable
 	Sizes     Sizes
-	// Profile, when set, profiles the browser figures that miss their
-	// target and writes what it found (top frames) to Log and the profiles
+	// Profile says which figures to explain with a profile (ProfileNone,
+	// ProfileMissed, ProfileAll): the top frames go to Log, the profiles
 	// under ProfileDir.
-	Profile    bool
+	Profile    string
 	ProfileDir string
 	Log        io.Writer // progress and profiles; nil discards
 }
@@ -123,17 +124,19 @@ func Run(ctx context.Context, cfg Config) ([]Row, error) {
 		func() ([]Row, error) { return nativeFigures(ctx, cfg) },
 		func() ([]Row, error) { return sizeFigures(ctx, cfg, tmp) },
 	} {
+		start := time.Now()
 		r, err := figures()
 		if err != nil {
 			return rows, err
 		}
+		cfg.logf("%d figures in %v", len(r), time.Since(start).Round(time.Second))
 		rows = append(rows, r...)
 	}
 	if err := check(rows); err != nil {
 		return rows, err
 	}
-	if cfg.Profile {
-		err = profileMisses(ctx, cfg, rows, tmp)
+	if cfg.Profile != ProfileNone {
+		err = profile(ctx, cfg, rows, tmp)
 	}
 	return rows, err
 }

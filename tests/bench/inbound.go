@@ -45,7 +45,35 @@ func (s *session) inbound() ([]Row, error) {
 			res[v] = append(res[v], r)
 		}
 	}
-	return inboundRows(res, z), nil
+	rows := inboundRows(res, z)
+	cpu, err := s.inboundCPU()
+	return append(rows, cpu), err
+}
+
+// inboundCPU profiles one more stream of relay.wasm and one of the raw
+// client and reports how long the page's main thread was busy per frame.
+// The throughput figures compare the clients only as far as the producer
+// (the dev runtime and relay, on the same two cores) keeps up; this one
+// compares what each costs the page whatever the producer does. The
+// profiler's own overhead is in both.
+func (s *session) inboundCPU() (Row, error) {
+	us := map[string]float64{}
+	for _, v := range []string{wasmIDB, rawJS} {
+		var r streamResult
+		prof, err := s.tab.cpuProfile(func() (err error) {
+			r, err = s.stream(v, s.cfg.Sizes.Frames)
+			return err
+		})
+		if err != nil {
+			return Row{}, err
+		}
+		b, _ := busy(prof)
+		us[v] = b * 1000 / float64(r.Frames)
+	}
+	return Row{
+		Figure: "Chromium inbound, page main thread busy per frame (DevTools profiler, one stream each)", Unit: "µs",
+		Value: us[wasmIDB], Baseline: us[rawJS], BaseName: "raw JS WebSocket", Ratio: us[wasmIDB] / us[rawJS],
+	}, nil
 }
 
 func (s *session) stream(variant string, frames int) (streamResult, error) {
@@ -77,6 +105,7 @@ func inboundRows(res map[string][]streamResult, z Sizes) []Row {
 	const base = "raw JS WebSocket"
 	main := paired("Chromium inbound, relay.wasm, IndexedDB cursor: "+shape, "frames/s", base, fps(wasmIDB), fps(rawJS))
 	main.Target = ratioAtLeast(0.8)
+	main.why = (*prober).whyInbound
 	bytes := paired("Chromium inbound, relay.wasm, IndexedDB cursor", "MB/s", base, mbps(wasmIDB), mbps(rawJS))
 	mem := paired("Chromium inbound, relay.wasm, cursor off (memory store)", "frames/s", base, fps(wasmMemory), fps(rawJS))
 	log := paired(fmt.Sprintf("Chromium inbound, relay.wasm, transcript on (history %s)", count(z.History)),

@@ -32,6 +32,7 @@ type benchRow struct {
 	baseName           string
 	target             *Target
 	note               func(metrics) string
+	memory             bool // explain a miss with allocations, not CPU
 }
 
 // metrics are one benchmark's results: unit → one value per -count run.
@@ -79,7 +80,7 @@ var benchRows = []benchRow{
 	routeRow("BenchmarkRouteToRuntime/1024B", "to runtime, 1 KiB"),
 	{
 		name: "BenchmarkIdleAttachment", figure: "dev relay heap per idle browser attachment, 10,000 attached", unit: "B",
-		value: "heap-B/attachment", target: atMost(16<<10, "≤ 16 KiB"),
+		value: "heap-B/attachment", target: atMost(16<<10, "≤ 16 KiB"), memory: true,
 		note: func(m metrics) string {
 			return fmt.Sprintf("goroutine stack %s B more", count(int(median(m["stack-B/attachment"]))))
 		},
@@ -101,9 +102,21 @@ func nativeFigures(ctx context.Context, cfg Config) ([]Row, error) {
 		if err != nil {
 			return nil, err
 		}
+		r.why = br.why
 		rows = append(rows, r)
 	}
 	return rows, nil
+}
+
+// why profiles the benchmark again under pprof.
+func (br benchRow) why(p *prober) (string, error) {
+	top, _, _ := strings.Cut(br.name, "/")
+	for _, gb := range goBenches {
+		if regexp.MustCompile(gb.pattern).MatchString(top) {
+			return p.whyNative(gb, br.name, br.memory)
+		}
+	}
+	return "", fmt.Errorf("no go test run for %s", br.name)
 }
 
 func (br benchRow) row(m metrics) (Row, error) {

@@ -55,6 +55,7 @@ func sizeFigures(ctx context.Context, cfg Config, tmp string) ([]Row, error) {
 	}
 	gz := &rows[1]
 	gz.Target = atMost(gzipTarget, "≤ 1.0 MB (goal 700 KB)")
+	gz.why = (*prober).whySize
 	gz.Note = "goal 700 KB met"
 	if over := int(gz.Value) - gzipGoal; over > 0 {
 		gz.Note = "goal 700 KB: " + count(over) + " B over"

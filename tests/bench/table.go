@@ -24,6 +24,9 @@ type Row struct {
 	Ratio  float64
 	Target *Target // nil when the issue sets none
 	Note   string
+
+	// why, when set, profiles the figure to explain a missed target.
+	why func(*prober) (string, error)
 }
 
 // Target is what a figure must reach.

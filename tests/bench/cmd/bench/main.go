@@ -3,7 +3,7 @@
 // progress, and profiles of the figures that miss their target, go to
 // stderr.
 //
-//	go run ./tests/bench/cmd/bench [-module dist] [-smoke] [-profile=false]
+//	go run ./tests/bench/cmd/bench [-module dist] [-smoke] [-profile missed|all|none]
 package main
 
 import (
@@ -21,7 +21,7 @@ func main() {
 	module := flag.String("module", "", "directory of relay.wasm, relay.js and wasm_exec.js (default: the module's dist/)")
 	chromium := flag.String("chromium", "/usr/bin/chromium", "Chromium's executable")
 	smoke := flag.Bool("smoke", false, "tiny sizes: check the harness, measure nothing worth reading")
-	profile := flag.Bool("profile", true, "profile the browser figures that miss their target")
+	profile := flag.String("profile", bench.ProfileMissed, "explain figures with a profile: missed (those that miss their target), all (every figure with a target) or none")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -31,7 +31,10 @@ func main() {
 	}
 }
 
-func run(ctx context.Context, module, chromium string, smoke, profile bool) error {
+func run(ctx context.Context, module, chromium string, smoke bool, profile string) error {
+	if profile == "none" {
+		profile = bench.ProfileNone
+	}
 	root, err := bench.ModuleRoot(".")
 	if err != nil {
 		return err
