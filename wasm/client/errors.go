@@ -124,46 +124,32 @@ func fatal(err error) bool {
 
 // closeError turns a relay's close into the error it stands for, so a close
 // with 4401 ends the attachment exactly as a relay.error unauthorized would.
+// A close code the client does not act on stays a *CloseError.
 func closeError(ce *CloseError) error {
-	var s *Error
-	switch ce.Code {
-	case relayleg.CloseUnauthorized:
-		s = ErrUnauthorized
-	case relayleg.CloseUnsupportedVersion:
-		s = ErrUnsupportedVersion
-	case relayleg.CloseSuperseded:
-		s = ErrSuperseded
-	case relayleg.CloseUnknownInstance:
-		s = ErrUnknownInstance
-	case relayleg.CloseRuntimeGone:
-		s = ErrRuntimeGone
-	case relayleg.CloseHeartbeatTimeout:
-		s = ErrHeartbeatTimeout
-	default:
-		return ce
+	if s := byCode(relayleg.CloseReason(ce.Code)); s != nil {
+		return wrap(s, "", ce)
 	}
-	return wrap(s, "", ce)
+	return ce
 }
 
 // relayError turns a relay.error code into the error it stands for, or nil
 // when the code names nothing this client acts on.
 func relayError(code, message string) error {
-	var s *Error
-	switch code {
-	case relayleg.CodeUnauthorized:
-		s = ErrUnauthorized
-	case librelay.CodeVersion:
-		s = ErrUnsupportedVersion
-	case relayleg.CodeSuperseded:
-		s = ErrSuperseded
-	case librelay.CodeUnknownInstance:
-		s = ErrUnknownInstance
-	case relayleg.CodeRuntimeGone:
-		s = ErrRuntimeGone
-	case relayleg.CodeHeartbeatTimeout:
-		s = ErrHeartbeatTimeout
-	default:
-		return nil
+	if s := byCode(code); s != nil {
+		return wrap(s, message, nil)
 	}
-	return wrap(s, message, nil)
+	return nil
+}
+
+// actedOn are the relay's error codes that change what the client does: end
+// the attachment, or redial knowing why.
+var actedOn = []*Error{ErrUnauthorized, ErrUnsupportedVersion, ErrSuperseded, ErrUnknownInstance, ErrRuntimeGone, ErrHeartbeatTimeout}
+
+func byCode(code string) *Error {
+	for _, s := range actedOn {
+		if s.code == code {
+			return s
+		}
+	}
+	return nil
 }
