@@ -133,7 +133,7 @@ func (s *browserConn) closeWithFrame(last librelay.Frame, closeCode int, reason 
 	}
 	s.closeOnce.Do(func() {
 		s.closeCode, s.closeReason = closeCode, reason
-		s.cut = time.AfterFunc(s.r.cfg.Limits.CloseTimeout, s.cutNow)
+		s.cut.Store(time.AfterFunc(s.r.cfg.Limits.CloseTimeout, s.cutNow))
 		s.closing.Store(true)
 		s.q.close(msg, keepPending)
 	})
@@ -159,8 +159,8 @@ func (s *browserConn) finish(clean bool) {
 	if clean {
 		s.ws.Close(websocket.StatusCode(s.closeCode), s.closeReason)
 	}
-	if s.cut != nil { // a failed write ends a socket that was never closing
-		s.cut.Stop()
+	if cut := s.cut.Load(); cut != nil { // a failed write ends a socket that was never closing
+		cut.Stop()
 	}
 	close(s.ended)
 }

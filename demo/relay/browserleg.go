@@ -35,7 +35,7 @@ type browserConn struct {
 	closeOnce   sync.Once
 	closeCode   int
 	closeReason string
-	cut         *time.Timer
+	cut         atomic.Pointer[time.Timer] // set by closeWithFrame; read by finish, which can race it after a failed write
 	closing     atomic.Bool
 	ended       chan struct{} // closed when a close the relay started is done
 }
