@@ -8,10 +8,9 @@ import (
 	"errors"
 	"strconv"
 	"sync"
+	"syscall/js"
 	"time"
 	"unsafe"
-
-	"github.com/hack-pad/safejs"
 
 	"github.com/relaywasm/relaywasm/librelay"
 	"github.com/relaywasm/relaywasm/wasm/client"
@@ -68,7 +67,7 @@ func Register() error {
 	if err != nil {
 		return err
 	}
-	fns := map[string]func(safejs.Value, []safejs.Value) any{
+	fns := map[string]func(js.Value, []js.Value) any{
 		"relay":   apiRelay,
 		"attach":  apiAttach,
 		"send":    apiSend,
@@ -83,13 +82,9 @@ func Register() error {
 	}
 	obj := make(map[string]any, len(fns))
 	for name, fn := range fns {
-		f, err := safejs.FuncOf(fn)
-		if err != nil {
-			return err
-		}
-		obj[name] = f
+		obj[name] = funcOf(fn)
 	}
-	_, err = b.Call("register", obj)
+	_, err = call(b, "register", obj)
 	return err
 }
 
@@ -115,10 +110,10 @@ func start(callID int, op func(ctx context.Context) (any, error)) {
 func settle(callID int, v any, err error) {
 	b, _ := theBridge()
 	if err != nil {
-		_, _ = b.Call("reject", callID, client.Code(err), err.Error())
+		_, _ = call(b, "reject", callID, client.Code(err), err.Error())
 		return
 	}
-	_, _ = b.Call("resolve", callID, v)
+	_, _ = call(b, "resolve", callID, v)
 }
 
 // fail rejects a call that could not start.
@@ -136,7 +131,7 @@ func lookup(h int) *attachment {
 }
 
 // apiRelay(callID, relayHandle, database) opens the Store of a new Relay.
-func apiRelay(_ safejs.Value, args []safejs.Value) any {
+func apiRelay(_ js.Value, args []js.Value) any {
 	callID, h, database := argInt(args, 0), argInt(args, 1), argString(args, 2)
 	r := &relay{}
 	start(callID, func(ctx context.Context) (any, error) {
@@ -182,7 +177,7 @@ func (r *relay) storageInfo(info map[string]any) {
 
 // apiAttach(callID, relayHandle, attachmentHandle, options) attaches. The
 // options object is relay.js's normalised copy of the application's.
-func apiAttach(_ safejs.Value, args []safejs.Value) any {
+func apiAttach(_ js.Value, args []js.Value) any {
 	callID, rh, h := argInt(args, 0), argInt(args, 1), argInt(args, 2)
 	api.mu.Lock()
 	r := api.relays[rh]
@@ -214,14 +209,14 @@ func apiAttach(_ safejs.Value, args []safejs.Value) any {
 }
 
 // options reads the attach options relay.js passes.
-func (a *attachment) options(v safejs.Value) (client.Options, error) {
-	get := func(p string) safejs.Value { f, _ := v.Get(p); return f }
-	ms := func(p string) time.Duration { return time.Duration(jsInt(get(p))) * time.Millisecond }
+func (a *attachment) options(v js.Value) (client.Options, error) {
+	opt := func(p string) js.Value { f, _ := get(v, p); return f }
+	ms := func(p string) time.Duration { return time.Duration(jsInt(opt(p))) * time.Millisecond }
 	o := client.Options{
-		URL:              jsString(get("url")),
-		Instance:         jsString(get("instance")),
-		Name:             jsString(get("name")),
-		History:          jsInt(get("history")),
+		URL:              jsString(opt("url")),
+		Instance:         jsString(opt("instance")),
+		Name:             jsString(opt("name")),
+		History:          jsInt(opt("history")),
 		Store:            a.relay.store,
 		Transport:        Transport{},
 		Credential:       a.credential,
@@ -229,12 +224,12 @@ func (a *attachment) options(v safejs.Value) (client.Options, error) {
 		OnState:          a.onState,
 		OnEvicted:        a.onEvicted,
 		HandshakeTimeout: ms("handshakeTimeoutMs"),
-		SendQueue:        jsInt(get("sendQueue")),
+		SendQueue:        jsInt(opt("sendQueue")),
 		Backoff:          client.Backoff{Initial: ms("backoffInitialMs"), Max: ms("backoffMaxMs")},
 		Heartbeat:        client.Heartbeat{Interval: ms("heartbeatIntervalMs"), Timeout: ms("heartbeatTimeoutMs")},
 		Agent:            "relaywasm-browser",
 	}
-	if key := jsString(get("relayKey")); key != "" {
+	if key := jsString(opt("relayKey")); key != "" {
 		pub, err := librelay.ParsePublicKey(key)
 		if err != nil {
 			return o, errors.Join(client.ErrBadOptions, err)
@@ -250,7 +245,7 @@ func (a *attachment) watch() {
 	<-a.att.Done()
 	b, _ := theBridge()
 	// Still known while relay.js takes its last look at the getters.
-	_, _ = b.Call("ended", a.handle)
+	_, _ = call(b, "ended", a.handle)
 	a.forget()
 }
 
@@ -269,7 +264,7 @@ func (a *attachment) credential(ctx context.Context) (string, error) {
 	}
 	id, events, stop := newWait()
 	defer stop()
-	if _, err := b.Call("token", a.handle, id); err != nil {
+	if _, err := call(b, "token", a.handle, id); err != nil {
 		return "", err
 	}
 	select {
@@ -316,7 +311,7 @@ func (a *attachment) deliver(batch []client.Message) (int, error) {
 	defer stop()
 	// The text is copied into a JavaScript string during the call; no Go
 	// string copy is needed first.
-	res, err := b.Call("deliver", a.handle, batch[0].Session, unsafe.String(unsafe.SliceData(buf), len(buf)), id)
+	res, err := call(b, "deliver", a.handle, batch[0].Session, unsafe.String(unsafe.SliceData(buf), len(buf)), id)
 	if err != nil {
 		return 0, err
 	}
@@ -352,12 +347,12 @@ func (a *attachment) onState(sc client.StateChange) {
 	}
 	a.relay.storageInfo(info)
 	b, _ := theBridge()
-	_, _ = b.Call("state", a.handle, sc.State.String(), info)
+	_, _ = call(b, "state", a.handle, sc.State.String(), info)
 }
 
 func (a *attachment) onEvicted(e client.Eviction) {
 	b, _ := theBridge()
-	_, _ = b.Call("evicted", a.handle, map[string]any{
+	_, _ = call(b, "evicted", a.handle, map[string]any{
 		"afterSeq": float64(e.AfterSeq),
 		"fromSeq":  float64(e.FromSeq),
 		"reason":   e.Reason,
@@ -366,7 +361,7 @@ func (a *attachment) onEvicted(e client.Eviction) {
 
 // withAttachment runs op on attachment h for call callID, rejecting the call
 // when the attachment is gone or not attached yet.
-func withAttachment(args []safejs.Value, op func(ctx context.Context, att *client.Attachment) (any, error)) any {
+func withAttachment(args []js.Value, op func(ctx context.Context, att *client.Attachment) (any, error)) any {
 	callID := argInt(args, 0)
 	a := lookup(argInt(args, 1))
 	api.mu.Lock()
@@ -383,7 +378,7 @@ func withAttachment(args []safejs.Value, op func(ctx context.Context, att *clien
 }
 
 // apiSend(callID, handle, text) sends one ACP message, JSON text.
-func apiSend(_ safejs.Value, args []safejs.Value) any {
+func apiSend(_ js.Value, args []js.Value) any {
 	payload := []byte(argString(args, 2))
 	return withAttachment(args, func(ctx context.Context, att *client.Attachment) (any, error) {
 		return nil, att.SendACP(ctx, payload)
@@ -391,7 +386,7 @@ func apiSend(_ safejs.Value, args []safejs.Value) any {
 }
 
 // apiResume(callID, handle, afterSeq).
-func apiResume(_ safejs.Value, args []safejs.Value) any {
+func apiResume(_ js.Value, args []js.Value) any {
 	after := argSeq(args, 2)
 	return withAttachment(args, func(ctx context.Context, att *client.Attachment) (any, error) {
 		return nil, att.Resume(ctx, after)
@@ -399,7 +394,7 @@ func apiResume(_ safejs.Value, args []safejs.Value) any {
 }
 
 // apiHistory(callID, handle) resolves to JSON text [[out, seq, payload], …].
-func apiHistory(_ safejs.Value, args []safejs.Value) any {
+func apiHistory(_ js.Value, args []js.Value) any {
 	return withAttachment(args, func(ctx context.Context, att *client.Attachment) (any, error) {
 		h, err := att.History(ctx)
 		if err != nil {
@@ -426,7 +421,7 @@ func apiHistory(_ safejs.Value, args []safejs.Value) any {
 
 // apiDetach(callID, handle). It resolves once the stream's state is gone
 // from the Store too.
-func apiDetach(_ safejs.Value, args []safejs.Value) any {
+func apiDetach(_ js.Value, args []js.Value) any {
 	store := storeOf(argInt(args, 1))
 	return withAttachment(args, func(ctx context.Context, att *client.Attachment) (any, error) {
 		if err := att.Detach(ctx); err != nil {
@@ -439,7 +434,7 @@ func apiDetach(_ safejs.Value, args []safejs.Value) any {
 // apiClose(callID, handle) ends the attachment in this page without
 // detaching; the stream stays reclaimable. It resolves once the cursor is
 // stored, so an attach right after it resumes from there.
-func apiClose(_ safejs.Value, args []safejs.Value) any {
+func apiClose(_ js.Value, args []js.Value) any {
 	store := storeOf(argInt(args, 1))
 	return withAttachment(args, func(ctx context.Context, att *client.Attachment) (any, error) {
 		att.Close()
@@ -457,7 +452,7 @@ func storeOf(h int) *Store {
 }
 
 // apiCancel(callID) cancels a pending call (relay.js: its AbortSignal fired).
-func apiCancel(_ safejs.Value, args []safejs.Value) any {
+func apiCancel(_ js.Value, args []js.Value) any {
 	api.mu.Lock()
 	cancel := api.calls[argInt(args, 0)]
 	api.mu.Unlock()
@@ -469,10 +464,10 @@ func apiCancel(_ safejs.Value, args []safejs.Value) any {
 
 // apiOnline(online) passes the browser's online/offline events to every
 // attachment.
-func apiOnline(_ safejs.Value, args []safejs.Value) any {
+func apiOnline(_ js.Value, args []js.Value) any {
 	online := true
 	if len(args) > 0 {
-		online, _ = args[0].Bool()
+		online = jsBool(args[0])
 	}
 	for _, att := range live() {
 		att.SetOnline(online)
@@ -481,7 +476,7 @@ func apiOnline(_ safejs.Value, args []safejs.Value) any {
 }
 
 // apiProbe() checks every connection, when the page becomes visible again.
-func apiProbe(safejs.Value, []safejs.Value) any {
+func apiProbe(js.Value, []js.Value) any {
 	for _, att := range live() {
 		att.Probe()
 	}
@@ -502,7 +497,7 @@ func live() []*client.Attachment {
 
 // apiInfo(handle) returns [state, cursor, session] for the Attachment's
 // getters, or null once it is gone.
-func apiInfo(_ safejs.Value, args []safejs.Value) any {
+func apiInfo(_ js.Value, args []js.Value) any {
 	a := lookup(argInt(args, 0))
 	if a == nil {
 		return nil
@@ -516,14 +511,14 @@ func apiInfo(_ safejs.Value, args []safejs.Value) any {
 	return []any{att.State().String(), float64(att.Cursor()), att.Session()}
 }
 
-func argInt(args []safejs.Value, i int) int {
+func argInt(args []js.Value, i int) int {
 	if i >= len(args) {
 		return 0
 	}
 	return jsInt(args[i])
 }
 
-func argString(args []safejs.Value, i int) string {
+func argString(args []js.Value, i int) string {
 	if i >= len(args) {
 		return ""
 	}
@@ -531,12 +526,12 @@ func argString(args []safejs.Value, i int) string {
 }
 
 // argSeq reads a seq, which JavaScript holds as a number (exact to 2^53).
-func argSeq(args []safejs.Value, i int) uint64 {
+func argSeq(args []js.Value, i int) uint64 {
 	if i >= len(args) {
 		return 0
 	}
-	f, err := args[i].Float()
-	if err != nil || f < 0 {
+	f := jsFloat(args[i])
+	if f < 0 {
 		return 0
 	}
 	return uint64(f)

@@ -6,8 +6,6 @@ import (
 	"context"
 	"errors"
 	"syscall/js"
-
-	"github.com/hack-pad/safejs"
 )
 
 // IndexedDB is asynchronous: every request answers with an event. relay.js's
@@ -24,13 +22,13 @@ const (
 
 // watch subscribes to target's events. stop must be called once the caller
 // no longer waits, so late events are dropped instead of kept.
-func watch(target safejs.Value) (events <-chan jsEvent, stop func(), err error) {
+func watch(target js.Value) (events <-chan jsEvent, stop func(), err error) {
 	b, err := theBridge()
 	if err != nil {
 		return nil, nil, err
 	}
 	id, events, stop := newWait()
-	if _, err := b.Call("watch", target, id); err != nil {
+	if _, err := call(b, "watch", target, id); err != nil {
 		stop()
 		return nil, nil, err
 	}
@@ -38,20 +36,20 @@ func watch(target safejs.Value) (events <-chan jsEvent, stop func(), err error) 
 }
 
 // await waits for a request's result or a transaction's completion.
-func await(ctx context.Context, target safejs.Value) (safejs.Value, error) {
+func await(ctx context.Context, target js.Value) (js.Value, error) {
 	events, stop, err := watch(target)
 	if err != nil {
-		return safejs.Undefined(), err
+		return js.Undefined(), err
 	}
 	defer stop()
 	select {
 	case ev := <-events:
 		if ev.kind != doneOK {
-			return safejs.Undefined(), domError(ev.value)
+			return js.Undefined(), domError(ev.value)
 		}
 		return ev.value, nil
 	case <-ctx.Done():
-		return safejs.Undefined(), ctx.Err()
+		return js.Undefined(), ctx.Err()
 	}
 }
 
@@ -64,12 +62,12 @@ type DOMError struct {
 func (e *DOMError) Error() string { return "jsbridge: IndexedDB: " + e.Name + ": " + e.Message }
 
 // domError turns a DOMException (or null, for an abort without one) into an error.
-func domError(v safejs.Value) error {
+func domError(v js.Value) error {
 	if v.IsNull() || v.IsUndefined() {
 		return &DOMError{Name: "AbortError", Message: "the transaction was aborted"}
 	}
-	name, _ := v.Get("name")
-	msg, _ := v.Get("message")
+	name, _ := get(v, "name")
+	msg, _ := get(v, "message")
 	return &DOMError{Name: jsString(name), Message: jsString(msg)}
 }
 
@@ -80,10 +78,9 @@ func errName(err error) string {
 	if de, ok := errors.AsType[*DOMError](err); ok {
 		return de.Name
 	}
-	if je, ok := errors.AsType[js.Error](err); ok && je.Type() == js.TypeObject {
-		if n := je.Get("name"); n.Type() == js.TypeString {
-			return n.String()
-		}
+	if je, ok := errors.AsType[js.Error](err); ok {
+		n, _ := get(je.Value, "name")
+		return jsString(n)
 	}
 	return ""
 }

@@ -7,9 +7,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"sync"
+	"syscall/js"
 	"time"
-
-	"github.com/hack-pad/safejs"
 
 	"github.com/relaywasm/relaywasm/wasm/client"
 )
@@ -65,7 +64,7 @@ const (
 // client.MemoryStore, seeded with the state it knows, and reports a Fallback
 // once. It never panics into a JavaScript callback.
 type Store struct {
-	db         safejs.Value
+	db         js.Value
 	onFallback func(Fallback)
 	kick       chan struct{}
 
@@ -121,15 +120,15 @@ func (s *Store) Backend() string {
 }
 
 // openDB opens the database, creating its object stores on first use.
-func openDB(ctx context.Context, name string) (db safejs.Value, reason string, err error) {
-	factory, err := safejs.Global().Get("indexedDB")
+func openDB(ctx context.Context, name string) (db js.Value, reason string, err error) {
+	factory, err := global("indexedDB")
 	if err == nil && (factory.IsUndefined() || factory.IsNull()) {
 		err = errors.New("jsbridge: this page has no indexedDB")
 	}
 	if err != nil {
 		return db, FallbackUnavailable, err
 	}
-	req, err := factory.Call("open", name, dbVersion)
+	req, err := call(factory, "open", name, dbVersion)
 	if err != nil { // e.g. a SecurityError in an opaque origin
 		return db, FallbackUnavailable, err
 	}
@@ -172,7 +171,7 @@ func closeWhenOpen(events <-chan jsEvent, stop func()) {
 		case idbUpgrade:
 			_ = createSchema(ev.value) // a half-made schema would fail the next page
 		case doneOK:
-			_, _ = ev.value.Call("close")
+			_, _ = call(ev.value, "close")
 			return
 		case doneFailed:
 			return
@@ -182,28 +181,28 @@ func closeWhenOpen(events <-chan jsEvent, stop func()) {
 
 // closeOnVersionChange lets relay.js close the database when a newer page
 // asks to upgrade it, instead of blocking that page.
-func closeOnVersionChange(db safejs.Value) error {
+func closeOnVersionChange(db js.Value) error {
 	b, err := theBridge()
 	if err != nil {
 		return err
 	}
-	_, err = b.Call("watch", db, 0)
+	_, err = call(b, "watch", db, 0)
 	return err
 }
 
 // createSchema runs inside the versionchange transaction of an open.
-func createSchema(db safejs.Value) error {
-	names, err := db.Get("objectStoreNames")
+func createSchema(db js.Value) error {
+	names, err := get(db, "objectStoreNames")
 	if err != nil {
 		return err
 	}
 	for _, store := range []string{storeState, storeChunks} {
-		has, err := names.Call("contains", store)
+		has, err := call(names, "contains", store)
 		if err != nil {
 			return err
 		}
-		if ok, _ := has.Bool(); !ok {
-			if _, err := db.Call("createObjectStore", store); err != nil {
+		if !jsBool(has) {
+			if _, err := call(db, "createObjectStore", store); err != nil {
 				return err
 			}
 		}
@@ -220,8 +219,8 @@ func (s *Store) Load(ctx context.Context, k client.Key) (client.Saved, error) {
 	if err != nil {
 		return client.Saved{}, s.readFailed(err)
 	}
-	states, _ := tx.Call("objectStore", storeState)
-	req, err := states.Call("get", stateKey(k))
+	states, _ := call(tx, "objectStore", storeState)
+	req, err := call(states, "get", stateKey(k))
 	if err != nil {
 		return client.Saved{}, s.readFailed(err)
 	}
@@ -270,13 +269,13 @@ func (s *Store) History(ctx context.Context, k client.Key) ([]client.Entry, erro
 	if err != nil {
 		return nil, s.readFailed(err)
 	}
-	states, _ := tx.Call("objectStore", storeState)
-	chunks, _ := tx.Call("objectStore", storeChunks)
-	stateReq, err := states.Call("get", stateKey(k))
+	states, _ := call(tx, "objectStore", storeState)
+	chunks, _ := call(tx, "objectStore", storeChunks)
+	stateReq, err := call(states, "get", stateKey(k))
 	if err != nil {
 		return nil, s.readFailed(err)
 	}
-	chunksReq, err := chunks.Call("getAll", chunkRange(k, 0, maxChunkKey))
+	chunksReq, err := call(chunks, "getAll", chunkRange(k, 0, maxChunkKey))
 	if err != nil {
 		return nil, s.readFailed(err)
 	}
@@ -289,13 +288,12 @@ func (s *Store) History(ctx context.Context, k client.Key) ([]client.Entry, erro
 	if err != nil {
 		return nil, s.readFailed(err)
 	}
-	n, _ := all.Length()
+	n := length(all)
 	var out []client.Entry
 	for i := range n {
-		chunk, _ := all.Index(i)
-		size, _ := chunk.Length()
-		buf := make([]byte, size) // the entries' payloads point into it
-		if _, err := safejs.CopyBytesToGo(buf, chunk); err != nil {
+		chunk, _ := index(all, i)
+		buf := make([]byte, length(chunk)) // the entries' payloads point into it
+		if _, err := copyBytesToGo(buf, chunk); err != nil {
 			return nil, err
 		}
 		out = decodeEntries(out, buf)
@@ -315,12 +313,12 @@ func (s *Store) Clear(ctx context.Context, k client.Key) error {
 	if err != nil {
 		return err
 	}
-	states, _ := tx.Call("objectStore", storeState)
-	chunks, _ := tx.Call("objectStore", storeChunks)
-	if _, err := states.Call("delete", stateKey(k)); err != nil {
+	states, _ := call(tx, "objectStore", storeState)
+	chunks, _ := call(tx, "objectStore", storeChunks)
+	if _, err := call(states, "delete", stateKey(k)); err != nil {
 		return err
 	}
-	if _, err := chunks.Call("delete", chunkRange(k, 0, maxChunkKey)); err != nil {
+	if _, err := call(chunks, "delete", chunkRange(k, 0, maxChunkKey)); err != nil {
 		return err
 	}
 	if _, err := await(ctx, tx); err != nil {
@@ -408,11 +406,11 @@ func (s *Store) write(ctx context.Context, batch []commit) error {
 		return err
 	}
 	defer stop()
-	states, _ := tx.Call("objectStore", storeState)
-	chunks, _ := tx.Call("objectStore", storeChunks)
+	states, _ := call(tx, "objectStore", storeState)
+	chunks, _ := call(tx, "objectStore", storeChunks)
 	for _, c := range coalesce(batch) {
 		if err := writeStream(ctx, states, chunks, c); err != nil {
-			_, _ = tx.Call("abort")
+			_, _ = call(tx, "abort")
 			return err
 		}
 	}
@@ -456,9 +454,9 @@ func coalesce(batch []commit) []commit {
 }
 
 // writeStream issues one stream's requests inside the write transaction.
-func writeStream(ctx context.Context, states, chunks safejs.Value, c commit) error {
+func writeStream(ctx context.Context, states, chunks js.Value, c commit) error {
 	key := stateKey(c.key)
-	req, err := states.Call("get", key)
+	req, err := call(states, "get", key)
 	if err != nil {
 		return err
 	}
@@ -469,7 +467,7 @@ func writeStream(ctx context.Context, states, chunks safejs.Value, c commit) err
 	rec := readState(v)
 	if c.keep <= 0 {
 		if rec.total > 0 {
-			if _, err := chunks.Call("delete", chunkRange(c.key, 0, maxChunkKey)); err != nil {
+			if _, err := call(chunks, "delete", chunkRange(c.key, 0, maxChunkKey)); err != nil {
 				return err
 			}
 		}
@@ -479,7 +477,7 @@ func writeStream(ctx context.Context, states, chunks safejs.Value, c commit) err
 		if err != nil {
 			return err
 		}
-		if _, err := chunks.Call("put", arr, chunkKey(c.key, rec.total)); err != nil {
+		if _, err := call(chunks, "put", arr, chunkKey(c.key, rec.total)); err != nil {
 			return err
 		}
 		rec.total += c.n
@@ -488,18 +486,18 @@ func writeStream(ctx context.Context, states, chunks safejs.Value, c commit) err
 		}
 	}
 	rec.saved, rec.keep = c.saved, c.keep
-	_, err = states.Call("put", rec.value(), key)
+	_, err = call(states, "put", rec.value(), key)
 	return err
 }
 
 // trim deletes the chunks that hold only entries before index first. The
 // chunk holding entry first starts at or before it; every chunk before that
 // one ends before first.
-func trim(ctx context.Context, chunks safejs.Value, k client.Key, first int) error {
+func trim(ctx context.Context, chunks js.Value, k client.Key, first int) error {
 	if first <= 0 {
 		return nil
 	}
-	req, err := chunks.Call("openKeyCursor", chunkRange(k, 0, first), "prev")
+	req, err := call(chunks, "openKeyCursor", chunkRange(k, 0, first), "prev")
 	if err != nil {
 		return err
 	}
@@ -507,10 +505,10 @@ func trim(ctx context.Context, chunks safejs.Value, k client.Key, first int) err
 	if err != nil || cur.IsNull() || cur.IsUndefined() {
 		return err
 	}
-	key, _ := cur.Get("key")
-	start, _ := key.Index(3)
+	key, _ := get(cur, "key")
+	start, _ := index(key, 3)
 	if from := jsInt(start); from > 0 {
-		_, err = chunks.Call("delete", chunkRangeOpen(k, 0, from))
+		_, err = call(chunks, "delete", chunkRangeOpen(k, 0, from))
 	}
 	return err
 }
@@ -564,12 +562,12 @@ func (s *Store) report(reason string, err error) {
 }
 
 // tx starts a transaction on the named object stores.
-func (s *Store) tx(mode string, stores ...string) (safejs.Value, error) {
+func (s *Store) tx(mode string, stores ...string) (js.Value, error) {
 	names := make([]any, len(stores))
 	for i, n := range stores {
 		names[i] = n
 	}
-	return s.db.Call("transaction", names, mode)
+	return call(s.db, "transaction", names, mode)
 }
 
 // stateRecord is the value stored per stream in the state object store.
@@ -579,16 +577,15 @@ type stateRecord struct {
 	keep  int
 }
 
-func readState(v safejs.Value) stateRecord {
-	if v.Type() != safejs.TypeObject {
+func readState(v js.Value) stateRecord {
+	if typeOf(v) != js.TypeObject {
 		return stateRecord{}
 	}
-	get := func(p string) safejs.Value { f, _ := v.Get(p); return f }
-	cursor, _ := get("cursor").Float()
+	field := func(p string) js.Value { f, _ := get(v, p); return f }
 	return stateRecord{
-		saved: client.Saved{Session: jsString(get("session")), Cursor: uint64(cursor)},
-		total: jsInt(get("total")),
-		keep:  jsInt(get("keep")),
+		saved: client.Saved{Session: jsString(field("session")), Cursor: uint64(jsFloat(field("cursor")))},
+		total: jsInt(field("total")),
+		keep:  jsInt(field("keep")),
 	}
 }
 
@@ -606,38 +603,38 @@ func stateKey(k client.Key) []any { return []any{k.URL, k.Instance, k.Name} }
 func chunkKey(k client.Key, start int) []any { return []any{k.URL, k.Instance, k.Name, start} }
 
 // chunkRange is the key range of k's chunks starting in [from, to].
-func chunkRange(k client.Key, from, to int) safejs.Value {
+func chunkRange(k client.Key, from, to int) js.Value {
 	return keyRange(chunkKey(k, from), chunkKey(k, to), false)
 }
 
 // chunkRangeOpen is the key range of k's chunks starting in [from, to).
-func chunkRangeOpen(k client.Key, from, to int) safejs.Value {
+func chunkRangeOpen(k client.Key, from, to int) js.Value {
 	return keyRange(chunkKey(k, from), chunkKey(k, to), true)
 }
 
-func keyRange(lower, upper []any, upperOpen bool) safejs.Value {
-	kr, err := safejs.Global().Get("IDBKeyRange")
+func keyRange(lower, upper []any, upperOpen bool) js.Value {
+	kr, err := global("IDBKeyRange")
 	if err != nil {
-		return safejs.Undefined()
+		return js.Undefined()
 	}
-	r, err := kr.Call("bound", lower, upper, false, upperOpen)
+	r, err := call(kr, "bound", lower, upper, false, upperOpen)
 	if err != nil {
-		return safejs.Undefined()
+		return js.Undefined()
 	}
 	return r
 }
 
 // uint8Array copies b into a new JavaScript Uint8Array.
-func uint8Array(b []byte) (safejs.Value, error) {
-	ctor, err := safejs.Global().Get("Uint8Array")
+func uint8Array(b []byte) (js.Value, error) {
+	ctor, err := global("Uint8Array")
 	if err != nil {
-		return safejs.Undefined(), err
+		return js.Undefined(), err
 	}
-	arr, err := ctor.New(len(b))
+	arr, err := newObject(ctor, len(b))
 	if err != nil {
-		return safejs.Undefined(), err
+		return js.Undefined(), err
 	}
-	_, err = safejs.CopyBytesToJS(arr, b)
+	_, err = copyBytesToJS(arr, b)
 	return arr, err
 }
 

@@ -7,9 +7,8 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"syscall/js"
 	"unsafe"
-
-	"github.com/hack-pad/safejs"
 
 	"github.com/relaywasm/relaywasm/wasm/client"
 )
@@ -52,7 +51,7 @@ func (Transport) Dial(ctx context.Context, url string, protocols []string) (clie
 	// Register before dialling: no event can arrive before dial returns (the
 	// page has one thread), but the handle is only known after it.
 	sockets.mu.Lock()
-	h, err := b.Call("dial", url, protos)
+	h, err := call(b, "dial", url, protos)
 	if err != nil {
 		sockets.mu.Unlock()
 		return nil, err
@@ -68,7 +67,7 @@ func (Transport) Dial(ctx context.Context, url string, protocols []string) (clie
 		}
 		return c, nil
 	case <-ctx.Done():
-		_, _ = b.Call("close", c.handle, 1000, "")
+		_, _ = call(b, "close", c.handle, 1000, "")
 		return nil, ctx.Err()
 	}
 }
@@ -90,7 +89,7 @@ func socketByHandle(h int) *conn {
 // takes the whole of pending at once, swapping buffers so neither the
 // callback nor Read allocates in the steady state.
 type conn struct {
-	bridge safejs.Value
+	bridge js.Value
 	handle int
 	opened chan error    // the outcome of the dial, sent once
 	wake   chan struct{} // Read's doorbell, never blocks the sender
@@ -156,11 +155,11 @@ func (c *conn) Write(ctx context.Context, msg []byte) error {
 	}
 	// No copy into a Go string: syscall/js copies the bytes into a
 	// JavaScript string during the call and keeps nothing of msg.
-	sent, err := c.bridge.Call("send", c.handle, unsafe.String(unsafe.SliceData(msg), len(msg)))
+	sent, err := call(c.bridge, "send", c.handle, unsafe.String(unsafe.SliceData(msg), len(msg)))
 	if err != nil {
 		return err
 	}
-	if ok, _ := sent.Bool(); !ok {
+	if !jsBool(sent) {
 		return client.ErrNotSent
 	}
 	return nil
@@ -170,7 +169,7 @@ func (c *conn) Write(ctx context.Context, msg []byte) error {
 // (after the messages already received) instead of waiting for the relay to
 // answer the close, which a half-open connection never does.
 func (c *conn) Close(code int, reason string) error {
-	if _, err := c.bridge.Call("close", c.handle, code, reason); err != nil {
+	if _, err := call(c.bridge, "close", c.handle, code, reason); err != nil {
 		return err
 	}
 	c.end(ErrClosedLocally)
@@ -196,7 +195,7 @@ func (c *conn) ring() {
 
 // onFrames receives one flushed batch from relay.js: (handle, Uint8Array,
 // byte length). It copies the bytes and returns; it must never block.
-func onFrames(_ safejs.Value, args []safejs.Value) any {
+func onFrames(_ js.Value, args []js.Value) any {
 	if len(args) < 3 {
 		return nil
 	}
@@ -208,7 +207,7 @@ func onFrames(_ safejs.Value, args []safejs.Value) any {
 	c.mu.Lock()
 	old := len(c.pending)
 	c.pending = slices.Grow(c.pending, n)[:old+n]
-	_, err := safejs.CopyBytesToGo(c.pending[old:], args[1])
+	_, err := copyBytesToGo(c.pending[old:], args[1])
 	if err != nil {
 		c.pending = c.pending[:old]
 		if c.err == nil {
@@ -228,7 +227,7 @@ const (
 
 // onSocket receives a socket's open and close events: (handle, kind, code,
 // text), text being the selected subprotocol or the close reason.
-func onSocket(_ safejs.Value, args []safejs.Value) any {
+func onSocket(_ js.Value, args []js.Value) any {
 	if len(args) < 4 {
 		return nil
 	}
