@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"syscall/js"
 	"testing"
 
@@ -236,9 +237,13 @@ func TestStoreCursorAndTranscriptAgreeAfterInterruption(t *testing.T) {
 		name   string
 		inject func() js.Value
 		reason string
+		says   string // in the fallback's error text, when set
 	}{
-		{"abort after the transcript write", func() js.Value { return faults(t).Call("abortAfterPut", "chunks") }, jsbridge.FallbackFailed},
-		{"quota exceeded on the transcript write", func() js.Value { return faults(t).Call("throwOnPut", "chunks", "QuotaExceededError") }, jsbridge.FallbackQuota},
+		{"abort after the transcript write", func() js.Value { return faults(t).Call("abortAfterPut", "chunks") }, jsbridge.FallbackFailed, ""},
+		{"quota exceeded on the transcript write", func() js.Value { return faults(t).Call("throwOnPut", "chunks", "QuotaExceededError") }, jsbridge.FallbackQuota, "injected by the test"},
+		// Not Error objects: js.Error's own Error method would panic on these.
+		{"a string thrown on the transcript write", func() js.Value { return faults(t).Call("throwValueOnPut", "chunks", "thrown text", false) }, jsbridge.FallbackFailed, "thrown text"},
+		{"a BigInt thrown on the transcript write", func() js.Value { return faults(t).Call("throwValueOnPut", "chunks", "4242", true) }, jsbridge.FallbackFailed, "4242"},
 	} {
 		t.Run(fault.name, func(t *testing.T) {
 			fell := make(chan jsbridge.Fallback, 1)
@@ -258,6 +263,9 @@ func TestStoreCursorAndTranscriptAgreeAfterInterruption(t *testing.T) {
 			case f := <-fell:
 				if f.Reason != fault.reason {
 					t.Fatalf("fallback reason %q (%v), want %q", f.Reason, f.Err, fault.reason)
+				}
+				if f.Err == nil || !strings.Contains(f.Err.Error(), fault.says) {
+					t.Fatalf("fallback error %v, want one that says %q", f.Err, fault.says)
 				}
 			default:
 				t.Fatal("no fallback reported")

@@ -25,6 +25,18 @@ export function throwOnPut(store, name) {
   return () => { IDBObjectStore.prototype.put = orig; };
 }
 
+// throwValueOnPut makes put() into the named object store throw something
+// that is not an Error: the text itself, or a BigInt when bigint is true.
+// JavaScript can throw any value, and Go's syscall/js cannot describe all.
+export function throwValueOnPut(store, text, bigint) {
+  const orig = IDBObjectStore.prototype.put;
+  IDBObjectStore.prototype.put = function (...args) {
+    if (this.name === store) throw bigint ? BigInt(text) : text;
+    return orig.apply(this, args);
+  };
+  return () => { IDBObjectStore.prototype.put = orig; };
+}
+
 // abortAfterPut lets put() into the named object store go through and then
 // aborts its transaction: an interruption between two writes of one commit.
 export function abortAfterPut(store) {
