@@ -57,8 +57,8 @@ type Sizes struct {
 // Full are the sizes: a few minutes on this 2-core machine.
 func Full() Sizes {
 	return Sizes{
-		Frames: 20_000, FrameBytes: 1024, Streams: 5, History: 20_000, RoundTrips: 1000, Reloads: 10,
-		CodecTime: "1s", EngineStreams: 20, RouteFrames: 200_000, NativeCount: 3,
+		Frames: 20_000, FrameBytes: 1024, Streams: 7, History: 20_000, RoundTrips: 1000, Reloads: 10,
+		CodecTime: "50000x", EngineStreams: 20, RouteFrames: 200_000, NativeCount: 5,
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/cdproto/performance"
 	cdpruntime "github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 )
@@ -76,7 +77,7 @@ func (b *browser) openTab(url string) (*tab, error) {
 	chromedp.ListenTarget(ctx, t.listen)
 	// The tab's first Run must not carry a deadline: the tab's own event
 	// loop would end with it.
-	if err := chromedp.Run(ctx, network.Disable(), chromedp.Navigate(url)); err != nil {
+	if err := chromedp.Run(ctx, network.Disable(), performance.Enable(), chromedp.Navigate(url)); err != nil {
 		return nil, fmt.Errorf("opening %s: %w", url, err)
 	}
 	return t, nil
@@ -145,6 +146,37 @@ func (t *tab) call(out any, fn string, args ...any) error {
 		return fmt.Errorf("bench.%s: %w", fn, errors.Join(err, t.healthy()))
 	}
 	return nil
+}
+
+// cpuTime is CPU time the renderer spent, in seconds: on the page's main
+// thread, and in its whole process (with the thread receiving WebSocket
+// data, the garbage collector's and the wasm compiler's).
+type cpuTime struct{ thread, process float64 }
+
+func (c cpuTime) minus(d cpuTime) cpuTime { return cpuTime{c.thread - d.thread, c.process - d.process} }
+
+// cpuTime reads the renderer's CPU time so far (DevTools Performance
+// metrics ThreadTime and ProcessTime): real CPU time, unlike a sampling
+// profiler's busy time, which on a loaded machine counts time the thread
+// was runnable but not running.
+func (t *tab) cpuTime() (cpuTime, error) {
+	var c cpuTime
+	err := t.run(chromedp.ActionFunc(func(ctx context.Context) error {
+		metrics, err := performance.GetMetrics().Do(ctx)
+		for _, m := range metrics {
+			switch m.Name {
+			case "ThreadTime":
+				c.thread = m.Value
+			case "ProcessTime":
+				c.process = m.Value
+			}
+		}
+		return err
+	}))
+	if err == nil && c.thread == 0 {
+		err = errors.New("the page reports no ThreadTime")
+	}
+	return c, err
 }
 
 // reload reloads the tab in front (a background tab may be scheduled

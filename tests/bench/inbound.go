@@ -18,6 +18,7 @@ type streamResult struct {
 	MS     float64 `json:"ms"`
 	Frames int     `json:"frames"`
 	Bytes  int     `json:"bytes"` // wire bytes; counted by the raw client only
+	cpu    cpuTime // the renderer's, around the stream
 }
 
 func (r streamResult) framesPerSec() float64 { return float64(r.Frames) / (r.MS / 1000) }
@@ -45,40 +46,22 @@ func (s *session) inbound() ([]Row, error) {
 			res[v] = append(res[v], r)
 		}
 	}
-	rows := inboundRows(res, z)
-	cpu, err := s.inboundCPU()
-	return append(rows, cpu), err
+	return inboundRows(res, z), nil
 }
 
-// inboundCPU profiles one more stream of relay.wasm and one of the raw
-// client and reports how long the page's main thread was busy per frame.
-// The throughput figures compare the clients only as far as the producer
-// (the dev runtime and relay, on the same two cores) keeps up; this one
-// compares what each costs the page whatever the producer does. The
-// profiler's own overhead is in both.
-func (s *session) inboundCPU() (Row, error) {
-	us := map[string]float64{}
-	for _, v := range []string{wasmIDB, rawJS} {
-		var r streamResult
-		prof, err := s.tab.cpuProfile(func() (err error) {
-			r, err = s.stream(v, s.cfg.Sizes.Frames)
-			return err
-		})
-		if err != nil {
-			return Row{}, err
-		}
-		b, _ := busy(prof)
-		us[v] = b * 1000 / float64(r.Frames)
-	}
-	return Row{
-		Figure: "Chromium inbound, page main thread busy per frame (DevTools profiler, one stream each)", Unit: "µs",
-		Value: us[wasmIDB], Baseline: us[rawJS], BaseName: "raw JS WebSocket", Ratio: us[wasmIDB] / us[rawJS],
-	}, nil
-}
-
+// stream runs one stream and reads the CPU time the renderer spent around
+// it.
 func (s *session) stream(variant string, frames int) (streamResult, error) {
 	var r streamResult
-	err := s.tab.call(&r, "stream", variant, frames, s.cfg.Sizes.FrameBytes)
+	before, err := s.tab.cpuTime()
+	if err == nil {
+		err = s.tab.call(&r, "stream", variant, frames, s.cfg.Sizes.FrameBytes)
+	}
+	if err != nil {
+		return r, err
+	}
+	after, err := s.tab.cpuTime()
+	r.cpu = after.minus(before)
 	return r, err
 }
 
@@ -101,6 +84,18 @@ func inboundRows(res map[string][]streamResult, z Sizes) []Row {
 		}
 		return out
 	}
+	// CPU per frame compares what each client costs the page whatever the
+	// producer (the dev runtime and relay, on the same two cores) does: the
+	// throughput figures compare the clients only as far as it keeps up.
+	cpu := func(v string, f func(cpuTime) float64) []float64 {
+		out := make([]float64, len(res[v]))
+		for i, r := range res[v] {
+			out[i] = f(r.cpu) * 1e6 / float64(r.Frames)
+		}
+		return out
+	}
+	mainThread := func(c cpuTime) float64 { return c.thread }
+	process := func(c cpuTime) float64 { return c.process }
 	shape := fmt.Sprintf("%s × %d B ACP messages", count(z.Frames), z.FrameBytes)
 	const base = "raw JS WebSocket"
 	main := paired("Chromium inbound, relay.wasm, IndexedDB cursor: "+shape, "frames/s", base, fps(wasmIDB), fps(rawJS))
@@ -110,5 +105,9 @@ func inboundRows(res map[string][]streamResult, z Sizes) []Row {
 	mem := paired("Chromium inbound, relay.wasm, cursor off (memory store)", "frames/s", base, fps(wasmMemory), fps(rawJS))
 	log := paired(fmt.Sprintf("Chromium inbound, relay.wasm, transcript on (history %s)", count(z.History)),
 		"frames/s", base, fps(wasmLog), fps(rawJS))
-	return []Row{main, bytes, mem, log}
+	return []Row{
+		main, bytes, mem, log,
+		paired("Chromium inbound, relay.wasm, page main thread CPU per frame", "µs", base, cpu(wasmIDB, mainThread), cpu(rawJS, mainThread)),
+		paired("Chromium inbound, relay.wasm, renderer process CPU per frame", "µs", base, cpu(wasmIDB, process), cpu(rawJS, process)),
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // The native figures come from the packages' own benchmarks, run with
@@ -91,10 +92,11 @@ var benchRows = []benchRow{
 func nativeFigures(ctx context.Context, cfg Config) ([]Row, error) {
 	results := map[string]metrics{}
 	for _, gb := range goBenches {
-		cfg.logf("native: go test -bench %s %s", gb.pattern, gb.pkg)
+		start := time.Now()
 		if err := runGoBench(ctx, cfg, gb, results); err != nil {
 			return nil, err
 		}
+		cfg.logf("native: go test -bench %s %s: %v", gb.pattern, gb.pkg, time.Since(start).Round(time.Second))
 	}
 	var rows []Row
 	for _, br := range benchRows {

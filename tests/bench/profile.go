@@ -331,7 +331,7 @@ func (p *prober) whyNative(gb goBench, name string, memory bool) (string, error)
 	if out, err := test.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("%s: %w\n%s", name, err, out)
 	}
-	show := exec.CommandContext(p.ctx, "go", "tool", "pprof", "-top", index, fmt.Sprintf("-nodecount=%d", topFrames), bin, base+".pprof")
+	show := exec.CommandContext(p.ctx, "go", "tool", "pprof", "-top", "-cum", index, fmt.Sprintf("-nodecount=%d", topFrames), bin, base+".pprof")
 	show.Dir = p.cfg.Root
 	out, err := show.CombinedOutput()
 	if err != nil {
