@@ -29,7 +29,7 @@ func TestSmoke(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, family := range []string{
-		"Chromium inbound, relay.wasm, IndexedDB cursor", "cursor off", "transcript on",
+		"Chromium inbound, relay.wasm, IndexedDB cursor", "cursor off", "transcript on", "CPU per frame",
 		"round trip", "reload to live", "fetching + instantiating", "codec", "engine",
 		"to browsers", "to runtime", "idle browser attachment", "gzip", "brotli",
 	} {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -183,10 +182,4 @@ func (t *tab) cpuTime() (cpuTime, error) {
 // differently) and waits for its load event.
 func (t *tab) reload() error {
 	return t.run(page.BringToFront(), chromedp.Reload())
-}
-
-// tempDir is a folder for the run's browsers; Chromium and chromedp leave
-// things in $TMPDIR, so the caller points TMPDIR here too.
-func tempDir() (string, error) {
-	return os.MkdirTemp("", "relaywasm-bench-")
 }

@@ -72,7 +72,7 @@ var benchRows = []benchRow{
 	codecRow("BenchmarkReadFrame/librelay", "Reader.ReadFrame (NDJSON)"),
 	codecRow("BenchmarkWriteFrame/librelay", "Writer.WriteFrame (NDJSON)"),
 	{
-		name: "BenchmarkInbound", figure: "engine (wasm/client) natively, 2,000 × 1 KiB stream", unit: "frames/s",
+		name: "BenchmarkInbound", figure: "engine (wasm/client) natively, a stream of 1 KiB ACP messages", unit: "frames/s",
 		value: "engine-frames/s", base: "plain-frames/s", ratio: "engine/plain", baseName: "plain coder/websocket read loop",
 	},
 	routeRow("BenchmarkRouteToBrowsers/chunk", "to browsers, ~200 B chunks"),

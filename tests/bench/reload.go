@@ -9,8 +9,8 @@ type timeline struct {
 	Live           float64 `json:"live"` // the first replayed frame delivered
 	Seq            float64 `json:"seq"`  // its seq
 	LoadStart      float64 `json:"loadStart"`
-	LoadEnd        float64 `json:"loadEnd"` // loadRelay resolved
-	AttachEnd      float64 `json:"attachEnd"`
+	LoadEnd        float64 `json:"loadEnd"`        // loadRelay resolved
+	AttachEnd      float64 `json:"attachEnd"`      // attach resolved: welcomed
 	WasmFetchStart float64 `json:"wasmFetchStart"` // resource timing of relay.wasm
 	WasmFetchEnd   float64 `json:"wasmFetchEnd"`
 	InstantiateEnd float64 `json:"instantiateEnd"` // instantiateStreaming resolved
@@ -97,6 +97,7 @@ func reloadRows(wasm, raw []timeline) []Row {
 		part("navigation → bench page running (unload, HTML, scripts)", func(tl timeline) float64 { return tl.LoadStart }),
 		part("fetching + instantiating relay.wasm", func(tl timeline) float64 { return tl.InstantiateEnd - tl.WasmFetchStart }),
 		part("loadRelay (wasm_exec.js, relay.wasm, Go start, store open)", func(tl timeline) float64 { return tl.LoadEnd - tl.LoadStart }),
-		part("attach → first replayed frame", func(tl timeline) float64 { return tl.Live - tl.LoadEnd }),
+		part("attach (Web Lock, dial, hello → welcome)", func(tl timeline) float64 { return tl.AttachEnd - tl.LoadEnd }),
+		part("welcome → first replayed frame delivered", func(tl timeline) float64 { return tl.Live - tl.AttachEnd }),
 	}
 }
