@@ -24,9 +24,9 @@ type streamResult struct {
 func (r streamResult) framesPerSec() float64 { return float64(r.Frames) / (r.MS / 1000) }
 
 // inbound streams the same prompt to each variant in turn, the order
-// rotating every repetition so that none always runs first or after the
-// same neighbour, after one short stream each to warm up (JIT tiers, the
-// store's database, the relay's buffers).
+// rotating every repetition so that none always runs first, after one short
+// stream each to warm up (JIT tiers, the store's database, the relay's
+// buffers).
 func (s *session) inbound() ([]Row, error) {
 	z := s.cfg.Sizes
 	s.cfg.logf("inbound: %d streams of %d × %d B per variant", z.Streams, z.Frames, z.FrameBytes)
