@@ -9,7 +9,7 @@ GOROOT  := $(shell $(GO) env GOROOT)
 # The race detector where concurrency is the subject; the browser-driving
 # suites run without it (Chromium, not Go, is the busy process there).
 RACE_PKGS := ./librelay/... ./relayleg/... ./wasm/client/... ./demo/...
-NATIVE_PKGS := ./tests/conformance/... ./tests/e2e/...
+NATIVE_PKGS := ./tests/conformance/... ./tests/e2e/... ./tests/bench/...
 
 export PATH := /usr/local/go/bin:$(PATH)
 
@@ -22,7 +22,7 @@ demo: wasm
 	$(GO) run ./demo -module $(DIST) -key-file $(DIST)/dev-relay.key $(DEMO_FLAGS)
 
 ## test: every test — unit, conformance, engine chaos, headless Chromium (wasm and e2e).
-test: chromium wasm vet
+test: chromium brotli wasm vet
 	$(GO) test -race -timeout 10m $(RACE_PKGS)
 	$(GO) test -timeout 10m $(NATIVE_PKGS)
 	tests/browser/run.sh
@@ -53,7 +53,7 @@ fuzz:
 
 ## bench: the figures, each beside its baseline, as one markdown table.
 bench: chromium wasm brotli
-	$(GO) run/bench
+	$(GO) run ./tests/bench/cmd/bench
 
 vet:
 	$(GO) vet ./...
