@@ -130,12 +130,17 @@ func lookup(h int) *attachment {
 	return api.atts[h]
 }
 
-// apiRelay(callID, relayHandle, database) opens the Store of a new Relay.
+// apiRelay(callID, relayHandle, database, storage) opens the Store of a new
+// Relay: IndexedDB unless storage is "memory".
 func apiRelay(_ js.Value, args []js.Value) any {
-	callID, h, database := argInt(args, 0), argInt(args, 1), argString(args, 2)
+	callID, h, database, storage := argInt(args, 0), argInt(args, 1), argString(args, 2), argString(args, 3)
 	r := &relay{}
 	start(callID, func(ctx context.Context) (any, error) {
-		r.store = OpenStore(ctx, database, r.fellBack)
+		if storage == "memory" {
+			r.store = NewMemoryStore()
+		} else {
+			r.store = OpenStore(ctx, database, r.fellBack)
+		}
 		api.mu.Lock()
 		api.relays[h] = r
 		api.mu.Unlock()
@@ -164,15 +169,14 @@ func (r *relay) fellBack(f Fallback) {
 }
 
 // storageInfo is what onState's info says about where state is kept.
+// The reason is there only when the Store fell back from IndexedDB.
 func (r *relay) storageInfo(info map[string]any) {
+	info["storage"] = r.store.Backend()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.fallback == nil {
-		info["storage"] = "indexeddb"
-		return
+	if r.fallback != nil {
+		info["reason"] = r.fallback.Reason
 	}
-	info["storage"] = "memory"
-	info["reason"] = r.fallback.Reason
 }
 
 // apiAttach(callID, relayHandle, attachmentHandle, options) attaches. The

@@ -109,6 +109,14 @@ func OpenStore(ctx context.Context, database string, onFallback func(Fallback)) 
 	return s
 }
 
+// NewMemoryStore returns a Store that keeps state in memory only, for a page
+// that asked for no persistence (loadRelay's storage: "memory"): nothing
+// outlives the page, and nothing is reported as a fallback, since nothing
+// failed.
+func NewMemoryStore() *Store {
+	return &Store{mem: client.NewMemoryStore(), kick: make(chan struct{}, 1), known: make(map[client.Key]client.Saved)}
+}
+
 // Backend says where the Store keeps state: "indexeddb" or "memory".
 func (s *Store) Backend() string {
 	s.mu.Lock()

@@ -23,6 +23,12 @@ export interface LoadOptions {
   wasmExec?: string | URL;
   /** IndexedDB database for stream state. Default "relaywasm". */
   database?: string;
+  /**
+   * Where stream state is kept. Default "indexeddb". "memory" keeps nothing
+   * beyond the page (no resume across a reload): for a page that must leave
+   * no trace, or to measure the client without its storage.
+   */
+  storage?: Storage;
 }
 
 export interface Relay {

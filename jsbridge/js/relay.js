@@ -329,8 +329,12 @@ export async function loadRelay(options = {}) {
     });
     await starting;
   }
+  const wanted = options.storage ?? "indexeddb";
+  if (wanted !== "indexeddb" && wanted !== "memory") {
+    throw new RelayError("bad_options", `storage must be "indexeddb" or "memory", not ${JSON.stringify(wanted)}`);
+  }
   const handle = B.nextHandle++;
-  const storage = await B.call("relay", [handle, options.database ?? ""]);
+  const storage = await B.call("relay", [handle, options.database ?? "", wanted]);
   return new Relay(handle, storage);
 }
 

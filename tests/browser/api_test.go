@@ -535,3 +535,33 @@ func TestAPISupersededReachesThePage(t *testing.T) {
 func relayKey(t *testing.T) (ed25519.PublicKey, error) {
 	return librelay.ParsePublicKey(env(t, "RELAY_KEY"))
 }
+
+// storage: "memory" keeps nothing in IndexedDB and reports no fallback (it
+// is asked for, not a failure); anything but the two names is refused.
+func TestAPIMemoryStorageOnRequest(t *testing.T) {
+	ctx := testContext(t)
+	db := database(t)
+	rejects(t, ctx, relayModule.Call("loadRelay", map[string]any{"database": db, "storage": "disk"}), "bad_options")
+
+	relay := loadRelay(t, ctx, map[string]any{"database": db, "storage": "memory"})
+	if got := relay.Get("storage").String(); got != "memory" {
+		t.Fatalf("relay.storage = %q", got)
+	}
+	r := recorder(t, nil)
+	att := must(t, ctx, relay.Call("attach", attachOptions(t, r, "asked-memory", nil)))
+	defer func() { must(t, ctx, att.Call("close")) }()
+	must(t, ctx, app(t).Call("newSession", att, r))
+	if att.Get("cursor").Int() == 0 {
+		t.Fatal("no message delivered")
+	}
+	info := r.Get("states").Index(r.Get("states").Length() - 1).Index(1)
+	if info.Get("storage").String() != "memory" || !info.Get("reason").IsUndefined() {
+		t.Fatalf("onState info %s: want memory storage and no fallback reason", stringify(info))
+	}
+	stored := mustLoad(t, ctx, jsbridge.OpenStore(ctx, db, nil), client.Key{
+		URL: env(t, "RELAY_ATTACH_URL"), Instance: env(t, "RELAY_INSTANCE"), Name: att.Get("name").String(),
+	})
+	if stored != (client.Saved{}) {
+		t.Fatalf("IndexedDB holds %+v for a memory-only relay", stored)
+	}
+}

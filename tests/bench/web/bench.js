@@ -89,18 +89,9 @@ async function wasmClient(relay, name, history, c = {}) {
 }
 
 // memoryRelay loads a Relay whose store is in memory: the IndexedDB cursor
-// off. relay.js has no option for it, so the page hides indexedDB while the
-// Relay opens its store, which then takes its documented fallback for a page
-// without IndexedDB (a private window). The harness checks relay.storage.
-async function memoryRelay() {
-  const own = Object.getOwnPropertyDescriptor(globalThis, "indexedDB");
-  Object.defineProperty(globalThis, "indexedDB", { value: undefined, configurable: true });
-  try {
-    return await loadRelay();
-  } finally {
-    if (own) Object.defineProperty(globalThis, "indexedDB", own);
-    else delete globalThis.indexedDB;
-  }
+// off. The harness checks relay.storage.
+function memoryRelay() {
+  return loadRelay({ storage: "memory" });
 }
 
 // ---------------------------------------------------------------------------
