@@ -234,3 +234,40 @@ func TestRuntimeRestartEvictsCursor(t *testing.T) {
 		t.Fatalf("first message of the new stream has seq %d", m.Seq)
 	}
 }
+
+// Redials back off further with each drop in a row, and a connection that
+// stayed up for Backoff.Stable makes the next drop a first one again.
+func TestBackoffResetsAfterStableConnection(t *testing.T) {
+	s := newStack(t, nil, nil)
+	c := newCollector()
+	o := s.options(client.NewMemoryStore(), c)
+	o.Backoff = client.Backoff{Initial: 5 * time.Millisecond, Max: 10 * time.Millisecond, Stable: 1500 * time.Millisecond}
+	a := s.attach(o)
+	c.startChat(t, a)
+
+	lastAttempt := func() int {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for i := len(c.states) - 1; i >= 0; i-- {
+			if c.states[i].State == client.Reconnecting {
+				return c.states[i].Attempt
+			}
+		}
+		return 0
+	}
+	opens := func() int { c.mu.Lock(); defer c.mu.Unlock(); return countState(c, client.Open) }
+	for want := 1; want <= 3; want++ { // drops in quick succession
+		n := opens()
+		s.front.Cut()
+		c.wait(t, "open again", func(c *collector) bool { return countState(c, client.Open) > n })
+		if got := lastAttempt(); got != want {
+			t.Fatalf("drop %d in a row redialled as attempt %d", want, got)
+		}
+	}
+	time.Sleep(1800 * time.Millisecond) // longer than Stable: the connection is now stable
+	s.front.Cut()
+	c.wait(t, "a redial", func(c *collector) bool { return c.states[len(c.states)-1].State == client.Reconnecting })
+	if got := lastAttempt(); got != 1 {
+		t.Fatalf("after a stable connection the drop redialled as attempt %d, want 1", got)
+	}
+}
