@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/relaywasm/relaywasm/tests/chromium"
 )
 
 // TestSmoke runs the whole harness at tiny sizes, so that `make test` keeps
@@ -18,7 +20,7 @@ func TestSmoke(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := Config{
-		Root: root, ModuleDir: moduleDir(root), Chromium: chromium(), Sizes: Smoke(),
+		Root: root, ModuleDir: moduleDir(root), Chromium: chromium.Path(), Sizes: Smoke(),
 		Log: testLog{t},
 	}
 	rows, err := Run(context.Background(), cfg)
@@ -46,14 +48,6 @@ func moduleDir(root string) string {
 		return d
 	}
 	return filepath.Join(root, "dist")
-}
-
-// chromium is CHROMIUM or Debian's package.
-func chromium() string {
-	if p := os.Getenv("CHROMIUM"); p != "" {
-		return p
-	}
-	return "/usr/bin/chromium"
 }
 
 // testLog shows the harness's progress with -v.

@@ -7,14 +7,13 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/cdproto/performance"
 	cdpruntime "github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
+	"github.com/relaywasm/relaywasm/tests/chromium"
 )
 
 // evalLimit bounds one call into the page, so a broken page fails the run
@@ -23,101 +22,44 @@ import (
 const evalLimit = 2 * time.Minute
 
 // browser is one headless Chromium with a profile of its own.
-type browser struct {
-	ctx    context.Context
-	cancel func()
-}
+type browser struct{ *chromium.Browser }
 
-// startBrowser starts Chromium with the flags the notes give for this
-// machine, writing nothing outside tmp (profile, XDG folders, TMPDIR).
+// startBrowser starts Chromium writing nothing outside tmp (profile, XDG
+// folders, TMPDIR), with the flags package chromium gives for this machine.
 func startBrowser(exe, tmp string) (*browser, error) {
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(exe),
-		chromedp.UserDataDir(filepath.Join(tmp, "profile")),
-		// Nothing but loopback: Chromium still tries to reach Google's hosts.
-		chromedp.Flag("host-resolver-rules", "MAP * ~NOTFOUND , EXCLUDE 127.0.0.1"),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Env(
-			"XDG_CONFIG_HOME="+filepath.Join(tmp, "xdg-config"),
-			"XDG_CACHE_HOME="+filepath.Join(tmp, "xdg-cache"),
-			"TMPDIR="+tmp,
-		),
-	)
-	actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)
-	bctx, bcancel := chromedp.NewContext(actx)
-	if err := chromedp.Run(bctx); err != nil {
-		bcancel()
-		acancel()
-		return nil, fmt.Errorf("starting %s: %w", exe, err)
+	b, err := chromium.Start(chromium.Options{Exec: exe, Profile: filepath.Join(tmp, "profile"), Scratch: tmp})
+	if err != nil {
+		return nil, err
 	}
-	return &browser{ctx: bctx, cancel: func() {
-		chromedp.Cancel(bctx) // a clean shutdown: no leftover folders
-		bcancel()
-		acancel()
-	}}, nil
+	return &browser{b}, nil
 }
 
-func (b *browser) close() { b.cancel() }
+func (b *browser) close() { b.Close() }
 
 // tab is one browser tab showing the bench page.
 type tab struct {
 	ctx context.Context
-
-	mu       sync.Mutex
-	problems []string // uncaught exceptions and console.error calls
+	ct  *chromium.Tab // records uncaught exceptions and console.error calls
 }
 
-// openTab opens url in a new tab with DevTools network tracking off: with
-// it on, every WebSocket frame becomes a DevTools event, which alone cut
-// plain JavaScript from 23.7k to 14.5k frames/s (notes).
+// openTab opens url in a new tab, which ends with the browser, with
+// DevTools network tracking off (it slows WebSocket frames down) and
+// Performance metrics on (cpuTime).
 func (b *browser) openTab(url string) (*tab, error) {
-	ctx, _ := chromedp.NewContext(b.ctx) // ends with the browser
-	t := &tab{ctx: ctx}
-	chromedp.ListenTarget(ctx, t.listen)
-	// The tab's first Run must not carry a deadline: the tab's own event
-	// loop would end with it.
-	if err := chromedp.Run(ctx, network.Disable(), performance.Enable(), chromedp.Navigate(url)); err != nil {
-		return nil, fmt.Errorf("opening %s: %w", url, err)
+	ct, err := chromium.OpenTab(b.Context(), url, chromium.DisableNetworkTracking(), performance.Enable())
+	if err != nil {
+		return nil, err
 	}
-	return t, nil
+	return &tab{ctx: ct.Context(), ct: ct}, nil
 }
 
-// listen records what the page reports as broken: a benchmark whose page
-// threw measured something else than it says.
-func (t *tab) listen(ev any) {
-	var problem string
-	switch ev := ev.(type) {
-	case *cdpruntime.EventExceptionThrown:
-		problem = "uncaught: " + ev.ExceptionDetails.Error()
-	case *cdpruntime.EventConsoleAPICalled:
-		if ev.Type != cdpruntime.APITypeError {
-			return
-		}
-		var parts []string
-		for _, a := range ev.Args {
-			if a.Value != nil {
-				parts = append(parts, string(a.Value))
-			} else {
-				parts = append(parts, a.Description)
-			}
-		}
-		problem = "console.error: " + strings.Join(parts, " ")
-	default:
-		return
-	}
-	t.mu.Lock()
-	t.problems = append(t.problems, problem)
-	t.mu.Unlock()
-}
-
-// healthy reports what the page reported as broken, if anything.
+// healthy reports what the page reported as broken, if anything: a
+// benchmark whose page threw measured something else than it says.
 func (t *tab) healthy() error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if len(t.problems) == 0 {
-		return nil
+	if p := t.ct.Problems(); len(p) > 0 {
+		return fmt.Errorf("the bench page reported: %s", strings.Join(p, "; "))
 	}
-	return fmt.Errorf("the bench page reported: %s", strings.Join(t.problems, "; "))
+	return nil
 }
 
 // run runs actions on the tab under evalLimit.

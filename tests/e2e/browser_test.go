@@ -6,14 +6,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/chromedp/cdproto/input"
 	cdpruntime "github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
+	"github.com/relaywasm/relaywasm/tests/chromium"
 )
 
 // waitLimit bounds every wait for the page, so a broken page fails the test
@@ -23,47 +22,25 @@ const waitLimit = 60 * time.Second
 // pollEvery is how often a wait re-reads the page.
 const pollEvery = 20 * time.Millisecond
 
-// chromium is the browser under test: CHROMIUM, or Debian's package.
-func chromium() string {
-	if p := os.Getenv("CHROMIUM"); p != "" {
-		return p
-	}
-	return "/usr/bin/chromium"
-}
-
 // newBrowser starts headless Chromium with a profile of its own, which it
-// shuts down cleanly (chromedp.Cancel) when the test ends.
+// shuts down cleanly when the test ends. Its XDG folders and TMPDIR are the
+// run's temporary folder (TestMain's), shared by the run's browsers so font
+// caches are built once, and never under the home folder.
 func newBrowser(t *testing.T) context.Context {
 	t.Helper()
-	dir := t.TempDir()
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chromium()),
-		chromedp.UserDataDir(filepath.Join(dir, "profile")),
-		// Nothing but loopback: Chromium still tries Google's hosts.
-		chromedp.Flag("host-resolver-rules", "MAP * ~NOTFOUND , EXCLUDE 127.0.0.1"),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("hide-scrollbars", true),
-		// Shared by the run's browsers (font caches are built once), inside
-		// the run's own temporary folder, never under the home folder.
-		chromedp.Env(
-			"XDG_CONFIG_HOME="+filepath.Join(os.TempDir(), "xdg-config"),
-			"XDG_CACHE_HOME="+filepath.Join(os.TempDir(), "xdg-cache"),
-			"TMPDIR="+os.TempDir(),
-		),
-		chromedp.WindowSize(1280, 800),
-	)
-	actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)
-	bctx, bcancel := chromedp.NewContext(actx)
-	if err := chromedp.Run(bctx); err != nil {
-		acancel()
-		t.Fatalf("starting %s: %v", chromium(), err)
-	}
-	t.Cleanup(func() {
-		chromedp.Cancel(bctx)
-		bcancel()
-		acancel()
+	b, err := chromium.Start(chromium.Options{
+		Profile: filepath.Join(t.TempDir(), "profile"),
+		Scratch: os.TempDir(),
+		Extra: []chromedp.ExecAllocatorOption{
+			chromedp.Flag("hide-scrollbars", true),
+			chromedp.WindowSize(1280, 800),
+		},
 	})
-	return bctx
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	return b.Context()
 }
 
 // tab is one browser tab showing the chat page.
@@ -71,25 +48,21 @@ type tab struct {
 	t    *testing.T
 	name string
 	ctx  context.Context
-
-	mu       sync.Mutex
-	problems []string // uncaught exceptions and console.error calls
+	tab  *chromium.Tab
 }
 
 // openTab opens the page in a new tab of parent's browser (parent is a
-// browser or another tab).
+// browser or another tab). The test fails if the page throws or logs an
+// error.
 func openTab(t *testing.T, parent context.Context, name, url string) *tab {
 	t.Helper()
-	ctx, cancel := chromedp.NewContext(parent)
-	t.Cleanup(cancel)
-	tb := &tab{t: t, name: name, ctx: ctx}
-	chromedp.ListenTarget(ctx, tb.listen)
-	t.Cleanup(tb.checkHealthy)
-	// The tab's first Run must not carry a deadline: the tab's own event
-	// loop would end with it.
-	if err := chromedp.Run(ctx, chromedp.Navigate(url)); err != nil {
-		t.Fatalf("%s: opening %s: %v", name, url, err)
+	ct, err := chromium.OpenTab(parent, url)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
 	}
+	t.Cleanup(ct.Close)
+	tb := &tab{t: t, name: name, ctx: ct.Context(), tab: ct}
+	t.Cleanup(tb.checkHealthy)
 	return tb
 }
 
@@ -101,42 +74,12 @@ func openChat(t *testing.T, parent context.Context, name, url string) *tab {
 	return tb
 }
 
-// listen records what the page reports as broken; a test fails on any.
-func (tb *tab) listen(ev any) {
-	var problem string
-	switch ev := ev.(type) {
-	case *cdpruntime.EventExceptionThrown:
-		problem = "uncaught: " + ev.ExceptionDetails.Error()
-	case *cdpruntime.EventConsoleAPICalled:
-		if ev.Type != cdpruntime.APITypeError {
-			return
-		}
-		var parts []string
-		for _, a := range ev.Args {
-			if a.Value != nil {
-				parts = append(parts, string(a.Value))
-			} else {
-				parts = append(parts, a.Description)
-			}
-		}
-		problem = "console.error: " + strings.Join(parts, " ")
-	default:
-		return
-	}
-	tb.mu.Lock()
-	tb.problems = append(tb.problems, problem)
-	tb.mu.Unlock()
-}
-
 // checkHealthy fails the test if the page threw or logged an error.
 func (tb *tab) checkHealthy() {
 	tb.t.Helper()
-	tb.mu.Lock()
-	defer tb.mu.Unlock()
-	for _, p := range tb.problems {
+	for _, p := range tb.tab.Problems() {
 		tb.t.Errorf("%s: the page reported %s", tb.name, p)
 	}
-	tb.problems = nil
 }
 
 // run runs actions on the tab under waitLimit.
