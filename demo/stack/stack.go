@@ -64,6 +64,16 @@ type Config struct {
 	// the page; empty serves none. Only those files are served from it: it
 	// may hold other things (dist/ holds the dev relay's key file).
 	ModuleDir string
+	// CrossOriginIsolated serves the page and the module with
+	// Cross-Origin-Opener-Policy: same-origin and
+	// Cross-Origin-Embedder-Policy: require-corp, which make the page
+	// cross-origin isolated (crossOriginIsolated === true). Chromium then
+	// gives performance.now() 5 µs resolution instead of 100 µs, which a
+	// benchmark timing sub-millisecond round trips needs. The page may then
+	// load only same-origin resources, or cross-origin ones that opt in
+	// with Cross-Origin-Resource-Policy or CORS; the module's files are
+	// served beside the page, and WebSockets are not subject to the policy.
+	CrossOriginIsolated bool
 
 	// Instance, ClientToken and RuntimeToken default to the Default*
 	// constants.
@@ -154,7 +164,7 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 	}
 	s := &Stack{
 		cfg:  cfg,
-		page: newStatic(cfg.WebDir, cfg.ModuleDir),
+		page: newStatic(cfg.WebDir, cfg.ModuleDir, cfg.CrossOriginIsolated),
 		errc: make(chan error, 1),
 		rcfg: relay.Config{
 			Key:                cfg.Key,

@@ -112,6 +112,29 @@ func TestStatic(t *testing.T) {
 	}
 }
 
+// CrossOriginIsolated puts the headers that isolate a page on the page and
+// on the module's files, and only when asked for.
+func TestCrossOriginIsolated(t *testing.T) {
+	web, mod := t.TempDir(), t.TempDir()
+	write(t, filepath.Join(web, "index.html"), "<p>page</p>")
+	write(t, filepath.Join(mod, "relay.wasm"), "\x00asm")
+	write(t, filepath.Join(mod, "relay.js"), "export {}")
+	isolated := start(t, stack.Config{WebDir: web, ModuleDir: mod, RelayOnly: true, CrossOriginIsolated: true})
+	plain := start(t, stack.Config{WebDir: web, ModuleDir: mod, RelayOnly: true})
+	for _, path := range []string{"/", "/relay.wasm", "/relay.js"} {
+		resp := get(t, isolated.HTTPURL()+path)
+		if resp.StatusCode != 200 || resp.Header.Get("Cross-Origin-Opener-Policy") != "same-origin" ||
+			resp.Header.Get("Cross-Origin-Embedder-Policy") != "require-corp" {
+			t.Errorf("isolated %s: %d, COOP %q, COEP %q", path, resp.StatusCode,
+				resp.Header.Get("Cross-Origin-Opener-Policy"), resp.Header.Get("Cross-Origin-Embedder-Policy"))
+		}
+		resp = get(t, plain.HTTPURL()+path)
+		if resp.Header.Get("Cross-Origin-Opener-Policy") != "" || resp.Header.Get("Cross-Origin-Embedder-Policy") != "" {
+			t.Errorf("%s is isolated without being asked to be", path)
+		}
+	}
+}
+
 func write(t *testing.T, path, content string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {

@@ -19,14 +19,25 @@ var ModuleFiles = []string{"relay.wasm", "relay.js", "relay.d.ts", "wasm_exec.js
 // .wasm goes out as application/wasm, which WebAssembly.instantiateStreaming
 // requires.
 type static struct {
-	web    http.Handler // nil when no page directory is served
-	module string       // "" when no module directory is served
+	web      http.Handler // nil when no page directory is served
+	module   string       // "" when no module directory is served
+	isolated bool         // Config.CrossOriginIsolated
+}
+
+// isolation are the response headers that make a document cross-origin
+// isolated (Config.CrossOriginIsolated). They go on every response the
+// static server gives: a document needs them itself (a reloaded page, an
+// iframe, a worker's script), and on a script or the module they are
+// harmless.
+var isolation = [][2]string{
+	{"Cross-Origin-Opener-Policy", "same-origin"},
+	{"Cross-Origin-Embedder-Policy", "require-corp"},
 }
 
 // newStatic returns nil when neither directory exists, so the stack serves
 // the relay alone.
-func newStatic(webDir, moduleDir string) http.Handler {
-	s := &static{}
+func newStatic(webDir, moduleDir string, isolated bool) http.Handler {
+	s := &static{isolated: isolated}
 	if isDir(webDir) {
 		s.web = http.FileServer(http.Dir(webDir))
 	}
@@ -46,6 +57,11 @@ func isDir(d string) bool {
 
 func (s *static) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
+	if s.isolated {
+		for _, h := range isolation {
+			w.Header().Set(h[0], h[1])
+		}
+	}
 	if strings.HasSuffix(req.URL.Path, ".wasm") {
 		w.Header().Set("Content-Type", "application/wasm")
 	}
