@@ -27,7 +27,10 @@ import (
 // this process, so the figures include the peers' own costs, and each runs
 // a baseline first — the same frames over 100 plain WebSockets with no relay
 // — and reports relayed/direct, which holds up better than frames/s on a
-// shared machine. The memory benchmark runs its browsers in a child process
+// shared machine. They also report the process's CPU time per frame for
+// both (cpu-ns/frame, direct-cpu-ns/frame): on a loaded machine frames/s
+// mostly says how much CPU the other processes left, while CPU per frame
+// says what the path costs (it includes the in-process peers' share). The memory benchmark runs its browsers in a child process
 // so that only the relay's memory is counted.
 //
 //	go test ./demo/relay -run '^$' -bench Route -benchtime 200000x
@@ -82,10 +85,26 @@ func BenchmarkRouteToRuntime(b *testing.B) {
 	}
 }
 
-func report(b *testing.B, relayed, direct time.Duration) {
-	b.ReportMetric(float64(b.N)/relayed.Seconds(), "frames/s")
-	b.ReportMetric(float64(b.N)/direct.Seconds(), "direct-frames/s")
-	b.ReportMetric(direct.Seconds()/relayed.Seconds(), "relayed/direct")
+// clock times the streaming part of a run: wall time and the process's CPU
+// time (all goroutines) from start to stop.
+type clock struct {
+	wall time.Time
+	cpu  time.Duration
+}
+
+// run is what a clock measured.
+type run struct{ wall, cpu time.Duration }
+
+func startClock() clock { return clock{wall: time.Now(), cpu: cpuTime()} }
+
+func (c clock) stop() run { return run{wall: time.Since(c.wall), cpu: cpuTime() - c.cpu} }
+
+func report(b *testing.B, relayed, direct run) {
+	b.ReportMetric(float64(b.N)/relayed.wall.Seconds(), "frames/s")
+	b.ReportMetric(float64(b.N)/direct.wall.Seconds(), "direct-frames/s")
+	b.ReportMetric(direct.wall.Seconds()/relayed.wall.Seconds(), "relayed/direct")
+	b.ReportMetric(float64(relayed.cpu.Nanoseconds())/float64(b.N), "cpu-ns/frame")
+	b.ReportMetric(float64(direct.cpu.Nanoseconds())/float64(b.N), "direct-cpu-ns/frame")
 }
 
 // share is how many of b.N frames go to attachment i of 100.
@@ -93,13 +112,13 @@ func share(b *testing.B, i int) int {
 	return b.N/benchAttachments + btoi(i < b.N%benchAttachments)
 }
 
-func relayToBrowsers(b *testing.B, payload []byte) time.Duration {
+func relayToBrowsers(b *testing.B, payload []byte) run {
 	be := newBenchEnv(b, benchAttachments)
 	var wg sync.WaitGroup
 	for i, br := range be.browsers {
 		wg.Go(func() { discardN(b, br.WS, share(b, i)) })
 	}
-	start := time.Now()
+	start := startClock()
 	w := bufio.NewWriterSize(be.rt.Conn, 64<<10)
 	var line []byte
 	for i := range b.N {
@@ -110,12 +129,12 @@ func relayToBrowsers(b *testing.B, payload []byte) time.Duration {
 	}
 	w.Flush()
 	wg.Wait()
-	return time.Since(start)
+	return start.stop()
 }
 
-func relayToRuntime(b *testing.B, payload []byte) time.Duration {
+func relayToRuntime(b *testing.B, payload []byte) run {
 	be := newBenchEnv(b, benchAttachments)
-	start := time.Now()
+	start := startClock()
 	for i, br := range be.browsers {
 		f := librelay.Frame{Type: librelay.TypeACPMessage, Instance: br.Instance, Session: br.Session, Payload: payload}
 		msg, _ := librelay.AppendFrame(nil, &f)
@@ -130,7 +149,7 @@ func relayToRuntime(b *testing.B, payload []byte) time.Duration {
 			b.Fatal(err)
 		}
 	}
-	return time.Since(start)
+	return start.stop()
 }
 
 // directPairs is the baseline: n plain WebSocket pairs on loopback, the
@@ -163,7 +182,7 @@ func directPairs(b *testing.B, n int) (servers, clients []*websocket.Conn) {
 
 // directToBrowsers writes the frames the relay would send straight to 100
 // WebSockets from one goroutine.
-func directToBrowsers(b *testing.B, payload []byte) time.Duration {
+func directToBrowsers(b *testing.B, payload []byte) run {
 	servers, clients := directPairs(b, benchAttachments)
 	f := librelay.Frame{Type: librelay.TypeACPMessage, Instance: "test", Session: strings.Repeat("a", 43), Seq: 1, Payload: payload}
 	msg, _ := librelay.AppendFrame(nil, &f)
@@ -173,22 +192,22 @@ func directToBrowsers(b *testing.B, payload []byte) time.Duration {
 			discardN(b, c, share(b, i))
 		})
 	}
-	start := time.Now()
+	start := startClock()
 	for i := range b.N {
 		servers[i%benchAttachments].Write(context.Background(), websocket.MessageText, msg)
 	}
 	wg.Wait()
-	return time.Since(start)
+	return start.stop()
 }
 
 // directFromBrowsers has 100 WebSocket clients send the frames to servers
 // that only count them.
-func directFromBrowsers(b *testing.B, payload []byte) time.Duration {
+func directFromBrowsers(b *testing.B, payload []byte) run {
 	servers, clients := directPairs(b, benchAttachments)
 	f := librelay.Frame{Type: librelay.TypeACPMessage, Instance: "test", Session: strings.Repeat("a", 43), Payload: payload}
 	msg, _ := librelay.AppendFrame(nil, &f)
 	var wg sync.WaitGroup
-	start := time.Now()
+	start := startClock()
 	for i := range servers {
 		go func() {
 			for range share(b, i) {
@@ -198,7 +217,7 @@ func directFromBrowsers(b *testing.B, payload []byte) time.Duration {
 		wg.Go(func() { discardN(b, servers[i], share(b, i)) })
 	}
 	wg.Wait()
-	return time.Since(start)
+	return start.stop()
 }
 
 func payloadName(size int) string {
