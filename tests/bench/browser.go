@@ -62,6 +62,22 @@ func (t *tab) healthy() error {
 	return nil
 }
 
+// checkIsolated fails unless the page is cross-origin isolated, as the
+// stack was asked to serve it: otherwise performance.now() is clamped to
+// 100 µs and the round-trip figures silently lose their precision. A page
+// that loads something cross-origin without Cross-Origin-Resource-Policy
+// is refused it under the stack's COEP, and fails here or in its calls.
+func (t *tab) checkIsolated() error {
+	var isolated bool
+	if err := t.run(chromedp.Evaluate(`crossOriginIsolated === true`, &isolated)); err != nil {
+		return fmt.Errorf("reading crossOriginIsolated: %w", err)
+	}
+	if !isolated {
+		return errors.New("the bench page is not cross-origin isolated (COOP/COEP headers missing?): performance.now() would have 100 µs resolution")
+	}
+	return t.healthy()
+}
+
 // run runs actions on the tab under evalLimit.
 func (t *tab) run(actions ...chromedp.Action) error {
 	ctx, cancel := context.WithTimeout(t.ctx, evalLimit)
