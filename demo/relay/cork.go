@@ -11,12 +11,17 @@ import (
 // Buffer sizes of a browser socket under coder/websocket. net/http would hand
 // it 4 KiB each way, held for the socket's whole life; most sockets are idle
 // most of the time, so the relay hands it less. Writes need almost no buffer
-// because they are corked (below); reads keep enough to take a frame header
-// and a typical small message in one syscall.
+// because they are corked (below). Reads need almost none either where the
+// connection offers non-blocking reads (burstread.go): a socket with data
+// waiting reads it through a pooled burst buffer, and coder/websocket's own
+// reader is left the smallest bufio allows. Elsewhere (a TLS connection)
+// reads keep enough to take a frame header and a typical small message in
+// one syscall.
 const (
-	socketReadBuffer  = 2 << 10
-	socketWriteBuffer = 256
-	corkFlushAt       = 64 << 10
+	socketReadBuffer      = 2 << 10
+	socketReadBufferBurst = 16 // bufio's minimum
+	socketWriteBuffer     = 256
+	corkFlushAt           = 64 << 10
 )
 
 // corkPool holds the buffers writes accumulate in while corked; a socket
@@ -27,10 +32,11 @@ var corkPool = sync.Pool{New: func() any { b := make([]byte, 0, corkFlushAt); re
 // writes accumulate in a pooled buffer and reach the kernel in one write, so
 // a batch of frames costs one syscall instead of one per frame. Outside a
 // batch (control frames coder/websocket writes on its own) writes go
-// straight through.
+// straight through. Reads go through a pooled burst buffer (burstread.go).
 type corkConn struct {
 	net.Conn
 	pending []byte // read past the upgrade request; returned before the socket's own bytes
+	burst   burstReader
 
 	mu     sync.Mutex
 	corked bool
@@ -45,7 +51,7 @@ func (c *corkConn) Read(p []byte) (int, error) {
 		}
 		return n, nil
 	}
-	return c.Conn.Read(p)
+	return c.burst.read(c.Conn, p)
 }
 
 func (c *corkConn) Write(p []byte) (int, error) {
@@ -117,7 +123,11 @@ func (w *corkingWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 		return nil, nil, err
 	}
 	pending, _ := brw.Reader.Peek(brw.Reader.Buffered())
-	w.conn = &corkConn{Conn: nc, pending: bytes.Clone(pending)}
-	rw := bufio.NewReadWriter(bufio.NewReaderSize(w.conn, socketReadBuffer), bufio.NewWriterSize(w.conn, socketWriteBuffer))
+	w.conn = &corkConn{Conn: nc, pending: bytes.Clone(pending), burst: newBurstReader(nc)}
+	readBuffer := socketReadBuffer
+	if w.conn.burst.ok() {
+		readBuffer = socketReadBufferBurst
+	}
+	rw := bufio.NewReadWriter(bufio.NewReaderSize(w.conn, readBuffer), bufio.NewWriterSize(w.conn, socketWriteBuffer))
 	return w.conn, rw, nil
 }

@@ -67,10 +67,13 @@
 //
 // Measured on the development machine (2 cores, loopback, Go 1.26, with
 // other sessions' builds and browsers running; commands in bench_test.go).
-// An idle attachment costs the relay 5.4 KiB of heap and a 4 KiB goroutine
+// An idle attachment costs the relay 3.9 KiB of heap and a 4 KiB goroutine
 // stack (BenchmarkIdleAttachment, 10,000 attachments): the socket keeps a
-// 2 KiB read buffer and a 256-byte write buffer, and holds no writer
-// goroutine, send buffer or timer while idle. Routing between one runtime
+// 256-byte write buffer and a 16-byte read buffer, and holds no writer
+// goroutine, send or read buffer, or timer while idle. A socket with data
+// waiting reads it through a pooled 16 KiB burst buffer, as much as the
+// kernel has in one syscall, and gives the buffer back once its bytes are
+// consumed (it waits for data holding none). Routing between one runtime
 // and 100 attachments, with all 101 peers in the same process, runs at
 // 130–590k frames/s to the browsers and 190–360k frames/s to the runtime for
 // ~200-byte chunk frames, 130–310k and 65–150k frames/s for 1 KiB payloads
@@ -100,7 +103,7 @@
 //     and a signature (~50 µs), so 1024 at once is a reconnect storm of
 //     thousands of browsers per second; those past it get 503 and redial
 //     with backoff.
-//   - Attachments per instance, 1024: at ~9.5 KiB idle each, ~10 MiB per
+//   - Attachments per instance, 1024: at ~8 KiB idle each, ~8 MiB per
 //     instance at rest.
 //   - Send queue per browser socket, 1024 frames or 1 MiB (at least one
 //     largest frame). Chromium consumes 14–24k messages/s (notes), so 1024
@@ -112,7 +115,8 @@
 //     heartbeat timeout, so one wait does not cost the runtime its connection.
 //   - Queue towards a runtime, 4096 frames or 16 MiB: about 25 ms of traffic
 //     at the measured rate, or 16 largest browser frames. A browser whose
-//     frame does not fit is not read until it does.
+//     frame does not fit is not read until it does (holding meanwhile at
+//     most one burst buffer of bytes read but not yet handled).
 //   - Grace 2 minutes, heartbeat 15s idle before a probe and 10s to answer,
 //     from the design; CloseTimeout 5s, coder/websocket's own close timeout.
 //   - Ended ids remembered: 65,536 (~6 MiB), so a hello naming a recently
