@@ -106,7 +106,7 @@ func (r *Relay) expire(a *attachment) {
 	r.mu.Unlock()
 	r.log.Info("attachment grace expired", "instance", a.key.instance, "attachment", a.key.session)
 	if rt := r.table.Runtime(a.key.instance); rt != nil {
-		rt.Send(&librelay.Frame{Type: librelay.TypeACPDetach, Instance: a.key.instance, Session: a.key.session})
+		rt.Send(librelay.Frame{Type: librelay.TypeACPDetach, Instance: a.key.instance, Session: a.key.session})
 	}
 }
 

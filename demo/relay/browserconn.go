@@ -71,7 +71,7 @@ func (s *browserConn) handle(f *librelay.Frame) bool {
 // client never waits for a reply that cannot come.
 func (s *browserConn) toRuntime(f *librelay.Frame) {
 	rt := s.r.table.Runtime(s.instance)
-	if (rt == nil || !rt.Send(f)) && f.IsRequest() {
+	if (rt == nil || !rt.Send(*f)) && f.IsRequest() {
 		s.sendControl(ptr(librelay.NewError(*f, librelay.CodeUnknownInstance, "no runtime is connected for this instance")))
 	}
 }
@@ -91,8 +91,8 @@ func (s *browserConn) control(f *librelay.Frame) {
 // Send queues a frame from the runtime. When the queue is full it waits up to
 // SlowConsumerWait for the browser to make room; after that the browser is a
 // slow consumer and is let go.
-func (s *browserConn) Send(f *librelay.Frame) bool {
-	msg, err := encodeMsg(f)
+func (s *browserConn) Send(f librelay.Frame) bool {
+	msg, err := encodeMsg(&f)
 	if err != nil {
 		return false
 	}

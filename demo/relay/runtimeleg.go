@@ -240,7 +240,7 @@ func (c *runtimeConn) handle(f *librelay.Frame) {
 		return
 	}
 	if ep := c.r.table.Attachment(c.instance, f.Session); ep != nil {
-		ep.Send(f)
+		ep.Send(*f)
 	}
 }
 
@@ -257,8 +257,8 @@ func (c *runtimeConn) control(f *librelay.Frame) bool {
 // Send queues a frame for the runtime, waiting while its queue is full: the
 // browser's socket is not read meanwhile, which is the backpressure. It
 // fails only when the runtime connection is gone.
-func (c *runtimeConn) Send(f *librelay.Frame) bool {
-	line, err := encodeLine(f)
+func (c *runtimeConn) Send(f librelay.Frame) bool {
+	line, err := encodeLine(&f)
 	return err == nil && c.q.push(line, -1) == pushed
 }
 

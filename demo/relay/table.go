@@ -8,11 +8,13 @@ import (
 
 // Endpoint is one end of a route: an instance's runtime connection or one
 // attachment's browser socket. Send encodes f for its leg and queues it; it
-// reports false when the endpoint is gone or could not take the frame.
+// reports false when the endpoint is gone or could not take the frame. f is
+// passed by value so that the frame a reader parsed stays on its stack: a
+// pointer passed through an interface would cost an allocation per frame.
 // Send may wait for room (that is how backpressure crosses the relay) but
 // never longer than the endpoint's own bound.
 type Endpoint interface {
-	Send(f *librelay.Frame) bool
+	Send(f librelay.Frame) bool
 }
 
 // Table is where the relay looks up the far end of a route; it is consulted
