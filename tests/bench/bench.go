@@ -35,6 +35,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -83,6 +84,38 @@ type Config struct {
 	Profile    string
 	ProfileDir string
 	Log        io.Writer // progress and profiles; nil discards
+	// Only, when not empty, names the figures to measure (Figures lists
+	// them), so a change to one part can be measured again in a minute
+	// instead of the whole table's few. Empty measures everything.
+	Only []string
+}
+
+// Figures are the names Config.Only takes: the browser figures one by one,
+// then the native benchmarks and the sizes.
+var Figures = []string{FigInbound, FigRoundTrip, FigReload, FigNative, FigSize}
+
+// The figures Config.Only can name.
+const (
+	FigInbound   = "inbound"   // (1) Chromium inbound throughput and CPU per frame
+	FigRoundTrip = "roundtrip" // (2) Chromium round trip
+	FigReload    = "reload"    // (3) Chromium reload to live
+	FigNative    = "native"    // (4) and (5): the codec, the engine, the relay
+	FigSize      = "size"      // (6) relay.wasm's size
+)
+
+// wants says whether the figure named fig is to be measured.
+func (c Config) wants(fig string) bool {
+	return len(c.Only) == 0 || slices.Contains(c.Only, fig)
+}
+
+// CheckFigures fails for a name Config.Only does not know.
+func CheckFigures(only []string) error {
+	for _, f := range only {
+		if !slices.Contains(Figures, f) {
+			return fmt.Errorf("bench: no figure %q (figures: %s)", f, strings.Join(Figures, ", "))
+		}
+	}
+	return nil
 }
 
 func (c Config) logf(format string, args ...any) {
@@ -117,15 +150,24 @@ func Run(ctx context.Context, cfg Config) ([]Row, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(tmp)
+	if err := CheckFigures(cfg.Only); err != nil {
+		return nil, err
+	}
 	var rows []Row
-	for _, figures := range []func() ([]Row, error){
+	for _, step := range []struct {
+		wanted  bool
+		figures func() ([]Row, error)
+	}{
 		// The browser first: it is the most sensitive to what else ran.
-		func() ([]Row, error) { return browserFigures(ctx, cfg, tmp) },
-		func() ([]Row, error) { return nativeFigures(ctx, cfg) },
-		func() ([]Row, error) { return sizeFigures(ctx, cfg, tmp) },
+		{cfg.wants(FigInbound) || cfg.wants(FigRoundTrip) || cfg.wants(FigReload), func() ([]Row, error) { return browserFigures(ctx, cfg, tmp) }},
+		{cfg.wants(FigNative), func() ([]Row, error) { return nativeFigures(ctx, cfg) }},
+		{cfg.wants(FigSize), func() ([]Row, error) { return sizeFigures(ctx, cfg, tmp) }},
 	} {
+		if !step.wanted {
+			continue
+		}
 		start := time.Now()
-		r, err := figures()
+		r, err := step.figures()
 		if err != nil {
 			return rows, err
 		}

@@ -123,8 +123,14 @@ func browserFigures(ctx context.Context, cfg Config, tmp string) ([]Row, error) 
 		return nil, err
 	}
 	var rows []Row
-	for _, measure := range []func() ([]Row, error){s.inbound, s.roundTrips, s.reloads} {
-		r, err := measure()
+	for _, fig := range []struct {
+		name    string
+		measure func() ([]Row, error)
+	}{{FigInbound, s.inbound}, {FigRoundTrip, s.roundTrips}, {FigReload, s.reloads}} {
+		if !cfg.wants(fig.name) {
+			continue
+		}
+		r, err := fig.measure()
 		if err != nil {
 			return nil, err
 		}

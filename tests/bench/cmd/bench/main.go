@@ -4,6 +4,11 @@
 // stderr.
 //
 //	go run ./tests/bench/cmd/bench [-module dist] [-smoke] [-profile missed|all|none]
+//		[-only inbound,roundtrip,reload,native,size] [-streams n] [-round-trips n]
+//
+// -only measures some figures and not the rest (the browser's alone take
+// about a minute instead of the table's few), for iterating on one part;
+// the table `make bench` prints is the whole one.
 package main
 
 import (
@@ -13,6 +18,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 
 	"github.com/relaywasm/relaywasm/tests/bench"
 )
@@ -22,32 +28,56 @@ func main() {
 	chromium := flag.String("chromium", "/usr/bin/chromium", "Chromium's executable")
 	smoke := flag.Bool("smoke", false, "tiny sizes: check the harness, measure nothing worth reading")
 	profile := flag.String("profile", bench.ProfileMissed, "explain figures with a profile: missed (those that miss their target), all (every figure with a target) or none")
+	only := flag.String("only", "", "measure only these figures, comma separated: "+strings.Join(bench.Figures, ", ")+" (default: all)")
+	streams := flag.Int("streams", 0, "inbound streams per variant (default: the full size's)")
+	roundTrips := flag.Int("round-trips", 0, "round trips per client (default: the full size's)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	if err := run(ctx, *module, *chromium, *smoke, *profile); err != nil {
+	o := options{module: *module, chromium: *chromium, smoke: *smoke, profile: *profile, streams: *streams, roundTrips: *roundTrips}
+	if *only != "" {
+		o.only = strings.Split(*only, ",")
+	}
+	if err := run(ctx, o); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, module, chromium string, smoke bool, profile string) error {
-	if profile == "none" {
-		profile = bench.ProfileNone
+// options are the command's flags.
+type options struct {
+	module, chromium, profile string
+	smoke                     bool
+	only                      []string // -only, split
+	streams, roundTrips       int      // 0: the size's own
+}
+
+func run(ctx context.Context, o options) error {
+	if o.profile == "none" {
+		o.profile = bench.ProfileNone
+	}
+	if err := bench.CheckFigures(o.only); err != nil {
+		return err
 	}
 	root, err := bench.ModuleRoot(".")
 	if err != nil {
 		return err
 	}
 	cfg := bench.Config{
-		Root: root, ModuleDir: module, Chromium: chromium, Sizes: bench.Full(),
-		Profile: profile, ProfileDir: filepath.Join(root, "tests", "bench", "out"), Log: os.Stderr,
+		Root: root, ModuleDir: o.module, Chromium: o.chromium, Sizes: bench.Full(), Only: o.only,
+		Profile: o.profile, ProfileDir: filepath.Join(root, "tests", "bench", "out"), Log: os.Stderr,
 	}
 	if cfg.ModuleDir == "" {
 		cfg.ModuleDir = filepath.Join(root, "dist")
 	}
-	if smoke {
+	if o.smoke {
 		cfg.Sizes = bench.Smoke()
+	}
+	if o.streams > 0 {
+		cfg.Sizes.Streams = o.streams
+	}
+	if o.roundTrips > 0 {
+		cfg.Sizes.RoundTrips = o.roundTrips
 	}
 	rows, err := bench.Run(ctx, cfg)
 	bench.Render(os.Stdout, rows)
