@@ -58,19 +58,18 @@ func (r *runner) dial(ctx context.Context) (Conn, error) {
 
 // readLoop parses what the socket delivers and hands it over a batch at a
 // time. A frame that does not parse is dropped, as librelay's Reader would:
-// one garbled frame does not prove the connection is unusable.
+// one garbled frame does not prove the connection is unusable. A Conn that
+// parses frames itself (FrameReader) hands them over as they are.
 func readLoop(ctx context.Context, conn Conn, out chan<- inbound) {
+	fr, parses := conn.(FrameReader)
 	for {
-		msgs, err := conn.Read(ctx)
-		in := inbound{err: err}
-		if len(msgs) > 0 {
-			in.frames = make([]librelay.Frame, 0, len(msgs))
+		var in inbound
+		if parses {
+			in.frames, in.err = fr.ReadFrames(ctx)
+		} else {
+			in = readMessages(ctx, conn)
 		}
-		for _, m := range msgs {
-			if f, perr := librelay.ParseFrame(m); perr == nil {
-				in.frames = append(in.frames, f)
-			}
-		}
+		err := in.err
 		select {
 		case out <- in:
 		case <-ctx.Done():
@@ -80,6 +79,21 @@ func readLoop(ctx context.Context, conn Conn, out chan<- inbound) {
 			return
 		}
 	}
+}
+
+// readMessages reads one batch of messages and parses them.
+func readMessages(ctx context.Context, conn Conn) inbound {
+	msgs, err := conn.Read(ctx)
+	in := inbound{err: err}
+	if len(msgs) > 0 {
+		in.frames = make([]librelay.Frame, 0, len(msgs))
+	}
+	for _, m := range msgs {
+		if f, perr := librelay.ParseFrame(m); perr == nil {
+			in.frames = append(in.frames, f)
+		}
+	}
+	return in
 }
 
 // serve runs one connection: hello, welcome, resume, then frames both ways

@@ -3,6 +3,8 @@ package client
 import (
 	"context"
 	"strconv"
+
+	"github.com/relaywasm/relaywasm/librelay"
 )
 
 // Transport opens WebSockets to a relay's browser leg. The engine calls Dial
@@ -42,6 +44,31 @@ type Conn interface {
 	// Close sends a close frame with code and reason and releases the socket.
 	// Browsers let script send only 1000 and 3000–4999.
 	Close(code int, reason string) error
+}
+
+// FrameReader is implemented by a Conn that parses the frames itself. The
+// engine calls ReadFrames instead of Read when its Conn has it; ReadFrames
+// is Read with librelay.ParseFrame already applied to every message.
+//
+// It exists for the browser: the page parses every message with JSON.parse
+// anyway (native code, and the application needs the object), while Go's
+// own scan of a 1 KiB frame, compiled to WebAssembly, costs several times
+// what the page spends on it. jsbridge's transport hands the engine frames
+// built from what JSON.parse found, and scans in Go only the frames the
+// engine must read (relay.* control, session.resumed) or keep (a
+// transcript).
+//
+// The rules are Read's (every frame that arrived before a close is returned
+// before the close is) plus: every frame passes librelay.Frame.Validate, a
+// message that is not a frame is left out (as the engine drops one Read
+// returns), and the frames and their slices belong to the engine once
+// returned. The Payload of an acp.message frame is only passed on, to
+// OnMessages and, with Options.History, to the Store's transcript: a
+// transport whose OnMessages is its own (jsbridge) may hand a token that
+// stands for the payload instead of the payload itself, as long as it keeps
+// real payloads whenever a transcript is kept.
+type FrameReader interface {
+	ReadFrames(ctx context.Context) ([]librelay.Frame, error)
 }
 
 // CloseError is how a Conn reports that the peer closed the socket: the

@@ -1,0 +1,122 @@
+//go:build !js
+
+package client_test
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/relaywasm/relaywasm/librelay"
+	"github.com/relaywasm/relaywasm/wasm/client"
+)
+
+// A Conn that parses frames itself (client.FrameReader) is read through
+// ReadFrames only, and the Payload it gives an acp.message reaches
+// OnMessages as it is: here a token standing for the payload, as
+// jsbridge's transport hands one, which the handler turns back into the
+// message. The stream arrives whole and in order all the same.
+func TestFrameReaderIsUsed(t *testing.T) {
+	s := newStack(t, nil, nil)
+	c := newCollector()
+	tr := &tokenTransport{inner: client.DefaultTransport}
+	o := s.options(client.NewMemoryStore(), c)
+	o.History = 0 // tokens stand for payloads only when no transcript is kept
+	o.Transport = tr
+	o.OnMessage = nil
+	o.OnMessages = func(batch []client.Message) (int, error) {
+		for i, m := range batch {
+			payload, ok := tr.payload(m.Payload)
+			if !ok {
+				t.Errorf("message seq %d reached OnMessages without its token: %q", m.Seq, m.Payload)
+				return i, errors.New("no token")
+			}
+			m.Payload = payload
+			if err := c.onMessage(m); err != nil {
+				return i, err
+			}
+		}
+		return len(batch), nil
+	}
+	a := s.attach(o)
+	session := c.startChat(t, a)
+	c.call(t, a, 3, "session/prompt", promptParams(session, "count 300"))
+	msgs := c.snapshot()
+	checkSeqs(t, msgs, 1, msgs[len(msgs)-1].Seq)
+	checkCount(t, chunks(msgs), 300)
+	if n := tr.reads.Load(); n != 0 {
+		t.Fatalf("Read was called %d times on a FrameReader", n)
+	}
+	if tr.frameReads.Load() == 0 {
+		t.Fatal("ReadFrames was never called")
+	}
+}
+
+// tokenTransport dials with inner and wraps each Conn in a tokenConn.
+type tokenTransport struct {
+	inner             client.Transport
+	reads, frameReads atomic.Int64
+
+	mu       sync.Mutex
+	payloads [][]byte // by token
+}
+
+func (tr *tokenTransport) Dial(ctx context.Context, url string, protocols []string) (client.Conn, error) {
+	c, err := tr.inner.Dial(ctx, url, protocols)
+	if err != nil {
+		return nil, err
+	}
+	return &tokenConn{Conn: c, tr: tr}, nil
+}
+
+// token keeps payload and returns the bytes that stand for it: a zero byte
+// (no JSON text starts with one) and the payload's number.
+func (tr *tokenTransport) token(payload []byte) []byte {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	tr.payloads = append(tr.payloads, payload)
+	return binary.LittleEndian.AppendUint32([]byte{0}, uint32(len(tr.payloads)-1))
+}
+
+func (tr *tokenTransport) payload(token []byte) ([]byte, bool) {
+	if len(token) != 5 || token[0] != 0 {
+		return nil, false
+	}
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	i := int(binary.LittleEndian.Uint32(token[1:]))
+	if i >= len(tr.payloads) {
+		return nil, false
+	}
+	return tr.payloads[i], true
+}
+
+type tokenConn struct {
+	client.Conn
+	tr *tokenTransport
+}
+
+func (c *tokenConn) Read(ctx context.Context) ([][]byte, error) {
+	c.tr.reads.Add(1)
+	return nil, errors.New("Read called on a FrameReader")
+}
+
+func (c *tokenConn) ReadFrames(ctx context.Context) ([]librelay.Frame, error) {
+	c.tr.frameReads.Add(1)
+	msgs, err := c.Conn.Read(ctx)
+	var frames []librelay.Frame
+	for _, m := range msgs {
+		f, perr := librelay.ParseFrame(m)
+		if perr != nil {
+			continue
+		}
+		if f.Type == librelay.TypeACPMessage {
+			f.Payload = c.tr.token(f.Payload)
+		}
+		frames = append(frames, f)
+	}
+	return frames, err
+}
