@@ -5,9 +5,12 @@ package jsbridge
 import (
 	"context"
 	"crypto/ed25519"
+	"encoding/binary"
 	"errors"
+	"math"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall/js"
 	"time"
 	"unsafe"
@@ -55,8 +58,10 @@ type relay struct {
 type attachment struct {
 	handle int
 	relay  *relay
-	att    *client.Attachment // set once Attach returned
-	batch  []byte             // reused to build each delivery
+	att    *client.Attachment   // set once Attach returned
+	sock   atomic.Pointer[conn] // the socket dialled last, whose messages are delivered
+	out    []byte               // reused to build each delivery's entries
+	slow   []byte               // reused for the payloads relay.js has no object of
 }
 
 // Register exports the API to relay.js, which resolves loadRelay once it is
@@ -222,7 +227,7 @@ func (a *attachment) options(v js.Value) (client.Options, error) {
 		Name:             jsString(opt("name")),
 		History:          jsInt(opt("history")),
 		Store:            a.relay.store,
-		Transport:        Transport{},
+		Transport:        apiTransport{a: a, keep: jsInt(opt("history")) > 0},
 		Credential:       a.credential,
 		OnMessages:       a.deliver,
 		OnState:          a.onState,
@@ -282,9 +287,12 @@ func (a *attachment) credential(ctx context.Context) (string, error) {
 	}
 }
 
-// deliver hands one batch to the application: one JSON text
-// [[seq, replay, payload], …] with the payloads spliced in as they arrived,
-// which relay.js parses once. relay.js answers how many messages the handler
+// deliver hands one batch to the application. relay.js holds the parsed
+// object of nearly every message (frames.go); deliver tells it which, per
+// message two float64s in the bridge's out buffer: flags (1: replay, 2: not
+// parsed by relay.js) and the object's index, or for a message relay.js has
+// no object of its place in a JSON text [[seq, payload], …] passed along,
+// parsed there once. relay.js answers how many messages the handler
 // accepted, at once, or later (-1) when a handler returned a Promise.
 func (a *attachment) deliver(batch []client.Message) (int, error) {
 	if len(batch) == 0 {
@@ -294,28 +302,39 @@ func (a *attachment) deliver(batch []client.Message) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	buf := append(a.batch[:0], '[')
-	for i, m := range batch {
-		if i > 0 {
-			buf = append(buf, ',')
-		}
-		buf = append(buf, '[')
-		buf = strconv.AppendUint(buf, m.Seq, 10)
+	c := a.sock.Load()
+	out, slow := a.out[:0], a.slow[:0]
+	nslow := 0
+	for _, m := range batch {
+		flags := 0.0
 		if m.Replay {
-			buf = append(buf, ",1,"...)
-		} else {
-			buf = append(buf, ",0,"...)
+			flags = deliverReplay
 		}
-		buf = appendPayload(buf, m.Payload)
-		buf = append(buf, ']')
+		index, ok := c.take(m.Payload)
+		if !ok {
+			flags += deliverText
+			index = float64(nslow)
+			nslow++
+			slow = appendSlow(slow, m)
+		}
+		out = binary.LittleEndian.AppendUint64(out, math.Float64bits(flags))
+		out = binary.LittleEndian.AppendUint64(out, math.Float64bits(index))
 	}
-	buf = append(buf, ']')
-	a.batch = buf
+	a.out, a.slow = out, slow
+	var session, text any // null unless some message was not parsed by relay.js
+	if nslow > 0 {
+		slow = append(slow, ']')
+		a.slow = slow
+		session = batch[0].Session
+		text = unsafe.String(unsafe.SliceData(slow), len(slow))
+	}
+	sock := 0
+	if c != nil {
+		sock = c.handle
+	}
 	id, events, stop := newWait()
 	defer stop()
-	// The text is copied into a JavaScript string during the call; no Go
-	// string copy is needed first.
-	res, err := call(b, "deliver", a.handle, batch[0].Session, unsafe.String(unsafe.SliceData(buf), len(buf)), id)
+	res, err := deliverOut(b, out, a.handle, sock, len(batch), id, session, text)
 	if err != nil {
 		return 0, err
 	}
@@ -328,6 +347,54 @@ func (a *attachment) deliver(batch []client.Message) (int, error) {
 		return n, ErrHandlerFailed
 	}
 	return n, nil
+}
+
+// Flags of a delivery entry (relay.js deliver).
+const (
+	deliverReplay = 1
+	deliverText   = 2
+)
+
+// appendSlow adds [seq, payload] to the JSON text of the messages relay.js
+// has no object of (the closing bracket is added at the end).
+func appendSlow(buf []byte, m client.Message) []byte {
+	if len(buf) == 0 {
+		buf = append(buf, '[')
+	} else {
+		buf = append(buf, ',')
+	}
+	buf = append(buf, '[')
+	buf = strconv.AppendUint(buf, m.Seq, 10)
+	buf = append(buf, ',')
+	buf = appendPayload(buf, m.Payload)
+	return append(buf, ']')
+}
+
+// The out buffer is one Uint8Array of relay.js, shared by every
+// attachment: relay.js copies a delivery's entries out of it before it
+// runs any handler, and mu keeps two deliveries from filling it at once.
+var outBuf struct {
+	mu  sync.Mutex
+	arr js.Value // the bridge's current out buffer
+	n   int      // its length
+}
+
+// deliverOut copies entries into the out buffer and calls relay.js's
+// deliver(args…).
+func deliverOut(b js.Value, entries []byte, args ...any) (js.Value, error) {
+	outBuf.mu.Lock()
+	defer outBuf.mu.Unlock()
+	if outBuf.n < len(entries) {
+		arr, err := call(b, "outBuffer", len(entries))
+		if err != nil {
+			return js.Undefined(), err
+		}
+		outBuf.arr, outBuf.n = arr, length(arr)
+	}
+	if _, err := copyBytesToJS(outBuf.arr, entries); err != nil {
+		return js.Undefined(), err
+	}
+	return call(b, "deliver", args...)
 }
 
 // appendPayload splices a payload into a JSON text; an absent one is null.

@@ -29,6 +29,8 @@ import (
 	"errors"
 	"sync"
 	"syscall/js"
+
+	"github.com/relaywasm/relaywasm/librelay"
 )
 
 // bridgeGlobal names the object relay.js installs on globalThis. Its version
@@ -62,11 +64,13 @@ func initBridge() {
 		bridgeErr = ErrNoBridge
 		return
 	}
-	fns := make([]any, 0, 4)
+	args := make([]any, 0, 6)
 	for _, fn := range []func(js.Value, []js.Value) any{onFrames, onSocket, onDone, onTurn} {
-		fns = append(fns, funcOf(fn))
+		args = append(args, funcOf(fn))
 	}
-	if _, err := call(b, "init", fns...); err != nil {
+	// What relay.js must know to hand frames over as Go would read them.
+	args = append(args, librelay.TypeACPMessage, librelay.MaxFrameBytes)
+	if _, err := call(b, "init", args...); err != nil {
 		bridgeErr = err
 		return
 	}

@@ -39,6 +39,25 @@ var (
 
 // Dial implements client.Transport.
 func (Transport) Dial(ctx context.Context, url string, protocols []string) (client.Conn, error) {
+	return dial(ctx, url, protocols, modeText)
+}
+
+// How relay.js hands a socket's messages over (relay.js dial, put).
+const (
+	// modeText: each message as it arrived, for the engine to parse
+	// (Transport, for Go code that has its own OnMessage).
+	modeText = 0
+	// modeParse: relay.js parses each message with JSON.parse and hands
+	// an acp.message over as its envelope only, keeping the parsed
+	// payload for deliver (the JavaScript API without a transcript).
+	modeParse = 1
+	// modeParseKeep: as modeParse, but an acp.message comes with its text
+	// too, because the transcript keeps its payload (history > 0).
+	modeParseKeep = 2
+)
+
+// dial opens a socket whose messages relay.js hands over in mode.
+func dial(ctx context.Context, url string, protocols []string, mode int) (*conn, error) {
 	b, err := theBridge()
 	if err != nil {
 		return nil, err
@@ -51,7 +70,7 @@ func (Transport) Dial(ctx context.Context, url string, protocols []string) (clie
 	// Register before dialling: no event can arrive before dial returns (the
 	// page has one thread), but the handle is only known after it.
 	sockets.mu.Lock()
-	h, err := call(b, "dial", url, protos)
+	h, err := call(b, "dial", url, protos, mode)
 	if err != nil {
 		sockets.mu.Unlock()
 		return nil, err
@@ -84,34 +103,46 @@ func socketByHandle(h int) *conn {
 	return sockets.m[h]
 }
 
-// conn is one browser WebSocket. Messages arrive packed by relay.js as
-// [u32 length][bytes]…; they are appended to pending as they come and Read
+// conn is one browser WebSocket. relay.js packs the messages of each flush
+// as records (frames.go) that are appended to pending as they come; a read
 // takes the whole of pending at once, swapping buffers so neither the
-// callback nor Read allocates in the steady state.
+// callback nor the read allocates in the steady state.
 type conn struct {
 	bridge js.Value
 	handle int
 	opened chan error    // the outcome of the dial, sent once
-	wake   chan struct{} // Read's doorbell, never blocks the sender
+	wake   chan struct{} // the reader's doorbell, never blocks the sender
 
 	mu      sync.Mutex
 	isOpen  bool
-	pending []byte // packed messages not yet returned by Read
-	spare   []byte // the buffer the previous Read returned, reused next
+	pending []byte // records not yet read
+	spare   []byte // the buffer the previous read returned, reused next
 	err     error  // why the socket ended; reported once pending is empty
+	marks   []mark // acp.message frames handed to the engine whose object relay.js keeps
 
-	msgs [][]byte // Read's result, reused
+	msgs [][]byte   // Read's result, reused
+	dec  recDecoder // ReadFrames's, across batches
 }
 
 // Read implements client.Conn.
 func (c *conn) Read(ctx context.Context) ([][]byte, error) {
+	batch, err := c.next(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return c.split(batch), nil
+}
+
+// next waits for records and returns all of them, or why the socket ended
+// once none is left. The bytes are valid until the next call.
+func (c *conn) next(ctx context.Context) ([]byte, error) {
 	for {
 		c.mu.Lock()
 		if len(c.pending) > 0 {
 			batch := c.pending
 			c.pending, c.spare = c.spare[:0], batch
 			c.mu.Unlock()
-			return c.split(batch), nil
+			return batch, nil
 		}
 		err := c.err
 		c.mu.Unlock()
@@ -126,17 +157,20 @@ func (c *conn) Read(ctx context.Context) ([][]byte, error) {
 	}
 }
 
-// split cuts a packed batch into its messages, in place.
+// split cuts a batch of text records (all a socket in modeText gets) into
+// its messages, in place.
 func (c *conn) split(batch []byte) [][]byte {
 	c.msgs = c.msgs[:0]
-	for len(batch) >= 4 {
-		n := int(uint32(batch[0]) | uint32(batch[1])<<8 | uint32(batch[2])<<16 | uint32(batch[3])<<24)
-		batch = batch[4:]
-		if n > len(batch) {
-			break // cannot happen: relay.js writes whole messages
+	for len(batch) > 0 {
+		var msg []byte
+		var ok bool
+		if batch[0] != recText {
+			break // cannot happen: relay.js writes only text records in modeText
 		}
-		c.msgs = append(c.msgs, batch[:n:n])
-		batch = batch[n:]
+		if msg, batch, ok = cut(batch[1:]); !ok {
+			break
+		}
+		c.msgs = append(c.msgs, msg)
 	}
 	return c.msgs
 }

@@ -6,6 +6,9 @@
 //   - The WebSocket event handlers. Crossing from JavaScript into Go costs far
 //     more than the work done per frame, so incoming messages are queued here
 //     and handed to Go once per event-loop turn, packed into one byte buffer.
+//   - Parsing. Each message is parsed here, once, with JSON.parse; Go gets the
+//     envelope of an acp.message (what its decisions need) and answers which
+//     of the parsed messages to deliver (jsbridge/frames.go says why).
 //   - Small helpers Go calls through one well-known global (BRIDGE below):
 //     there is no eval and no new Function anywhere, so pages with a strict
 //     Content-Security-Policy can load it.
@@ -51,42 +54,106 @@ function makeBridge() {
     }
   };
 
-  // The batch buffer: [u32 little-endian byte length][UTF-8 bytes] per message.
-  // It is reused across flushes and grows when a batch does not fit.
+  // The batch buffer: one record per message (jsbridge/frames.go), reused
+  // across flushes and grown when a batch does not fit.
+  //   REC_TEXT      [0][u32 n][UTF-8]                the message as it arrived
+  //   REC_ACP       [1][f64 index][f64 seq][field×5] an acp.message, parsed here
+  //   REC_ACP_TEXT  [2][f64 index][u32 n][UTF-8]     one parsed here, and its text
+  // A field is [u32 n][UTF-8] or [SAME] for the socket's previous REC_ACP value.
+  const REC_TEXT = 0;
+  const REC_ACP = 1;
+  const REC_ACP_TEXT = 2;
+  const SAME = 0xffffffff;
+  const FIELDS = ["instance", "session", "id", "re", "trace"];
+  // How a socket hands its messages over (Go's dial mode).
+  const MODE_TEXT = 0; // as they arrived
+  const MODE_PARSE = 1; // acp.messages parsed here, as REC_ACP when they can be
+  const MODE_PARSE_KEEP = 2; // parsed here, and always with their text (a transcript keeps it)
   const encoder = new TextEncoder();
   let buf = new Uint8Array(64 << 10);
+  let view = new DataView(buf.buffer);
+  let acpType = "acp.message"; // librelay.TypeACPMessage; Go says so at init
+  let maxFrameBytes = 16 << 20; // librelay.MaxFrameBytes; likewise
 
-  const grow = (used, need) => {
-    const next = new Uint8Array(Math.max(need, buf.length * 2));
-    next.set(buf.subarray(0, used));
+  // room makes sure need bytes fit at off, keeping the used ones.
+  const room = (off, need) => {
+    if (buf.length >= off + need) return;
+    const next = new Uint8Array(Math.max(off + need, buf.length * 2));
+    next.set(buf.subarray(0, off));
     buf = next;
+    view = new DataView(buf.buffer);
   };
 
-  // put appends one message at off and returns the new end.
-  const put = (m, off) => {
-    if (typeof m !== "string") {
-      // A binary message; the relay sends only text, but bytes are bytes.
-      const b = new Uint8Array(m);
-      if (buf.length < off + 4 + b.length) grow(off, off + 4 + b.length);
-      buf.set(b, off + 4);
-      return len(off, b.length);
+  // put appends the record of one message at off and returns the new end.
+  const put = (s, m, off) => {
+    if (typeof m !== "string") return putText(new Uint8Array(m), off, REC_TEXT, 0); // binary: bytes are bytes
+    if (s.mode === MODE_TEXT) return putText(m, off, REC_TEXT, 0);
+    let f;
+    try {
+      f = JSON.parse(m);
+    } catch {
+      return putText(m, off, REC_TEXT, 0); // Go parses it, and drops it
     }
-    for (;;) {
-      // Encoding into what is left fails only when the message is longer in
-      // UTF-8 than the room left; then grow to the worst case and retry.
-      if (buf.length - off - 4 >= m.length) {
-        const r = encoder.encodeInto(m, buf.subarray(off + 4));
-        if (r.read === m.length) return len(off, r.written);
-      }
-      grow(off, off + 4 + m.length * 3);
-    }
+    if (f === null || typeof f !== "object" || f.type !== acpType) return putText(m, off, REC_TEXT, 0);
+    const index = s.base + s.frames.length;
+    s.frames.push(f);
+    if (s.mode === MODE_PARSE && plain(f) && m.length * 3 <= maxFrameBytes) return putACP(s, f, index, off);
+    return putText(m, off, REC_ACP_TEXT, index);
   };
-  const len = (off, n) => {
-    buf[off] = n;
-    buf[off + 1] = n >>> 8;
-    buf[off + 2] = n >>> 16;
-    buf[off + 3] = n >>> 24;
-    return off + 4 + n;
+
+  // plain says whether an acp.message's envelope can be handed over as
+  // REC_ACP: every field a string or absent, and seq an exact count. Anything
+  // else goes as text, for Go to judge as it judges any frame.
+  const plain = (f) =>
+    (f.seq === undefined || (Number.isSafeInteger(f.seq) && f.seq >= 0)) &&
+    str(f.instance) && str(f.session) && str(f.id) && str(f.re) && str(f.trace);
+  const str = (v) => v === undefined || typeof v === "string";
+
+  const putText = (m, off, kind, index) => {
+    const head = kind === REC_TEXT ? 5 : 13;
+    if (typeof m !== "string") {
+      room(off, head + m.length);
+      buf.set(m, off + head);
+      return head_(off, kind, index, head, m.length);
+    }
+    // Encoding into what is left fails only when the message is longer in
+    // UTF-8 than the room left; then make room for the worst case.
+    room(off, head + m.length);
+    let r = encoder.encodeInto(m, buf.subarray(off + head));
+    if (r.read !== m.length) {
+      room(off, head + m.length * 3);
+      r = encoder.encodeInto(m, buf.subarray(off + head));
+    }
+    return head_(off, kind, index, head, r.written);
+  };
+  const head_ = (off, kind, index, head, n) => {
+    buf[off] = kind;
+    if (kind !== REC_TEXT) view.setFloat64(off + 1, index, true);
+    view.setUint32(off + head - 4, n, true);
+    return off + head + n;
+  };
+
+  const putACP = (s, f, index, off) => {
+    room(off, 17 + 4 * FIELDS.length);
+    buf[off] = REC_ACP;
+    view.setFloat64(off + 1, index, true);
+    view.setFloat64(off + 9, f.seq ?? 0, true);
+    off += 17;
+    for (let i = 0; i < FIELDS.length; i++) {
+      const v = f[FIELDS[i]] ?? "";
+      if (v === s.prev[i]) {
+        room(off, 4);
+        view.setUint32(off, SAME, true);
+        off += 4;
+        continue;
+      }
+      s.prev[i] = v;
+      room(off, 4 + v.length * 3);
+      const n = v === "" ? 0 : encoder.encodeInto(v, buf.subarray(off + 4)).written;
+      view.setUint32(off, n, true);
+      off += 4 + n;
+    }
+    return off;
   };
 
   const flush = (s) => {
@@ -95,11 +162,18 @@ function makeBridge() {
     if (q.length === 0) return;
     s.queue = [];
     let off = 0;
-    for (const m of q) off = put(m, off);
+    for (const m of q) off = put(s, m, off);
     goFrames(s.handle, buf, off);
     // A burst can grow the buffer a lot; do not hold on to it for good.
-    if (buf.length > 8 << 20) buf = new Uint8Array(64 << 10);
+    if (buf.length > 8 << 20) {
+      buf = new Uint8Array(64 << 10);
+      view = new DataView(buf.buffer);
+    }
   };
+
+  // Go's answer to a delivery: per message [flags, index] (Go fills it
+  // through outBuffer, then calls deliver).
+  let out = new Float64Array(256);
 
   const SOCKET_OPEN = 0;
   const SOCKET_CLOSE = 1;
@@ -154,11 +228,56 @@ function makeBridge() {
       c?.reject(new RelayError(code, message));
     },
 
+    // outBuffer is Go asking for an out buffer of at least n bytes.
+    outBuffer(n) {
+      if (out.byteLength < n) out = new Float64Array(Math.max(n / 8, out.length * 2));
+      return new Uint8Array(out.buffer);
+    },
+
     // Callbacks of an attachment, from Go. Each routes to the Attachment
     // object; none throws back into Go.
-    deliver(handle, session, text, waitID) {
+    //
+    // deliver hands n messages to onMessage: Go put [flags, index] for each
+    // in the out buffer, index being that of the socket's parsed message, or
+    // with flags & 2 the place of [seq, payload] in the JSON text slow (for
+    // a message not parsed here; session is then the one it arrived on).
+    deliver(handle, sock, n, waitID, session, slow) {
       const a = this.attachments.get(handle);
-      return a ? a._deliver(JSON.parse(text), session, waitID) : 0;
+      if (!a) return 0;
+      const s = sockets.get(sock);
+      const texts = slow === null ? null : JSON.parse(slow);
+      // Everything is read out of the shared buffer before any handler runs.
+      const batch = new Array(n);
+      const replay = new Uint8Array(n);
+      let dropped = false;
+      for (let i = 0; i < n; i++) {
+        const flags = out[2 * i];
+        const v = out[2 * i + 1];
+        replay[i] = flags & 1;
+        if (flags & 2) {
+          const [seq, payload] = texts[v];
+          batch[i] = { seq, session, payload };
+          continue;
+        }
+        if (!dropped && s) {
+          // The socket's messages before the first one delivered now will
+          // never be delivered: Go delivers in order.
+          dropped = true;
+          if (v > s.base) {
+            s.frames.splice(0, v - s.base);
+            s.base = v;
+          }
+        }
+        const f = s?.frames[v - s.base];
+        if (f === undefined) {
+          // Cannot happen; refusing the message fetches it again.
+          console.error("relay.js: relay.wasm delivered a message this page does not hold");
+          batch.length = i;
+          break;
+        }
+        batch[i] = f;
+      }
+      return a._deliver(batch, replay, waitID);
     },
     state(handle, state, info) {
       this.attachments.get(handle)?._state(state, info);
@@ -186,22 +305,40 @@ function makeBridge() {
       goDone(id, kind, value);
     },
 
-    // init registers Go's callbacks. Go calls it once per process.
-    init(frames, socket, done, turn) {
+    // init registers Go's callbacks and the names Go shares. Go calls it
+    // once per process.
+    init(frames, socket, done, turn, acp, maxFrame) {
       goFrames = toGo(frames);
       goSocket = toGo(socket);
       goDone = toGo(done);
       goTurn = toGo(turn);
+      acpType = acp;
+      maxFrameBytes = maxFrame;
     },
 
-    // dial opens a WebSocket and returns its handle. Throws (a SyntaxError)
-    // for a URL or subprotocol the browser refuses outright.
-    dial(url, protocols) {
+    // dial opens a WebSocket whose messages go to Go in mode (MODE_*), and
+    // returns its handle. Throws (a SyntaxError) for a URL or subprotocol the
+    // browser refuses outright. The socket is known by its handle until Go
+    // closes it (close), or until it closes unopened: Go may still deliver
+    // its messages after the close event.
+    dial(url, protocols, mode) {
       const ws = new WebSocket(url, protocols);
       ws.binaryType = "arraybuffer";
-      const s = { handle: nextSocket++, ws, queue: [] };
+      const s = {
+        handle: nextSocket++,
+        ws,
+        mode,
+        queue: [],
+        opened: false,
+        frames: [], // parsed acp.messages, s.base + i being frames[i]'s index
+        base: 0,
+        prev: FIELDS.map(() => ""), // the last REC_ACP's fields
+      };
       sockets.set(s.handle, s);
-      ws.onopen = () => goSocket(s.handle, SOCKET_OPEN, 0, ws.protocol);
+      ws.onopen = () => {
+        s.opened = true;
+        goSocket(s.handle, SOCKET_OPEN, 0, ws.protocol);
+      };
       ws.onmessage = (ev) => {
         s.queue.push(ev.data);
         if (!dirty.has(s)) {
@@ -213,7 +350,7 @@ function makeBridge() {
       // close does: flush the queue first, synchronously.
       ws.onclose = (ev) => {
         flush(s);
-        sockets.delete(s.handle);
+        if (!s.opened) sockets.delete(s.handle);
         goSocket(s.handle, SOCKET_CLOSE, ev.code, ev.reason);
       };
       return s.handle;
@@ -228,11 +365,15 @@ function makeBridge() {
       return true;
     },
 
-    // close starts the closing handshake. Throws for a code script may not
-    // send (only 1000 and 3000–4999 are allowed).
+    // close starts the closing handshake, and forgets the socket: Go is done
+    // with it. Throws for a code script may not send (only 1000 and
+    // 3000–4999 are allowed).
     close(handle, code, reason) {
       const s = sockets.get(handle);
-      if (s) s.ws.close(code, reason);
+      if (!s) return;
+      sockets.delete(handle);
+      dirty.delete(s);
+      s.ws.close(code, reason);
     },
 
     // later calls Go's turn callback once, on the next event-loop turn, so
@@ -499,24 +640,24 @@ class Attachment {
     }
   }
 
-  // Delivery of one batch, [[seq, replay, message], …], parsed once. Returns
-  // how many the handler accepted, or -1 when a handler returned a Promise;
-  // the count then goes to Go when the batch is done. A message counts as
-  // accepted once its handler returned, or its Promise resolved, without
-  // throwing: only those move the cursor.
-  _deliver(batch, session, waitID, from = 0) {
+  // Delivery of one batch: parsed frames ({seq, session, payload}) and
+  // whether each is a replay. Returns how many the handler accepted, or -1
+  // when a handler returned a Promise; the count then goes to Go when the
+  // batch is done. A message counts as accepted once its handler returned, or
+  // its Promise resolved, without throwing: only those move the cursor.
+  _deliver(batch, replay, waitID, from = 0) {
     for (let i = from; i < batch.length; i++) {
-      const [seq, replay, message] = batch[i];
+      const f = batch[i];
       let r;
       try {
-        r = this.onMessage(message, { seq, session, replay: replay === 1 });
+        r = this.onMessage(f.payload ?? null, { seq: f.seq ?? 0, session: f.session ?? "", replay: replay[i] === 1 });
       } catch (e) {
         report("onMessage", e);
         return this.#delivered(i, waitID, from);
       }
       if (r !== null && typeof r === "object" && typeof r.then === "function") {
         Promise.resolve(r).then(
-          () => this._deliver(batch, session, waitID, i + 1),
+          () => this._deliver(batch, replay, waitID, i + 1),
           (e) => {
             report("onMessage", e);
             B.done(waitID, 0, i);

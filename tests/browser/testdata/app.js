@@ -4,10 +4,10 @@
 
 // recorder returns the handlers of one attachment and what they saw.
 //   async:   onMessage returns a Promise that resolves a moment later
-//   failSeq: onMessage throws the first time it sees this seq
+//   failSeq: onMessage throws the first time it sees this seq (0: an unsequenced message)
 //   offlineAt: after accepting this many messages, the browser goes offline
 //              (from inside the handler, so it happens mid-batch)
-export function recorder({ async = false, failSeq = 0, offlineAt = 0 } = {}) {
+export function recorder({ async = false, failSeq = -1, offlineAt = 0 } = {}) {
   const r = {
     messages: [], // accepted ACP messages, in order
     metas: [], // their meta
@@ -27,7 +27,7 @@ export function recorder({ async = false, failSeq = 0, offlineAt = 0 } = {}) {
     const accept = () => {
       r.messages.push(msg);
       r.metas.push(meta);
-      if (msg.id !== undefined && msg.method === undefined) r.byID.set(msg.id, msg);
+      if (msg?.id !== undefined && msg.method === undefined) r.byID.set(msg.id, msg);
       if (isChunk(msg)) r.chunkCount++;
       if (r.messages.length === offlineAt) fire("window", "offline");
       r.check();
@@ -59,7 +59,7 @@ export function recorder({ async = false, failSeq = 0, offlineAt = 0 } = {}) {
   return r;
 }
 
-const isChunk = (m) => m.method === "session/update" && m.params?.update?.sessionUpdate === "agent_message_chunk";
+const isChunk = (m) => m?.method === "session/update" && m.params?.update?.sessionUpdate === "agent_message_chunk";
 
 let nextID = 1;
 
