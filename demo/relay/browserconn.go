@@ -88,20 +88,16 @@ func (s *browserConn) control(f *librelay.Frame) {
 	}
 }
 
-// Send queues a frame from the runtime. When the queue is full it waits up to
-// SlowConsumerWait for the browser to make room; after that the browser is a
-// slow consumer and is let go.
+// Send queues a frame from the runtime; the socket's writer encodes it. When
+// the queue is full it waits up to SlowConsumerWait for the browser to make
+// room; after that the browser is a slow consumer and is let go.
 func (s *browserConn) Send(f librelay.Frame) bool {
-	msg, err := encodeMsg(&f)
-	if err != nil {
-		return false
-	}
-	if len(msg) > s.r.cfg.Limits.BrowserFrameBytes {
+	if n, ok := s.fits(&f); !ok {
 		s.r.log.Warn("dropping a runtime frame larger than the browser-leg limit",
-			"instance", s.instance, "attachment", s.id, "bytes", len(msg))
+			"instance", s.instance, "attachment", s.id, "bytes", n)
 		return false
 	}
-	switch s.q.push(msg, s.r.cfg.Limits.SlowConsumerWait) {
+	switch s.q.push(f, s.r.cfg.Limits.SlowConsumerWait) {
 	case pushed:
 		return true
 	case pushFull:
@@ -111,11 +107,19 @@ func (s *browserConn) Send(f librelay.Frame) bool {
 	return false
 }
 
-// sendControl queues one of the relay's own frames without waiting.
-func (s *browserConn) sendControl(f *librelay.Frame) bool {
-	msg, err := encodeMsg(f)
-	return err == nil && s.q.pushControl(msg)
+// fits reports whether f's encoding is within the browser-leg limit. Only a
+// frame that might not be is encoded to find out, and its size returned.
+func (s *browserConn) fits(f *librelay.Frame) (int, bool) {
+	limit := s.r.cfg.Limits.BrowserFrameBytes
+	if maxWireSize(f) <= limit {
+		return 0, true
+	}
+	msg, err := librelay.AppendFrame(nil, f)
+	return len(msg), err == nil && len(msg) <= limit
 }
+
+// sendControl queues one of the relay's own frames without waiting.
+func (s *browserConn) sendControl(f *librelay.Frame) bool { return s.q.pushControl(*f) }
 
 // closeWith sends relay.error code (not answering anything) and closes with
 // the code's close code.
@@ -127,24 +131,34 @@ func (s *browserConn) closeWith(code, message string, keepPending bool) {
 // frame; pending frames go first when keepPending. A socket that does not
 // drain within CloseTimeout is cut.
 func (s *browserConn) closeWithFrame(last librelay.Frame, closeCode int, reason string, keepPending bool) {
-	var msg []byte
+	var lastp *librelay.Frame
 	if last.Type != "" {
-		msg, _ = encodeMsg(&last)
+		lastp = &last
 	}
 	s.closeOnce.Do(func() {
 		s.closeCode, s.closeReason = closeCode, reason
 		s.cut.Store(time.AfterFunc(s.r.cfg.Limits.CloseTimeout, s.cutNow))
 		s.closing.Store(true)
-		s.q.close(msg, keepPending)
+		s.q.close(lastp, keepPending)
 	})
 }
 
 // flush writes a batch, one WebSocket message per frame, corked so that
-// the batch reaches the kernel in one write.
-func (s *browserConn) flush(batch [][]byte) error {
+// the batch reaches the kernel in one write. Each frame is encoded, and so
+// validated, into one pooled buffer just before it is written; one that
+// does not encode is dropped, so nothing invalid is forwarded.
+func (s *browserConn) flush(batch []librelay.Frame) error {
+	buf := encodePool.Get().(*[]byte)
+	defer putEncodeBuffer(buf)
 	s.cc.cork()
-	for _, m := range batch {
-		if err := s.ws.Write(context.Background(), websocket.MessageText, m); err != nil {
+	for i := range batch {
+		msg, err := librelay.AppendFrame((*buf)[:0], &batch[i])
+		if err != nil {
+			s.r.log.Warn("dropping a frame that does not encode", "instance", s.instance, "attachment", s.id, "err", err)
+			continue
+		}
+		*buf = msg
+		if err := s.ws.Write(context.Background(), websocket.MessageText, msg); err != nil {
 			s.cc.uncork()
 			return err
 		}

@@ -24,7 +24,7 @@ type browserConn struct {
 	cc     *corkConn // the connection under ws
 	cred   credHash
 	credOK bool
-	q      sendQueue
+	q      sendQueue[librelay.Frame]
 	live   liveness
 	addr   string
 
@@ -68,7 +68,8 @@ func (r *Relay) serveAttach(w http.ResponseWriter, req *http.Request) {
 	}
 	s := &browserConn{r: r, ws: ws, cc: cw.conn, cred: hashCredential(cred), credOK: ok, addr: req.RemoteAddr, ended: make(chan struct{})}
 	l := r.cfg.Limits
-	s.q = sendQueue{maxMsgs: l.QueueFrames, maxBytes: l.QueueBytes, maxBatch: browserBatch, flush: s.flush, finish: s.finish}
+	s.q = sendQueue[librelay.Frame]{maxMsgs: l.QueueFrames, maxBytes: l.QueueBytes, maxBatch: browserBatch,
+		size: wireSize, flush: s.flush, finish: s.finish, msgs: fifo[librelay.Frame]{pool: &frameSegments}}
 	ws.SetReadLimit(-1) // the relay enforces its own limit, to close with 4413
 	if !r.track(s) {
 		ws.Close(websocket.StatusCode(relayleg.CloseShuttingDown), relayleg.CodeShuttingDown)

@@ -25,8 +25,12 @@
 // goes out through librelay.AppendFrame, which compacts as the spec's Writer
 // does. Escapes, non-ASCII, number spellings, key order and duplicate keys
 // are kept as sent, and so is whitespace inside strings; a payload that is
-// already compact arrives byte for byte. Unknown cargo types are routed. A browser socket speaks only for its own attachment:
-// frames naming another instance or session, or none, are dropped, and so
+// already compact arrives byte for byte. Frames wait in the send queues as
+// parsed, and their writer encodes them as it writes (into the runtime
+// connection's write buffer, or one pooled buffer per batch to a browser),
+// so a routed frame costs no encoding buffer of its own; a frame that does
+// not encode is dropped, never written. Unknown cargo types are routed. A
+// browser socket speaks only for its own attachment: frames naming another instance or session, or none, are dropped, and so
 // are runtime frames with no session or for a session no socket holds (the
 // runtime retains them; the client resumes). relay.error frames carrying a
 // session answer a routed request and are routed like cargo. An unknown
@@ -105,8 +109,8 @@
 //     with backoff.
 //   - Attachments per instance, 1024: at ~8 KiB idle each, ~8 MiB per
 //     instance at rest.
-//   - Send queue per browser socket, 1024 frames or 1 MiB (at least one
-//     largest frame). Chromium consumes 14–24k messages/s (notes), so 1024
+//   - Send queue per browser socket, 1024 frames or 1 MiB of encoded frames
+//     (at least one largest frame). Chromium consumes 14–24k messages/s (notes), so 1024
 //     frames is about 50 ms of a browser falling behind. A full queue makes
 //     the runtime leg wait up to SlowConsumerWait (2s) — the backpressure that
 //     lets a fast producer stream to a slower browser without loss — and

@@ -3,6 +3,8 @@ package relay
 import (
 	"sync"
 	"time"
+
+	"github.com/relaywasm/relaywasm/librelay"
 )
 
 // controlSlack is how many frames past its frame bound a queue takes for the
@@ -22,29 +24,37 @@ const (
 	runtimeBatch = 512
 )
 
-// sendQueue is one connection's bounded outbox. Frames are queued already
-// encoded; a writer goroutine exists only while there is something to write
-// (an idle socket holds neither a goroutine nor a buffer for it), and it
-// takes up to maxBatch frames at once, so a burst is written in batches (one
-// flush each on the runtime leg).
+// frameSegments is the pool both legs' queues keep their frames in.
+var frameSegments = sync.Pool{New: func() any { return new([fifoSegment]librelay.Frame) }}
+
+// sendQueue is one connection's bounded outbox of T: the relay queues
+// frames as parsed (librelay.Frame) and its writer encodes them straight
+// into the connection's write buffer, so a routed frame costs no encoding
+// buffer of its own. A writer goroutine exists only while there is
+// something to write (an idle socket holds neither a goroutine nor a buffer
+// for it), and it takes up to maxBatch frames at once, so a burst is written
+// in batches (one flush each on the runtime leg).
 //
 // The bounds count what is queued and what is being written, so a socket
-// never holds more than maxBytes (plus one oversized frame when empty, plus
-// controlSlack replies).
-type sendQueue struct {
+// never holds more than maxBytes as size counts them (plus one oversized
+// frame when empty, plus controlSlack replies).
+type sendQueue[T any] struct {
 	maxMsgs, maxBytes int
 	maxBatch          int
+	// size is what a message counts against maxBytes; it must give the same
+	// answer for a message every time.
+	size func(T) int
 	// flush writes a batch in order; one goroutine at a time calls it.
-	flush func(batch [][]byte) error
+	flush func(batch []T) error
 	// finish runs once when the queue ends: clean after the last frame of a
 	// closed queue was written (it then sends the close frame or
 	// half-closes); not clean when a write failed, closing or not.
 	finish func(clean bool)
 
 	mu      sync.Mutex
-	msgs    [][]byte
-	n       int // frames queued or being written
-	bytes   int // bytes queued or being written
+	msgs    fifo[T] // queued, not yet taken by the writer
+	n       int     // frames queued or being written
+	bytes   int     // bytes queued or being written
 	writing bool
 	closing bool          // nothing more is accepted
 	dead    bool          // the connection failed; nothing more is written
@@ -63,7 +73,7 @@ const (
 
 // push queues msg. When the queue is full it waits for room: not at all when
 // wait is 0, until room or close when wait < 0, and up to wait otherwise.
-func (q *sendQueue) push(msg []byte, wait time.Duration) pushResult {
+func (q *sendQueue[T]) push(msg T, wait time.Duration) pushResult {
 	var timer *time.Timer
 	for {
 		q.mu.Lock()
@@ -71,7 +81,7 @@ func (q *sendQueue) push(msg []byte, wait time.Duration) pushResult {
 			q.mu.Unlock()
 			return pushClosed
 		}
-		if q.n == 0 || (q.n < q.maxMsgs && q.bytes+len(msg) <= q.maxBytes) {
+		if q.n == 0 || (q.n < q.maxMsgs && q.bytes+q.size(msg) <= q.maxBytes) {
 			q.appendLocked(msg)
 			q.mu.Unlock()
 			return pushed
@@ -103,7 +113,7 @@ func (q *sendQueue) push(msg []byte, wait time.Duration) pushResult {
 
 // pushControl queues one of the relay's own replies without waiting; it
 // drops the reply only when the peer is controlSlack frames past the bound.
-func (q *sendQueue) pushControl(msg []byte) bool {
+func (q *sendQueue[T]) pushControl(msg T) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.closing || q.n >= q.maxMsgs+controlSlack {
@@ -113,16 +123,16 @@ func (q *sendQueue) pushControl(msg []byte) bool {
 	return true
 }
 
-func (q *sendQueue) appendLocked(msg []byte) {
-	q.msgs = append(q.msgs, msg)
+func (q *sendQueue[T]) appendLocked(msg T) {
+	q.msgs.push(msg)
 	q.n++
-	q.bytes += len(msg)
+	q.bytes += q.size(msg)
 	q.startLocked()
 }
 
 // startLocked starts a writer if none runs and nothing holds the queue.
-func (q *sendQueue) startLocked() {
-	if !q.writing && !q.held && len(q.msgs) > 0 {
+func (q *sendQueue[T]) startLocked() {
+	if !q.writing && !q.held && q.msgs.len() > 0 {
 		q.writing = true
 		go q.drain()
 	}
@@ -131,23 +141,24 @@ func (q *sendQueue) startLocked() {
 // hold keeps what is queued from being written until unhold. A handshake
 // uses it to queue its welcome and install the route before the peer can
 // see the welcome, with the welcome still first on the wire.
-func (q *sendQueue) hold() {
+func (q *sendQueue[T]) hold() {
 	q.mu.Lock()
 	q.held = true
 	q.mu.Unlock()
 }
 
-func (q *sendQueue) unhold() {
+func (q *sendQueue[T]) unhold() {
 	q.mu.Lock()
 	q.held = false
 	q.startLocked()
 	q.mu.Unlock()
 }
 
-// close stops the queue taking frames, queues last (if any) behind what is
-// pending — or instead of it, unless keepPending — and has finish run once
-// it is written. It reports false when the queue was already closing.
-func (q *sendQueue) close(last []byte, keepPending bool) bool {
+// close stops the queue taking frames, queues *last (if not nil) behind
+// what is pending — or instead of it, unless keepPending — and has finish
+// run once it is written. It reports false when the queue was already
+// closing.
+func (q *sendQueue[T]) close(last *T, keepPending bool) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.closing {
@@ -156,16 +167,14 @@ func (q *sendQueue) close(last []byte, keepPending bool) bool {
 	q.closing = true
 	q.wakeLocked()
 	if !keepPending {
-		for _, m := range q.msgs {
-			q.bytes -= len(m)
-		}
-		q.n -= len(q.msgs)
-		q.msgs = nil
+		q.msgs.each(func(m T) { q.bytes -= q.size(m) })
+		q.n -= q.msgs.len()
+		q.msgs.reset()
 	}
 	if last != nil {
-		q.msgs = append(q.msgs, last)
+		q.msgs.push(*last)
 		q.n++
-		q.bytes += len(last)
+		q.bytes += q.size(*last)
 	}
 	q.held = false
 	if !q.writing {
@@ -177,15 +186,16 @@ func (q *sendQueue) close(last []byte, keepPending bool) bool {
 
 // kill drops everything: the connection is gone and nothing more will be
 // written or accepted. Waiting pushers return pushClosed.
-func (q *sendQueue) kill() {
+func (q *sendQueue[T]) kill() {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.closing, q.dead = true, true
-	q.msgs, q.n, q.bytes = nil, 0, 0
+	q.msgs.reset()
+	q.n, q.bytes = 0, 0
 	q.wakeLocked()
 }
 
-func (q *sendQueue) wakeLocked() {
+func (q *sendQueue[T]) wakeLocked() {
 	if q.space != nil {
 		close(q.space)
 		q.space = nil
@@ -194,15 +204,15 @@ func (q *sendQueue) wakeLocked() {
 
 // drain writes batches until the queue is empty, then exits, releasing the
 // slices so an idle queue holds nothing; a closing queue then finishes.
-func (q *sendQueue) drain() {
-	var batch [][]byte
+func (q *sendQueue[T]) drain() {
+	var batch []T
 	for {
 		q.mu.Lock()
 		if !q.dead {
 			q.releaseLocked(batch)
 		}
-		if q.dead || len(q.msgs) == 0 {
-			q.writing, q.msgs = false, nil
+		if q.dead || q.msgs.len() == 0 {
+			q.writing = false
 			finish, clean := q.closing && !q.ended, !q.dead
 			q.ended = q.ended || finish
 			q.mu.Unlock()
@@ -211,10 +221,7 @@ func (q *sendQueue) drain() {
 			}
 			return
 		}
-		k := min(len(q.msgs), q.maxBatch)
-		batch = append(batch[:0], q.msgs[:k]...)
-		clear(q.msgs[:k])
-		q.msgs = q.msgs[k:]
+		batch = q.msgs.take(batch[:0], q.maxBatch)
 		q.mu.Unlock()
 		if err := q.flush(batch); err != nil {
 			q.kill()
@@ -223,14 +230,14 @@ func (q *sendQueue) drain() {
 }
 
 // releaseLocked accounts a written batch and wakes anyone waiting for room.
-func (q *sendQueue) releaseLocked(batch [][]byte) {
+func (q *sendQueue[T]) releaseLocked(batch []T) {
 	if len(batch) == 0 {
 		return
 	}
-	for i, m := range batch {
-		q.bytes -= len(m)
-		batch[i] = nil
+	for _, m := range batch {
+		q.bytes -= q.size(m)
 	}
+	clear(batch) // the frames' memory is not kept by the batch's array
 	q.n -= len(batch)
 	q.wakeLocked()
 }

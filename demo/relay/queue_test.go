@@ -39,8 +39,18 @@ func (g *gate) got() []string {
 	return append([]string(nil), g.written...)
 }
 
-func newQueue(g *gate, frames, bytes int) *sendQueue {
-	return &sendQueue{maxMsgs: frames, maxBytes: bytes, maxBatch: browserBatch, flush: g.flush, finish: g.finish}
+func newQueue(g *gate, frames, bytes int) *sendQueue[[]byte] {
+	return &sendQueue[[]byte]{maxMsgs: frames, maxBytes: bytes, maxBatch: browserBatch,
+		size: func(m []byte) int { return len(m) }, flush: g.flush, finish: g.finish,
+		msgs: fifo[[]byte]{pool: &byteSegments}}
+}
+
+var byteSegments = sync.Pool{New: func() any { return new([fifoSegment][]byte) }}
+
+// last is a message to close a queue with.
+func last(m string) *[]byte {
+	b := []byte(m)
+	return &b
 }
 
 // The frame bound and the byte bound both hold, counting what is being
@@ -99,7 +109,7 @@ func TestQueueCloseDropsPending(t *testing.T) {
 	q.hold() // nothing is in flight when close comes
 	q.push([]byte("dropped"), 0)
 	q.push([]byte("dropped too"), 0)
-	if !q.close([]byte("last"), false) || q.close([]byte("again"), false) {
+	if !q.close(last("last"), false) || q.close(last("again"), false) {
 		t.Fatal("close must succeed once")
 	}
 	if q.push([]byte("late"), 0) != pushClosed || q.pushControl([]byte("late")) {
@@ -123,7 +133,7 @@ func TestQueueWriteFailure(t *testing.T) {
 		q := newQueue(g, 10, 100)
 		q.push([]byte("a"), 0)
 		if closing {
-			q.close([]byte("last"), true)
+			q.close(last("last"), true)
 		}
 		close(g.open)
 		if <-g.ended {
@@ -169,7 +179,7 @@ func TestQueueIdleHoldsNothing(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	if q.msgs != nil || q.n != 0 || q.bytes != 0 {
-		t.Fatalf("idle queue holds %d msgs (%d bytes), slice %v", q.n, q.bytes, q.msgs)
+	if q.msgs.segs != nil || q.msgs.len() != 0 || q.n != 0 || q.bytes != 0 {
+		t.Fatalf("idle queue holds %d msgs (%d bytes), %d segments", q.n, q.bytes, len(q.msgs.segs))
 	}
 }

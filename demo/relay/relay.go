@@ -158,14 +158,52 @@ func (r *Relay) isClosed() bool {
 	return r.closed
 }
 
-// encodeMsg is AppendFrame for the browser leg (one frame per message).
-func encodeMsg(f *librelay.Frame) ([]byte, error) { return librelay.AppendFrame(nil, f) }
-
-// encodeLine is AppendFrame plus newline for the runtime leg.
-func encodeLine(f *librelay.Frame) ([]byte, error) {
-	b, err := librelay.AppendFrame(nil, f)
-	if err != nil {
-		return nil, err
+// wireSize is the length of f's wire form (librelay.AppendFrame) when no
+// identifier needs an escape and the payload is compact, which is what
+// routed frames are; queues count it against their byte bounds. An escape
+// at most doubles an identifier's bytes and compacting only shrinks the
+// payload, so maxWireSize bounds the encoding from above.
+func wireSize(f librelay.Frame) int {
+	n := len(`{"type":""}`) + len(f.Type) +
+		member(`,"instance":""`, f.Instance) + member(`,"session":""`, f.Session) +
+		member(`,"id":""`, f.ID) + member(`,"re":""`, f.ReplyTo) + member(`,"trace":""`, f.Trace)
+	if f.Seq != 0 {
+		n += len(`,"seq":`) + digits(f.Seq)
 	}
-	return append(b, '\n'), nil
+	if len(f.Payload) > 0 {
+		n += len(`,"payload":`) + len(f.Payload)
+	}
+	return n
+}
+
+func maxWireSize(f *librelay.Frame) int {
+	return wireSize(*f) + len(f.Type) + len(f.Instance) + len(f.Session) + len(f.ID) + len(f.ReplyTo)
+}
+
+// member is the length of an omitempty string member, empty being its
+// `,"name":""`.
+func member(empty, v string) int {
+	if v == "" {
+		return 0
+	}
+	return len(empty) + len(v)
+}
+
+func digits(v uint64) int {
+	n := 1
+	for ; v >= 10; v /= 10 {
+		n++
+	}
+	return n
+}
+
+// encodePool holds the buffers browser sockets' writers encode frames in;
+// a socket holds one only while it writes a batch.
+var encodePool = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
+
+func putEncodeBuffer(b *[]byte) {
+	if cap(*b) <= maxPooledBuffer {
+		*b = (*b)[:0]
+		encodePool.Put(b)
+	}
 }

@@ -21,7 +21,7 @@ type runtimeConn struct {
 	r        *Relay
 	nc       net.Conn
 	bw       *bufio.Writer // owned by whichever drain goroutine runs
-	q        sendQueue
+	q        sendQueue[librelay.Frame]
 	live     liveness
 	cred     credHash
 	addr     string
@@ -70,7 +70,8 @@ func (r *Relay) serveConnect(w http.ResponseWriter, req *http.Request) {
 func (r *Relay) newRuntimeConn(nc net.Conn, h credHash, addr string) *runtimeConn {
 	c := &runtimeConn{r: r, nc: nc, cred: h, addr: addr, bw: bufio.NewWriterSize(nc, 32<<10)}
 	l := r.cfg.Limits
-	c.q = sendQueue{maxMsgs: l.RuntimeQueueFrames, maxBytes: l.RuntimeQueueBytes, maxBatch: runtimeBatch, flush: c.flush, finish: c.finish}
+	c.q = sendQueue[librelay.Frame]{maxMsgs: l.RuntimeQueueFrames, maxBytes: l.RuntimeQueueBytes, maxBatch: runtimeBatch,
+		size: wireSize, flush: c.flush, finish: c.finish, msgs: fifo[librelay.Frame]{pool: &frameSegments}}
 	return c
 }
 
@@ -257,25 +258,37 @@ func (c *runtimeConn) control(f *librelay.Frame) bool {
 // Send queues a frame for the runtime, waiting while its queue is full: the
 // browser's socket is not read meanwhile, which is the backpressure. It
 // fails only when the runtime connection is gone.
-func (c *runtimeConn) Send(f librelay.Frame) bool {
-	line, err := encodeLine(&f)
-	return err == nil && c.q.push(line, -1) == pushed
-}
+func (c *runtimeConn) Send(f librelay.Frame) bool { return c.q.push(f, -1) == pushed }
 
-func (c *runtimeConn) sendControl(f *librelay.Frame) {
-	if line, err := encodeLine(f); err == nil {
-		c.q.pushControl(line)
-	}
-}
+func (c *runtimeConn) sendControl(f *librelay.Frame) { c.q.pushControl(*f) }
 
-// flush writes a batch with one syscall (unless it exceeds the buffer).
-func (c *runtimeConn) flush(batch [][]byte) error {
-	for _, line := range batch {
-		if _, err := c.bw.Write(line); err != nil {
+// flush encodes a batch straight into the write buffer and writes it with
+// one syscall (unless it exceeds the buffer).
+func (c *runtimeConn) flush(batch []librelay.Frame) error {
+	for i := range batch {
+		if err := c.writeLine(&batch[i]); err != nil {
 			return err
 		}
 	}
 	return c.bw.Flush()
+}
+
+// writeLine encodes f, and so validates it, into the write buffer's free
+// space (flushing first when f might not fit), then a newline. A frame that
+// does not encode is dropped, so nothing invalid is forwarded.
+func (c *runtimeConn) writeLine(f *librelay.Frame) error {
+	if c.bw.Buffered() > 0 && c.bw.Available() <= maxWireSize(f) {
+		if err := c.bw.Flush(); err != nil {
+			return err
+		}
+	}
+	line, err := librelay.AppendFrame(c.bw.AvailableBuffer(), f)
+	if err != nil {
+		c.r.log.Warn("dropping a frame that does not encode", "instance", c.instance, "err", err)
+		return nil
+	}
+	_, err = c.bw.Write(append(line, '\n'))
+	return err
 }
 
 // finish half-closes the connection once its last frame is written; run
@@ -295,10 +308,9 @@ func (c *runtimeConn) closeWith(code, message string) {
 
 func (c *runtimeConn) closeFrame(last librelay.Frame) {
 	c.once.Do(func() {
-		line, _ := encodeLine(&last)
 		time.AfterFunc(c.r.cfg.Limits.CloseTimeout, func() { c.nc.Close() })
 		c.closing.Store(true)
-		c.q.close(line, false)
+		c.q.close(&last, false)
 		c.leave()
 	})
 }
