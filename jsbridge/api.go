@@ -84,6 +84,7 @@ func Register() error {
 		"online":  apiOnline,
 		"probe":   apiProbe,
 		"info":    apiInfo,
+		"hidden":  apiHidden,
 	}
 	obj := make(map[string]any, len(fns))
 	for name, fn := range fns {
@@ -135,16 +136,21 @@ func lookup(h int) *attachment {
 	return api.atts[h]
 }
 
-// apiRelay(callID, relayHandle, database, storage) opens the Store of a new
-// Relay: IndexedDB unless storage is "memory".
+// apiRelay(callID, relayHandle, database, storage, windowMs) opens the Store
+// of a new Relay: IndexedDB unless storage is "memory", writing every
+// windowMs milliseconds (negative: DefaultCommitWindow).
 func apiRelay(_ js.Value, args []js.Value) any {
 	callID, h, database, storage := argInt(args, 0), argInt(args, 1), argString(args, 2), argString(args, 3)
+	window := time.Duration(argFloat(args, 4) * float64(time.Millisecond))
 	r := &relay{}
 	start(callID, func(ctx context.Context) (any, error) {
 		if storage == "memory" {
 			r.store = NewMemoryStore()
 		} else {
 			r.store = OpenStore(ctx, database, r.fellBack)
+			if window >= 0 {
+				r.store.SetCommitWindow(window)
+			}
 		}
 		api.mu.Lock()
 		api.relays[h] = r
@@ -546,6 +552,13 @@ func apiOnline(_ js.Value, args []js.Value) any {
 	return nil
 }
 
+// apiHidden() is the page being hidden or going away (pagehide): every
+// Store writes what it has queued now, while the page still runs.
+func apiHidden(js.Value, []js.Value) any {
+	WriteAll()
+	return nil
+}
+
 // apiProbe() checks every connection, when the page becomes visible again.
 func apiProbe(js.Value, []js.Value) any {
 	for _, att := range live() {
@@ -594,6 +607,13 @@ func argString(args []js.Value, i int) string {
 		return ""
 	}
 	return jsString(args[i])
+}
+
+func argFloat(args []js.Value, i int) float64 {
+	if i >= len(args) {
+		return 0
+	}
+	return jsFloat(args[i])
 }
 
 // argSeq reads a seq, which JavaScript holds as a number (exact to 2^53).

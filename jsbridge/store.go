@@ -6,6 +6,8 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"slices"
+	"strconv"
 	"sync"
 	"syscall/js"
 	"time"
@@ -44,38 +46,72 @@ type Fallback struct {
 const (
 	dbVersion    = 1
 	openTimeout  = 5 * time.Second
-	storeState   = "state"
-	storeChunks  = "chunks"
-	maxChunkKey  = 1 << 53 // above every start (a JavaScript number's exact range)
+	storeState   = "state"  // relay.js STORE_STATE, which writes
+	storeChunks  = "chunks" // relay.js STORE_CHUNKS
+	maxChunkKey  = 1 << 53  // above every start (a JavaScript number's exact range)
 	flagOutbound = 1
 )
 
 // Store is a client.Store in the page's IndexedDB.
 //
-// Commit only queues: the writes of one event-loop turn, for every stream,
-// go to IndexedDB as one readwrite transaction at the end of the turn, and
-// while a transaction is in flight the next turn's commits wait and go in the
-// next one. Within a transaction the state record and the transcript chunk of
-// a stream are written together, so after any interruption the stored cursor
-// and the stored transcript agree. Load, History and Clear first wait for the
-// queued writes, so a Store reads its own writes.
+// Commit only queues. The commits of a commit window (CommitWindow, 50 ms
+// by default), for every stream, go to IndexedDB together in one readwrite
+// transaction, and while it is in flight the next ones wait for the next
+// window. Within a transaction the state record and the transcript chunk of
+// a stream are written together, so after any interruption the stored
+// cursor and the stored transcript agree.
+//
+// The window is a trade. An IndexedDB transaction costs the page about a
+// millisecond of main-thread time here (opening it, the requests, the
+// events that report them), whether it carries one commit or a thousand:
+// once per event-loop turn it was a third of what a streamed frame cost the
+// page, and most of a round trip's. In exchange the stored cursor may be
+// up to a window behind what the application has handled, and a page that
+// dies without warning (a crash, a killed tab) resumes from there: the
+// messages of that window are delivered again (not marked as replays), and
+// none is lost; the transcript and the stored cursor still agree, so a page
+// that redraws from History and appends what is delivered after it shows
+// every message once. A page that goes away normally loses nothing: on
+// pagehide, and when it is hidden, every Store writes at once (Final: the
+// whole transaction is issued before the event returns and committed at
+// once), and Flush, a read (Load, History) and Clear write first too, so a
+// Store reads its own writes and close() and detach() resolve only once the
+// cursor is stored.
 //
 // When IndexedDB is missing or fails, the Store keeps working in a
 // client.MemoryStore, seeded with the state it knows, and reports a Fallback
 // once. It never panics into a JavaScript callback.
+//
+// A commit that changes a stream's attachment id is written at once, not
+// after the window: the id is what lets a page that crashes resume the
+// stream at all, where a cursor a window old only means a few messages
+// again.
 type Store struct {
 	db         js.Value
 	onFallback func(Fallback)
-	kick       chan struct{}
+	kick       chan struct{} // something is queued: start a window
+	now        chan struct{} // wakes the writer before the window ends
 
 	mu       sync.Mutex
 	mem      *client.MemoryStore // set once IndexedDB is given up
-	pending  []commit            // queued, not yet in a transaction
-	writing  bool                // a write is scheduled or running
-	drained  []chan struct{}     // closed when nothing is queued or written
-	known    map[client.Key]client.Saved
+	window   time.Duration
+	pending  []commit        // queued, not yet in a transaction
+	writing  bool            // a write is scheduled or running
+	urgent   int             // write now: 0 no, writeNow, writeFinal
+	drained  []chan struct{} // closed when nothing is queued or written
+	known    map[client.Key]stateRecord
 	fellBack bool
 }
+
+// DefaultCommitWindow is how long a Store gathers commits before writing
+// them (see Store).
+const DefaultCommitWindow = 50 * time.Millisecond
+
+// How soon the writer is asked to write (Store.urgent).
+const (
+	writeNow   = 1 // a Flush or a read waits for it
+	writeFinal = 2 // the page is going away
+)
 
 // commit is one queued Commit, its entries already packed.
 type commit struct {
@@ -93,7 +129,8 @@ func OpenStore(ctx context.Context, database string, onFallback func(Fallback)) 
 	if database == "" {
 		database = DefaultDatabase
 	}
-	s := &Store{onFallback: onFallback, kick: make(chan struct{}, 1), known: make(map[client.Key]client.Saved)}
+	s := newStore()
+	s.onFallback = onFallback
 	// Some browsers leave an open unanswered in some private modes; the
 	// page must not wait on IndexedDB for ever.
 	ctx, cancel := context.WithTimeout(ctx, openTimeout)
@@ -105,8 +142,53 @@ func OpenStore(ctx context.Context, database string, onFallback func(Fallback)) 
 		return s
 	}
 	s.db = db
+	stores.add(s)
 	go s.writer()
 	return s
+}
+
+func newStore() *Store {
+	return &Store{
+		kick: make(chan struct{}, 1), now: make(chan struct{}, 1),
+		window: DefaultCommitWindow, known: make(map[client.Key]stateRecord),
+	}
+}
+
+// SetCommitWindow changes how long the Store gathers commits before writing
+// them; 0 writes at the end of each event-loop turn. See Store for the
+// trade.
+func (s *Store) SetCommitWindow(d time.Duration) {
+	s.mu.Lock()
+	s.window = max(d, 0)
+	s.mu.Unlock()
+}
+
+// stores are the page's IndexedDB Stores, which WriteAll writes out when
+// the page goes away.
+var stores storeList
+
+type storeList struct {
+	mu  sync.Mutex
+	all []*Store
+}
+
+func (l *storeList) add(s *Store) {
+	l.mu.Lock()
+	l.all = append(l.all, s)
+	l.mu.Unlock()
+}
+
+// WriteAll has every IndexedDB Store write what it has queued at once, in
+// transactions committed at once, without waiting for them: the page is
+// going away (pagehide) or may be (hidden), and its event loop may not run
+// again. Each transaction is started before WriteAll returns.
+func WriteAll() {
+	stores.mu.Lock()
+	all := slices.Clone(stores.all)
+	stores.mu.Unlock()
+	for _, s := range all {
+		s.hurry(writeFinal)
+	}
 }
 
 // NewMemoryStore returns a Store that keeps state in memory only, for a page
@@ -114,7 +196,9 @@ func OpenStore(ctx context.Context, database string, onFallback func(Fallback)) 
 // outlives the page, and nothing is reported as a fallback, since nothing
 // failed.
 func NewMemoryStore() *Store {
-	return &Store{mem: client.NewMemoryStore(), kick: make(chan struct{}, 1), known: make(map[client.Key]client.Saved)}
+	s := newStore()
+	s.mem = client.NewMemoryStore()
+	return s
 }
 
 // Backend says where the Store keeps state: "indexeddb" or "memory".
@@ -237,10 +321,24 @@ func (s *Store) Load(ctx context.Context, k client.Key) (client.Saved, error) {
 		return client.Saved{}, s.readFailed(err)
 	}
 	rec := readState(v)
+	rec.totalKnown = true
 	s.mu.Lock()
-	s.known[k] = rec.saved
+	if !s.queued(k) { // else the queued write knows better, and reads the total itself
+		s.known[k] = rec
+	}
 	s.mu.Unlock()
 	return rec.saved, nil
+}
+
+// queued says whether a commit of k waits to be written. Called with s.mu
+// held.
+func (s *Store) queued(k client.Key) bool {
+	for _, c := range s.pending {
+		if c.key == k {
+			return true
+		}
+	}
+	return false
 }
 
 // Commit implements client.Store. It queues the write and returns; see Store.
@@ -257,13 +355,21 @@ func (s *Store) Commit(ctx context.Context, k client.Key, saved client.Saved, en
 		s.mu.Unlock()
 		return s.mem.Commit(ctx, k, saved, entries, keep)
 	}
-	s.known[k] = saved
+	rec := s.known[k]
+	newSession := rec.saved.Session != saved.Session
+	rec.saved = saved
+	s.known[k] = rec
 	s.pending = append(s.pending, c)
-	schedule := !s.writing
+	start := !s.writing
 	s.writing = true
 	s.mu.Unlock()
-	if schedule {
-		return nextTurn(s.kick)
+	if start {
+		s.kick <- struct{}{} // never blocks: only the first commit of a window sends
+	}
+	if newSession {
+		// The attachment id is what makes the stream reclaimable after a
+		// crash: it does not wait for the window.
+		s.hurry(writeNow)
 	}
 	return nil
 }
@@ -333,7 +439,7 @@ func (s *Store) Clear(ctx context.Context, k client.Key) error {
 		return err
 	}
 	s.mu.Lock()
-	delete(s.known, k)
+	s.known[k] = stateRecord{totalKnown: true}
 	s.mu.Unlock()
 	return nil
 }
@@ -347,8 +453,8 @@ func (s *Store) Flush(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// settle waits until every queued Commit is written, and returns the memory
-// store when the Store has fallen back to one.
+// settle waits until every queued Commit is written, which it asks for
+// now, and returns the memory store when the Store has fallen back to one.
 func (s *Store) settle(ctx context.Context) *client.MemoryStore {
 	s.mu.Lock()
 	if !s.writing || s.mem != nil {
@@ -359,6 +465,7 @@ func (s *Store) settle(ctx context.Context) *client.MemoryStore {
 	done := make(chan struct{})
 	s.drained = append(s.drained, done)
 	s.mu.Unlock()
+	s.hurry(writeNow)
 	select {
 	case <-done:
 	case <-ctx.Done():
@@ -368,69 +475,195 @@ func (s *Store) settle(ctx context.Context) *client.MemoryStore {
 	return s.mem
 }
 
-// writer writes the queued commits, one transaction per wake-up.
+// hurry asks the writer to write what is queued without waiting for the
+// window to end (how: writeNow or writeFinal). It returns at once; the
+// writer runs before control goes back to JavaScript.
+func (s *Store) hurry(how int) {
+	s.mu.Lock()
+	if !s.writing || s.mem != nil {
+		s.mu.Unlock()
+		return
+	}
+	s.urgent = max(s.urgent, how)
+	s.mu.Unlock()
+	select {
+	case s.now <- struct{}{}:
+	default: // already woken
+	}
+}
+
+// writer writes the queued commits: one window after the first commit of
+// a batch, or sooner when hurried, in one transaction.
 func (s *Store) writer() {
 	for range s.kick {
-		s.mu.Lock()
-		batch := s.pending
-		s.pending = nil
-		s.mu.Unlock()
-		err := s.write(context.Background(), batch)
-		s.mu.Lock()
-		if err != nil {
-			s.fallBack(batch)
-		}
-		if s.mem != nil || len(s.pending) == 0 {
-			s.writing = false
-			for _, d := range s.drained {
-				close(d)
-			}
-			s.drained = nil
-			s.mu.Unlock()
-			if err != nil {
-				s.report(reasonFor(err), err)
-			}
-			if s.mem != nil {
-				return
-			}
-			continue
-		}
-		s.mu.Unlock()
-		if err := nextTurn(s.kick); err != nil {
-			s.kick <- struct{}{}
+		for s.writeOnce() {
 		}
 	}
 }
 
-// write applies a batch in one readwrite transaction: per stream, the last
-// state and the batch's entries as one chunk, trimmed to the newest keep.
-func (s *Store) write(ctx context.Context, batch []commit) error {
-	tx, err := s.tx("readwrite", storeState, storeChunks)
+// writeOnce waits out the window (unless hurried), writes what is queued and
+// reports whether more was queued meanwhile.
+func (s *Store) writeOnce() (more bool) {
+	s.mu.Lock()
+	urgent, window := s.urgent, s.window
+	s.mu.Unlock()
+	if urgent == 0 {
+		s.wait(window)
+	}
+	s.mu.Lock()
+	batch, final := s.pending, s.urgent == writeFinal
+	s.pending, s.urgent = nil, 0
+	s.mu.Unlock()
+	err := s.write(context.Background(), batch, final)
+	s.mu.Lock()
+	if err != nil {
+		s.fallBack(batch)
+	}
+	if s.mem == nil && len(s.pending) > 0 {
+		s.mu.Unlock()
+		return true
+	}
+	s.writing = false
+	for _, d := range s.drained {
+		close(d)
+	}
+	s.drained = nil
+	s.mu.Unlock()
+	if err != nil {
+		s.report(reasonFor(err), err)
+	}
+	return false
+}
+
+// wait waits for the window to end, or for hurry. A window of 0 ends with
+// the event-loop turn.
+func (s *Store) wait(window time.Duration) {
+	var end <-chan time.Time
+	var turn chan struct{}
+	if window > 0 {
+		t := time.NewTimer(window)
+		defer t.Stop()
+		end = t.C
+	} else if turn = make(chan struct{}, 1); nextTurn(turn) != nil {
+		return
+	}
+	select {
+	case <-end:
+	case <-turn:
+	case <-s.now:
+	}
+}
+
+// write applies a batch in one readwrite transaction, which relay.js makes
+// (write): per stream, the last state and the batch's entries as one
+// chunk, trimmed to the newest keep. final: the page is going away, so the
+// transaction is issued whole before this returns control to JavaScript and
+// committed at once (trimming waits for the next write).
+func (s *Store) write(ctx context.Context, batch []commit, final bool) error {
+	b, err := theBridge()
 	if err != nil {
 		return err
 	}
-	done, stop, err := watch(tx)
-	if err != nil {
-		return err
+	streams := coalesce(batch)
+	s.mu.Lock()
+	meta := []byte{'['}
+	var data []byte
+	totals := make([]int, len(streams))
+	for i, c := range streams {
+		rec := s.known[c.key]
+		totals[i] = -1
+		if rec.totalKnown {
+			totals[i] = rec.total
+		}
+		if i > 0 {
+			meta = append(meta, ',')
+		}
+		meta = appendStream(meta, c, totals[i], len(data))
+		data = append(data, c.data...)
 	}
-	defer stop()
-	states, _ := call(tx, "objectStore", storeState)
-	chunks, _ := call(tx, "objectStore", storeChunks)
-	for _, c := range coalesce(batch) {
-		if err := writeStream(ctx, states, chunks, c); err != nil {
-			_, _ = call(tx, "abort")
+	s.mu.Unlock()
+	meta = append(meta, ']')
+	var chunk any // null when no stream has entries
+	if len(data) > 0 {
+		if chunk, err = uint8Array(data); err != nil {
 			return err
 		}
 	}
+	id, events, stop := newWait()
+	defer stop()
+	if _, err := call(b, "write", s.db, id, string(meta), chunk, final); err != nil {
+		return err
+	}
 	select {
-	case ev := <-done:
+	case ev := <-events:
 		if ev.kind != doneOK {
-			return domError(ev.value)
+			return thrownError(ev.value)
 		}
-		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	// What the transaction wrote is what this Store knows now.
+	s.mu.Lock()
+	for i, c := range streams {
+		rec := s.known[c.key]
+		rec.keep, rec.totalKnown = c.keep, totals[i] >= 0
+		switch {
+		case c.keep <= 0:
+			rec.total, rec.totalKnown = 0, true
+		case rec.totalKnown:
+			rec.total = totals[i] + c.n
+		}
+		s.known[c.key] = rec
+	}
+	s.mu.Unlock()
+	return nil
+}
+
+// appendStream adds one stream's part of a write to its JSON description
+// (relay.js write): [url, instance, name, session, cursor, keep, total, n,
+// offset, length]; total is -1 when relay.js must read it first.
+func appendStream(b []byte, c commit, total, offset int) []byte {
+	b = append(b, '[')
+	for _, str := range []string{c.key.URL, c.key.Instance, c.key.Name, c.saved.Session} {
+		b = appendJSONString(b, str)
+		b = append(b, ',')
+	}
+	for i, n := range []int64{int64(c.saved.Cursor), int64(c.keep), int64(total), int64(c.n), int64(offset), int64(len(c.data))} {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, n, 10)
+	}
+	return append(b, ']')
+}
+
+// appendJSONString appends s as a JSON string. s is UTF-8 (it came from
+// JavaScript or passed librelay's identifier checks); only the quote, the
+// backslash and control characters need escaping.
+func appendJSONString(b []byte, s string) []byte {
+	b = append(b, '"')
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"' || c == '\\':
+			b = append(b, '\\', c)
+		case c < 0x20:
+			b = append(b, '\\', 'u', '0', '0', hexDigit[c>>4], hexDigit[c&0xF])
+		default:
+			b = append(b, c)
+		}
+	}
+	return append(b, '"')
+}
+
+const hexDigit = "0123456789abcdef"
+
+// thrownError is what a failed write reports: a DOMException (an abort
+// without one is an AbortError), or any other value JavaScript threw.
+func thrownError(v js.Value) error {
+	if v.IsNull() || v.IsUndefined() || isObject(v) {
+		return domError(v)
+	}
+	return panicError(js.Error{Value: v})
 }
 
 // coalesce merges the commits of one stream, keeping the streams' order:
@@ -461,66 +694,6 @@ func coalesce(batch []commit) []commit {
 	return out
 }
 
-// writeStream issues one stream's requests inside the write transaction.
-func writeStream(ctx context.Context, states, chunks js.Value, c commit) error {
-	key := stateKey(c.key)
-	req, err := call(states, "get", key)
-	if err != nil {
-		return err
-	}
-	v, err := await(ctx, req)
-	if err != nil {
-		return err
-	}
-	rec := readState(v)
-	if c.keep <= 0 {
-		if rec.total > 0 {
-			if _, err := call(chunks, "delete", chunkRange(c.key, 0, maxChunkKey)); err != nil {
-				return err
-			}
-		}
-		rec.total = 0
-	} else if c.n > 0 {
-		arr, err := uint8Array(c.data)
-		if err != nil {
-			return err
-		}
-		if _, err := call(chunks, "put", arr, chunkKey(c.key, rec.total)); err != nil {
-			return err
-		}
-		rec.total += c.n
-		if err := trim(ctx, chunks, c.key, rec.total-c.keep); err != nil {
-			return err
-		}
-	}
-	rec.saved, rec.keep = c.saved, c.keep
-	_, err = call(states, "put", rec.value(), key)
-	return err
-}
-
-// trim deletes the chunks that hold only entries before index first. The
-// chunk holding entry first starts at or before it; every chunk before that
-// one ends before first.
-func trim(ctx context.Context, chunks js.Value, k client.Key, first int) error {
-	if first <= 0 {
-		return nil
-	}
-	req, err := call(chunks, "openKeyCursor", chunkRange(k, 0, first), "prev")
-	if err != nil {
-		return err
-	}
-	cur, err := await(ctx, req)
-	if err != nil || cur.IsNull() || cur.IsUndefined() {
-		return err
-	}
-	key, _ := get(cur, "key")
-	start, _ := index(key, 3)
-	if from := jsInt(start); from > 0 {
-		_, err = call(chunks, "delete", chunkRangeOpen(k, 0, from))
-	}
-	return err
-}
-
 // fallBack moves the Store to memory after a failed write: the memory store
 // starts from the state of every stream this Store has seen and replays the
 // failed batch and anything queued since. Transcripts already in IndexedDB
@@ -531,8 +704,8 @@ func (s *Store) fallBack(batch []commit) {
 	}
 	ctx := context.Background()
 	mem := client.NewMemoryStore()
-	for k, saved := range s.known {
-		_ = mem.Commit(ctx, k, saved, nil, 0)
+	for k, rec := range s.known {
+		_ = mem.Commit(ctx, k, rec.saved, nil, 0)
 	}
 	for _, c := range append(batch, s.pending...) {
 		_ = mem.Commit(ctx, c.key, c.saved, decodeEntries(nil, c.data), c.keep)
@@ -578,11 +751,15 @@ func (s *Store) tx(mode string, stores ...string) (js.Value, error) {
 	return call(s.db, "transaction", names, mode)
 }
 
-// stateRecord is the value stored per stream in the state object store.
+// stateRecord is the value stored per stream in the state object store,
+// and what a Store knows of it.
 type stateRecord struct {
 	saved client.Saved
 	total int // transcript entries ever appended: the next chunk's start
 	keep  int
+	// totalKnown: total is what is stored (this Store read or wrote it
+	// last), so a write need not read it first.
+	totalKnown bool
 }
 
 func readState(v js.Value) stateRecord {
@@ -594,15 +771,6 @@ func readState(v js.Value) stateRecord {
 		saved: client.Saved{Session: jsString(field("session")), Cursor: uint64(jsFloat(field("cursor")))},
 		total: jsInt(field("total")),
 		keep:  jsInt(field("keep")),
-	}
-}
-
-func (r stateRecord) value() map[string]any {
-	return map[string]any{
-		"session": r.saved.Session,
-		"cursor":  float64(r.saved.Cursor),
-		"total":   r.total,
-		"keep":    r.keep,
 	}
 }
 

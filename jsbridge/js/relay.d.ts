@@ -29,6 +29,18 @@ export interface LoadOptions {
    * no trace, or to measure the client without its storage.
    */
   storage?: Storage;
+  /**
+   * How long stream state may wait before it is written to IndexedDB, in
+   * milliseconds. Default 50. Commits are gathered over this window and
+   * written in one transaction (each costs the page about a millisecond of
+   * main-thread time, however much it carries), and at once when the page is
+   * hidden or goes away (pagehide) and before close() and detach() resolve.
+   * The price: after a crash or a killed tab, a stream resumes from where it
+   * was up to a window earlier, so the messages of that window are delivered
+   * again (not marked as replays); none is lost, and history() and the
+   * stored cursor always agree. 0 writes once per event-loop turn.
+   */
+  commitWindowMs?: number;
 }
 
 export interface Relay {
@@ -91,7 +103,11 @@ export interface Attachment {
   readonly name: string;
   /** The connection's state. */
   readonly state: State;
-  /** The seq of the last message onMessage accepted; stored, so a reload resumes after it. */
+  /**
+   * The seq of the last message onMessage accepted; stored (within the
+   * commit window, see LoadOptions.commitWindowMs), so a reload resumes
+   * after it.
+   */
   readonly cursor: number;
   /** The attachment id the relay granted. */
   readonly session: string;

@@ -383,6 +383,70 @@ function makeBridge() {
       schedule();
     },
 
+    // write applies a batch of a Store's commits to IndexedDB in one
+    // readwrite transaction and reports to Go through done(id): 0 when it
+    // completed, 1 with what failed. streams is JSON (jsbridge/store.go
+    // appendStream): [[url, instance, name, session, cursor, keep, total, n,
+    // offset, length], …], total being -1 when it must be read first; chunks
+    // holds every stream's new transcript entries, packed, or is null. final:
+    // the page is going away: issue every request now and commit at once
+    // (trimming waits for the next write).
+    write(db, id, streams, chunks, final) {
+      let tx;
+      let failed = null;
+      const fail = (e) => {
+        failed ??= e ?? null;
+        try {
+          tx.abort();
+        } catch {
+          // already finished or aborted: onabort reports it
+        }
+      };
+      try {
+        tx = db.transaction([STORE_STATE, STORE_CHUNKS], "readwrite");
+      } catch (e) {
+        goDone(id, 1, e);
+        return;
+      }
+      tx.oncomplete = () => goDone(id, 0, null);
+      tx.onabort = () => goDone(id, 1, failed ?? tx.error);
+      let reads = 0;
+      try {
+        const states = tx.objectStore(STORE_STATE);
+        const store = tx.objectStore(STORE_CHUNKS);
+        for (const [url, instance, name, session, cursor, keep, total, n, offset, length] of JSON.parse(streams)) {
+          const key = [url, instance, name];
+          const put = (total) => {
+            if (keep <= 0) {
+              if (total !== 0) store.delete(chunkRange(key, 0, MAX_CHUNK_KEY, false));
+              total = 0;
+            } else if (n > 0) {
+              store.put(chunks.slice(offset, offset + length), [...key, total]);
+              total += n;
+              if (!final) trim(store, key, total - keep, fail);
+            }
+            states.put({ session, cursor, total, keep }, key);
+          };
+          if (total >= 0) {
+            put(total);
+            continue;
+          }
+          reads++;
+          const req = states.get(key);
+          req.onsuccess = () => {
+            try {
+              put(typeof req.result?.total === "number" ? req.result.total : 0);
+            } catch (e) {
+              fail(e);
+            }
+          };
+        }
+        if (final && reads === 0) tx.commit?.();
+      } catch (e) {
+        fail(e);
+      }
+    },
+
     // watch reports the events of an IndexedDB request or transaction to Go
     // as (id, kind, value): kind 0 success/complete (value: result), 1 error
     // or abort (value: the DOMException), 2 blocked, 3 upgradeneeded (value:
@@ -413,6 +477,33 @@ function makeBridge() {
         target.onupgradeneeded = () => goDone(id, 3, target.result);
       }
     },
+  };
+}
+
+// The Store's object stores (jsbridge/store.go): state [url, instance, name]
+// -> {session, cursor, total, keep}; chunks [url, instance, name, start] ->
+// packed transcript entries, start counting entries since the stream began.
+const STORE_STATE = "state";
+const STORE_CHUNKS = "chunks";
+const MAX_CHUNK_KEY = 2 ** 53;
+
+function chunkRange(key, from, to, upperOpen) {
+  return IDBKeyRange.bound([...key, from], [...key, to], false, upperOpen);
+}
+
+// trim deletes the chunks of key that hold only entries before index first.
+// The chunk holding entry first starts at or before it; every chunk before
+// that one ends before first.
+function trim(store, key, first, fail) {
+  if (first <= 0) return;
+  const req = store.openKeyCursor(chunkRange(key, 0, first, false), "prev");
+  req.onsuccess = () => {
+    try {
+      const from = req.result?.key[3] ?? 0;
+      if (from > 0) store.delete(chunkRange(key, 0, from, true));
+    } catch (e) {
+      fail(e);
+    }
   };
 }
 
@@ -474,8 +565,12 @@ export async function loadRelay(options = {}) {
   if (wanted !== "indexeddb" && wanted !== "memory") {
     throw new RelayError("bad_options", `storage must be "indexeddb" or "memory", not ${JSON.stringify(wanted)}`);
   }
+  const window = options.commitWindowMs ?? -1; // -1: the default
+  if (options.commitWindowMs !== undefined && !(Number.isFinite(window) && window >= 0)) {
+    throw new RelayError("bad_options", "commitWindowMs must be a duration in milliseconds");
+  }
   const handle = B.nextHandle++;
-  const storage = await B.call("relay", [handle, options.database ?? "", wanted]);
+  const storage = await B.call("relay", [handle, options.database ?? "", wanted, window]);
   return new Relay(handle, storage);
 }
 
@@ -799,9 +894,12 @@ function writeSession(key, value) {
 // Browser lifecycle, for every attachment of the page: redial at once when
 // the network comes back, close the socket when it goes (a browser does not
 // close a socket on its own when offline), probe the connection when the
-// page becomes visible (a sleeping tab may have lost it unnoticed). Nothing
-// happens on pagehide: a reload must find the attachment id still held by
-// the relay, to reclaim it.
+// page becomes visible (a sleeping tab may have lost it unnoticed), and
+// write the stored cursors at once when it is hidden or goes away (pagehide:
+// a reload, a navigation; hidden: a phone may kill a background tab without
+// another event), instead of at the end of the commit window. Nothing else
+// happens on pagehide: no detach, so a reload finds the attachment id still
+// held by the relay and reclaims it.
 
 let listening = false;
 
@@ -810,7 +908,9 @@ function listenToLifecycle() {
   listening = true;
   addEventListener("online", () => B.api.online(true));
   addEventListener("offline", () => B.api.online(false));
+  addEventListener("pagehide", () => B.api.hidden());
   globalThis.document?.addEventListener("visibilitychange", () => {
     if (document.visibilityState === "visible") B.api.probe();
+    else B.api.hidden();
   });
 }

@@ -503,6 +503,16 @@ func TestAPISupersededReachesThePage(t *testing.T) {
 	must(t, ctx, app(t).Call("newSession", att, r))
 
 	store := jsbridge.OpenStore(ctx, db, nil)
+	// The page's Store writes once its commit window has passed; the other
+	// client reclaims what is stored by then.
+	stored := client.Key{URL: env(t, "RELAY_ATTACH_URL"), Instance: env(t, "RELAY_INSTANCE"), Name: "sup"}
+	for mustLoad(t, ctx, store, stored).Session != att.Get("session").String() {
+		select {
+		case <-ctx.Done():
+			t.Fatal("the page's attachment id was never stored")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 	key, err := relayKey(t)
 	if err != nil {
 		t.Fatal(err)

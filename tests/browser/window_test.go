@@ -1,0 +1,283 @@
+//go:build js && wasm
+
+package browser
+
+import (
+	"context"
+	"encoding/json"
+	"runtime"
+	"strconv"
+	"sync"
+
+	"testing"
+	"time"
+
+	"github.com/relaywasm/relaywasm/jsbridge"
+	"github.com/relaywasm/relaywasm/wasm/client"
+)
+
+// The Store writes commits once per commit window (jsbridge.Store). These
+// tests make the window an hour, so that what is not written yet cannot
+// have been written by the window's end, and check what cuts it short and
+// what a page that dies inside it gets back.
+
+const longWindow = time.Hour
+
+// untilStored waits until another Store on db loads want for k: the other
+// Store has nothing queued, so it reads what IndexedDB holds. The wait is
+// bounded by ctx (a liveness guard, not a measure of speed).
+func untilStored(t *testing.T, ctx context.Context, other *jsbridge.Store, k client.Key, want client.Saved) {
+	t.Helper()
+	for {
+		got := mustLoad(t, ctx, other, k)
+		if got == want {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("IndexedDB holds %+v for %s, want %+v", got, k.Name, want)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// A commit waits for the window unless the Store is asked to write (Flush,
+// a read, WriteAll); a new attachment id does not wait at all.
+func TestStoreCommitWindow(t *testing.T) {
+	ctx := testContext(t)
+	db := database(t)
+	s := openStore(t, ctx, db)
+	s.SetCommitWindow(longWindow)
+	other := openStore(t, ctx, db)
+	mustLoad(t, ctx, s, testKey)
+
+	if err := s.Commit(ctx, testKey, client.Saved{Session: "att", Cursor: 0}, nil, 10); err != nil {
+		t.Fatal(err)
+	}
+	untilStored(t, ctx, other, testKey, client.Saved{Session: "att"})
+
+	if err := s.Commit(ctx, testKey, client.Saved{Session: "att", Cursor: 3}, received(0, 3), 10); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustLoad(t, ctx, other, testKey); got.Cursor != 0 {
+		t.Fatalf("a cursor-only commit was written before its window ended: %+v", got)
+	}
+	if err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustLoad(t, ctx, other, testKey); got.Cursor != 3 {
+		t.Fatalf("after Flush IndexedDB holds %+v, want cursor 3", got)
+	}
+	if got, want := describe(mustHistory(t, ctx, other, testKey)), describe(received(0, 3)); got != want {
+		t.Fatalf("after Flush the transcript is %s, want %s", got, want)
+	}
+
+	// WriteAll (the page going away) starts the transaction before it
+	// returns control to JavaScript: here, before this goroutine runs again.
+	counter := faults(t).Call("countReadWrite")
+	defer counter.Call("undo")
+	if err := s.Commit(ctx, testKey, client.Saved{Session: "att", Cursor: 5}, received(3, 2), 10); err != nil {
+		t.Fatal(err)
+	}
+	jsbridge.WriteAll()
+	runtime.Gosched()
+	if n := counter.Get("n").Int(); n != 1 {
+		t.Fatalf("WriteAll started %d transactions, want 1", n)
+	}
+	untilStored(t, ctx, other, testKey, client.Saved{Session: "att", Cursor: 5})
+	if got, want := describe(mustHistory(t, ctx, other, testKey)), describe(received(0, 5)); got != want {
+		t.Fatalf("after WriteAll the transcript is %s, want %s", got, want)
+	}
+}
+
+// Through the JavaScript API: pagehide writes at once, within the event,
+// and close() resolves only once the cursor is stored.
+func TestAPIPagehideAndCloseWrite(t *testing.T) {
+	ctx := testContext(t)
+	db := database(t)
+	relay := loadRelay(t, ctx, map[string]any{"database": db, "commitWindowMs": float64(longWindow / time.Millisecond)})
+	rejects(t, ctx, relayModule.Call("loadRelay", map[string]any{"database": db, "commitWindowMs": -1}), "bad_options")
+	r := recorder(t, nil)
+	att := must(t, ctx, relay.Call("attach", attachOptions(t, r, "window", map[string]any{"history": 100})))
+	k := client.Key{URL: env(t, "RELAY_ATTACH_URL"), Instance: env(t, "RELAY_INSTANCE"), Name: "window"}
+	other := openStore(t, ctx, db)
+	session := att.Get("session").String()
+	untilStored(t, ctx, other, k, client.Saved{Session: session}) // a new id is written at once
+
+	must(t, ctx, app(t).Call("newSession", att, r))
+	cursor := att.Get("cursor").Int()
+	if got := mustLoad(t, ctx, other, k); got.Cursor != 0 {
+		t.Fatalf("the cursor was written before its window ended: %+v", got)
+	}
+	counter := faults(t).Call("countReadWrite")
+	defer counter.Call("undo")
+	app(t).Call("fire", "window", "pagehide")
+	if n := counter.Get("n").Int(); n != 1 {
+		t.Fatalf("pagehide started %d transactions before it returned, want 1", n)
+	}
+	untilStored(t, ctx, other, k, client.Saved{Session: session, Cursor: uint64(cursor)})
+
+	must(t, ctx, app(t).Call("request", att, r, "_relaywasm/echo", map[string]any{}))
+	cursor = att.Get("cursor").Int()
+	must(t, ctx, att.Call("close"))
+	if got := mustLoad(t, ctx, other, k); got != (client.Saved{Session: session, Cursor: uint64(cursor)}) {
+		t.Fatalf("after close() IndexedDB holds %+v, want cursor %d", got, cursor)
+	}
+	if h := mustHistory(t, ctx, other, k); len(h) == 0 || h[len(h)-1].Seq != uint64(cursor) {
+		t.Fatalf("after close() the transcript ends at %s, want seq %d", describe(h[max(0, len(h)-1):]), cursor)
+	}
+}
+
+// A page that dies inside the window (nothing flushed: no close, no
+// pagehide) is reloaded: the new page gets its attachment back, resumes from
+// the cursor stored before the window, and is delivered again what the dead
+// page had: nothing lost, and the stored transcript plus what the resume
+// delivers holds every message exactly once.
+func TestReloadInsideTheWindowReplays(t *testing.T) {
+	ctx := testContext(t)
+	db := database(t)
+	const n = 200
+	k := client.Key{URL: env(t, "RELAY_ATTACH_URL"), Instance: env(t, "RELAY_INSTANCE"), Name: "crash"}
+
+	first := openStore(t, ctx, db)
+	first.SetCommitWindow(longWindow)
+	app1 := &goApp{}
+	a1 := app1.attach(t, ctx, first, k.Name)
+	reloaded := openStore(t, ctx, db)
+	untilStored(t, ctx, reloaded, k, client.Saved{Session: a1.Session()})
+	sid := app1.newSession(t, ctx, a1)
+	if err := first.Flush(ctx); err != nil { // what the reloaded page will redraw
+		t.Fatal(err)
+	}
+	app1.request(t, ctx, a1, "session/prompt", `{"sessionId":`+strconv.Quote(sid)+`,"prompt":[{"type":"text","text":"count `+strconv.Itoa(n)+`"}]}`)
+	died := a1.Cursor()
+	stored := mustLoad(t, ctx, reloaded, k)
+	if stored.Cursor == 0 || stored.Cursor >= died {
+		t.Fatalf("stored cursor %d, delivered %d: want the cursor of the flush, before the window", stored.Cursor, died)
+	}
+	var seqs []uint64 // what the reloaded page redraws, then what it is delivered
+	for _, e := range mustHistory(t, ctx, reloaded, k) {
+		if !e.Out {
+			seqs = append(seqs, e.Seq)
+		}
+	}
+	// The first page is gone without a word: its Store never writes again
+	// (its window is an hour), and the relay hands its attachment to the
+	// reloaded page.
+	app2 := &goApp{}
+	a2 := app2.attach(t, ctx, reloaded, k.Name)
+	if a2.Session() != a1.Session() {
+		t.Fatalf("the reloaded page got attachment %q, want %q back", a2.Session(), a1.Session())
+	}
+	app2.until(t, ctx, "the replay", func() bool { return a2.Cursor() >= died })
+
+	for _, m := range app2.messages() {
+		if m.Seq > 0 {
+			seqs = append(seqs, m.Seq)
+		}
+	}
+	for i, seq := range seqs {
+		if seq != uint64(i)+1 {
+			t.Fatalf("transcript + delivered after the reload: seq %d at place %d (%v…)", seq, i, seqs[:i+1])
+		}
+	}
+	if uint64(len(seqs)) < died {
+		t.Fatalf("transcript + delivered after the reload reach seq %d, the dead page had %d", len(seqs), died)
+	}
+	if again := app2.messages(); len(again) == 0 || again[0].Seq != stored.Cursor+1 {
+		t.Fatalf("the reloaded page's first message has seq %d, want %d (after the stored cursor)", again[0].Seq, stored.Cursor+1)
+	}
+}
+
+// goApp is an application of the Go API (client.Attach): it keeps what is
+// delivered and sends JSON-RPC requests.
+type goApp struct {
+	mu     sync.Mutex
+	msgs   []client.Message
+	nextID int
+}
+
+func (g *goApp) attach(t *testing.T, ctx context.Context, store *jsbridge.Store, name string) *client.Attachment {
+	t.Helper()
+	key, err := relayKey(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := client.Attach(ctx, client.Options{
+		URL: env(t, "RELAY_ATTACH_URL"), Instance: env(t, "RELAY_INSTANCE"), Name: name, History: 1000,
+		Credential: func(context.Context) (string, error) { return env(t, "RELAY_TOKEN"), nil },
+		RelayKey:   key, Store: store, Transport: jsbridge.Transport{},
+		OnMessage: func(m client.Message) error {
+			m.Payload = append([]byte(nil), m.Payload...)
+			g.mu.Lock()
+			g.msgs = append(g.msgs, m)
+			g.mu.Unlock()
+			return nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	return a
+}
+
+func (g *goApp) messages() []client.Message {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return append([]client.Message(nil), g.msgs...)
+}
+
+// until polls cond, bounded by ctx.
+func (g *goApp) until(t *testing.T, ctx context.Context, what string, cond func() bool) {
+	t.Helper()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("timed out waiting for %s", what)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// request sends a JSON-RPC request and returns its response's result.
+func (g *goApp) request(t *testing.T, ctx context.Context, a *client.Attachment, method, params string) json.RawMessage {
+	t.Helper()
+	g.mu.Lock()
+	g.nextID++
+	id := g.nextID
+	g.mu.Unlock()
+	msg := `{"jsonrpc":"2.0","id":` + strconv.Itoa(id) + `,"method":` + strconv.Quote(method) + `,"params":` + params + `}`
+	if err := a.SendACP(ctx, []byte(msg)); err != nil {
+		t.Fatal(err)
+	}
+	var result json.RawMessage
+	g.until(t, ctx, "the response to "+method, func() bool {
+		for _, m := range g.messages() {
+			var r struct {
+				ID     *int            `json:"id"`
+				Method string          `json:"method"`
+				Result json.RawMessage `json:"result"`
+			}
+			if json.Unmarshal(m.Payload, &r) == nil && r.ID != nil && *r.ID == id && r.Method == "" {
+				result = r.Result
+				return true
+			}
+		}
+		return false
+	})
+	return result
+}
+
+// newSession initializes ACP and opens a session; it returns its id.
+func (g *goApp) newSession(t *testing.T, ctx context.Context, a *client.Attachment) string {
+	t.Helper()
+	g.request(t, ctx, a, "initialize", `{"protocolVersion":1}`)
+	var r struct {
+		SessionID string `json:"sessionId"`
+	}
+	if err := json.Unmarshal(g.request(t, ctx, a, "session/new", `{"cwd":"/","mcpServers":[]}`), &r); err != nil || r.SessionID == "" {
+		t.Fatalf("session/new: %v", err)
+	}
+	return r.SessionID
+}
