@@ -11,19 +11,33 @@ func (s *session) roundTrips() ([]Row, error) {
 	n := s.cfg.Sizes.RoundTrips
 	s.cfg.logf("round trips: %d per client", n)
 	var ms map[string][]float64
+	var cpu map[string][]float64 // main-thread µs per round trip, per block
 	for _, count := range []int{min(n, rttBlock), n} { // the warm-up, then the measurement
-		ms = map[string][]float64{}
+		ms, cpu = map[string][]float64{}, map[string][]float64{}
 		for done := 0; done < count; done += rttBlock {
 			for _, v := range []string{wasmIDB, rawJS} {
 				var block []float64
-				if err := s.tab.call(&block, "roundTrips", v, min(rttBlock, count-done)); err != nil {
+				before, err := s.tab.cpuTime()
+				if err == nil {
+					err = s.tab.call(&block, "roundTrips", v, min(rttBlock, count-done))
+				}
+				if err != nil {
+					return nil, err
+				}
+				after, err := s.tab.cpuTime()
+				if err != nil {
 					return nil, err
 				}
 				ms[v] = append(ms[v], block...)
+				cpu[v] = append(cpu[v], after.minus(before).thread*1e6/float64(len(block)))
 			}
 		}
 	}
-	return rttRows(ms[wasmIDB], ms[rawJS]), nil
+	rows := rttRows(ms[wasmIDB], ms[rawJS])
+	// The round trip's time is mostly waiting; what relay.wasm costs the
+	// page is steadier to compare as main-thread CPU, block by block.
+	return append(rows, paired("Chromium round trip, page main thread CPU per round trip", "µs", "raw JS WebSocket",
+		cpu[wasmIDB], cpu[rawJS])), nil
 }
 
 // rttRows reports percentiles of the two distributions; the ratio is of the
