@@ -304,10 +304,6 @@ func (a *attachment) deliver(batch []client.Message) (int, error) {
 	if len(batch) == 0 {
 		return 0, nil
 	}
-	b, err := theBridge()
-	if err != nil {
-		return 0, err
-	}
 	c := a.sock.Load()
 	out, slow := a.out[:0], a.slow[:0]
 	nslow := 0
@@ -340,7 +336,7 @@ func (a *attachment) deliver(batch []client.Message) (int, error) {
 	}
 	id, events, stop := newWait()
 	defer stop()
-	res, err := deliverOut(b, out, a.handle, sock, len(batch), id, session, text)
+	res, err := withOut(out, "deliver", a.handle, sock, len(batch), id, session, text)
 	if err != nil {
 		return 0, err
 	}
@@ -374,33 +370,6 @@ func appendSlow(buf []byte, m client.Message) []byte {
 	buf = append(buf, ',')
 	buf = appendPayload(buf, m.Payload)
 	return append(buf, ']')
-}
-
-// The out buffer is one Uint8Array of relay.js, shared by every
-// attachment: relay.js copies a delivery's entries out of it before it
-// runs any handler, and mu keeps two deliveries from filling it at once.
-var outBuf struct {
-	mu  sync.Mutex
-	arr js.Value // the bridge's current out buffer
-	n   int      // its length
-}
-
-// deliverOut copies entries into the out buffer and calls relay.js's
-// deliver(args…).
-func deliverOut(b js.Value, entries []byte, args ...any) (js.Value, error) {
-	outBuf.mu.Lock()
-	defer outBuf.mu.Unlock()
-	if outBuf.n < len(entries) {
-		arr, err := call(b, "outBuffer", len(entries))
-		if err != nil {
-			return js.Undefined(), err
-		}
-		outBuf.arr, outBuf.n = arr, length(arr)
-	}
-	if _, err := copyBytesToJS(outBuf.arr, entries); err != nil {
-		return js.Undefined(), err
-	}
-	return call(b, "deliver", args...)
 }
 
 // appendPayload splices a payload into a JSON text; an absent one is null.
@@ -454,9 +423,17 @@ func withAttachment(args []js.Value, op func(ctx context.Context, att *client.At
 	return nil
 }
 
-// apiSend(callID, handle, text) sends one ACP message, JSON text.
+// apiSend(callID, handle, n, buffer) sends one ACP message: the n bytes of
+// JSON text relay.js put in the in buffer (buffer: it, when new; null).
 func apiSend(_ js.Value, args []js.Value) any {
-	payload := []byte(argString(args, 2))
+	fresh := js.Null()
+	if len(args) > 3 {
+		fresh = args[3]
+	}
+	payload, err := readIn(nil, argInt(args, 2), fresh)
+	if err != nil {
+		return fail(argInt(args, 0), err)
+	}
 	return withAttachment(args, func(ctx context.Context, att *client.Attachment) (any, error) {
 		return nil, att.SendACP(ctx, payload)
 	})

@@ -27,6 +27,7 @@ package jsbridge
 
 import (
 	"errors"
+	"slices"
 	"sync"
 	"syscall/js"
 
@@ -169,4 +170,58 @@ func nextTurn(ch chan struct{}) error {
 	turnWaiters.mu.Unlock()
 	_, err = call(b, "later")
 	return err
+}
+
+// Bytes cross the boundary through two buffers of relay.js, each one
+// js.Value Go keeps rather than a new one (with its finalizer) per call:
+//
+//   - in, which JavaScript fills (a flushed batch of messages, a message to
+//     send) and Go copies out of during the call that says so. relay.js
+//     passes it along with a call only when it is new.
+//   - out, which Go fills (a delivery's entries, a frame to send) just
+//     before the call that reads it; relay.js makes a bigger one when Go
+//     asks (outBuffer).
+var crossing struct {
+	mu     sync.Mutex
+	in     js.Value
+	out    js.Value
+	outLen int
+}
+
+// readIn copies n bytes of the in buffer to the end of dst. fresh is the
+// buffer when relay.js passed a new one, or null.
+func readIn(dst []byte, n int, fresh js.Value) ([]byte, error) {
+	crossing.mu.Lock()
+	defer crossing.mu.Unlock()
+	if isObject(fresh) {
+		crossing.in = fresh
+	}
+	old := len(dst)
+	dst = slices.Grow(dst, n)[:old+n]
+	if _, err := copyBytesToGo(dst[old:], crossing.in); err != nil {
+		return dst[:old], err
+	}
+	return dst, nil
+}
+
+// withOut copies b into the out buffer and makes the call that reads it,
+// call(bridge, method, args…), while no other can fill the buffer.
+func withOut(b []byte, method string, args ...any) (js.Value, error) {
+	bridge, err := theBridge()
+	if err != nil {
+		return js.Undefined(), err
+	}
+	crossing.mu.Lock()
+	defer crossing.mu.Unlock()
+	if crossing.outLen < len(b) {
+		arr, err := call(bridge, "outBuffer", len(b))
+		if err != nil {
+			return js.Undefined(), err
+		}
+		crossing.out, crossing.outLen = arr, length(arr)
+	}
+	if _, err := copyBytesToJS(crossing.out, b); err != nil {
+		return js.Undefined(), err
+	}
+	return call(bridge, method, args...)
 }

@@ -5,10 +5,8 @@ package jsbridge
 import (
 	"context"
 	"errors"
-	"slices"
 	"sync"
 	"syscall/js"
-	"unsafe"
 
 	"github.com/relaywasm/relaywasm/wasm/client"
 )
@@ -187,9 +185,9 @@ func (c *conn) Write(ctx context.Context, msg []byte) error {
 	if err != nil {
 		return errors.Join(client.ErrNotSent, err)
 	}
-	// No copy into a Go string: syscall/js copies the bytes into a
-	// JavaScript string during the call and keeps nothing of msg.
-	sent, err := call(c.bridge, "send", c.handle, unsafe.String(unsafe.SliceData(msg), len(msg)))
+	// The bytes go through the out buffer; relay.js decodes them into the
+	// string WebSocket.send needs for a text message.
+	sent, err := withOut(msg, "send", c.handle, len(msg))
 	if err != nil {
 		return err
 	}
@@ -227,26 +225,25 @@ func (c *conn) ring() {
 	}
 }
 
-// onFrames receives one flushed batch from relay.js: (handle, Uint8Array,
-// byte length). It copies the bytes and returns; it must never block.
+// onFrames receives one flushed batch from relay.js: (handle, byte length,
+// the in buffer when new or null). It copies the bytes and returns; it must
+// never block.
 func onFrames(_ js.Value, args []js.Value) any {
 	if len(args) < 3 {
 		return nil
 	}
 	c := socketByHandle(jsInt(args[0]))
-	n := jsInt(args[2])
+	n := jsInt(args[1])
 	if c == nil || n <= 0 {
+		// Still take a new buffer: the next call will not pass it again.
+		_, _ = readIn(nil, 0, args[2])
 		return nil
 	}
 	c.mu.Lock()
-	old := len(c.pending)
-	c.pending = slices.Grow(c.pending, n)[:old+n]
-	_, err := copyBytesToGo(c.pending[old:], args[1])
-	if err != nil {
-		c.pending = c.pending[:old]
-		if c.err == nil {
-			c.err = err
-		}
+	var err error
+	c.pending, err = readIn(c.pending, n, args[2])
+	if err != nil && c.err == nil {
+		c.err = err
 	}
 	c.mu.Unlock()
 	c.ring()

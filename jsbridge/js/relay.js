@@ -25,7 +25,7 @@ const BRIDGE = "__relaywasm_bridge_v1";
 function makeBridge() {
   // Go's callbacks, registered once by Go (init). Each is a js.Func: calling
   // one crosses into Go, which is why they are few and called per batch.
-  let goFrames = null; // (handle, Uint8Array, byteLength)
+  let goFrames = null; // (handle, byteLength, Uint8Array or null)
   let goSocket = null; // (handle, kind, code, text)
   let goDone = null; // (id, kind, value)
   let goTurn = null; // ()
@@ -70,8 +70,17 @@ function makeBridge() {
   const MODE_PARSE = 1; // acp.messages parsed here, as REC_ACP when they can be
   const MODE_PARSE_KEEP = 2; // parsed here, and always with their text (a transcript keeps it)
   const encoder = new TextEncoder();
+  const decoder = new TextDecoder();
   let buf = new Uint8Array(64 << 10);
   let view = new DataView(buf.buffer);
+  // Go keeps buf once it has been handed over: a call passes it only when
+  // it is new (fresh), which spares Go a js.Value, and its finalizer, per call.
+  let bufFresh = true;
+  const fresh = () => {
+    if (!bufFresh) return null;
+    bufFresh = false;
+    return buf;
+  };
   let acpType = "acp.message"; // librelay.TypeACPMessage; Go says so at init
   let maxFrameBytes = 16 << 20; // librelay.MaxFrameBytes; likewise
 
@@ -80,8 +89,12 @@ function makeBridge() {
     if (buf.length >= off + need) return;
     const next = new Uint8Array(Math.max(off + need, buf.length * 2));
     next.set(buf.subarray(0, off));
-    buf = next;
+    setBuf(next);
+  };
+  const setBuf = (b) => {
+    buf = b;
     view = new DataView(buf.buffer);
+    bufFresh = true;
   };
 
   // put appends the record of one message at off and returns the new end.
@@ -163,17 +176,20 @@ function makeBridge() {
     s.queue = [];
     let off = 0;
     for (const m of q) off = put(s, m, off);
-    goFrames(s.handle, buf, off);
-    // A burst can grow the buffer a lot; do not hold on to it for good.
-    if (buf.length > 8 << 20) {
-      buf = new Uint8Array(64 << 10);
-      view = new DataView(buf.buffer);
-    }
+    goFrames(s.handle, off, fresh());
+    shrink();
+  };
+  // A burst can grow the buffer a lot; do not hold on to it for good.
+  const shrink = () => {
+    if (buf.length > 8 << 20) setBuf(new Uint8Array(64 << 10));
   };
 
-  // Go's answer to a delivery: per message [flags, index] (Go fills it
-  // through outBuffer, then calls deliver).
-  let out = new Float64Array(256);
+  // What Go hands over: a delivery's entries (per message [flags, index],
+  // read as float64s) or a frame to send (UTF-8). Go fills it through
+  // outBuffer, then calls deliver or send.
+  let out = new ArrayBuffer(64 << 10);
+  let outBytes = new Uint8Array(out);
+  let outEntries = new Float64Array(out);
 
   const SOCKET_OPEN = 0;
   const SOCKET_CLOSE = 1;
@@ -199,7 +215,9 @@ function makeBridge() {
     },
 
     // call invokes a Go API function with a fresh call id and returns the
-    // Promise Go settles. An AbortSignal cancels the Go side's context.
+    // Promise Go settles. args is the arguments after the id, or a function
+    // that makes them just before the call. An AbortSignal cancels the Go
+    // side's context.
     call(op, args, signal) {
       return new Promise((resolve, reject) => {
         if (signal?.aborted) {
@@ -210,7 +228,8 @@ function makeBridge() {
         calls.set(id, { resolve, reject });
         signal?.addEventListener("abort", () => this.api.cancel(id), { once: true });
         try {
-          this.api[op](id, ...args);
+          const fn = this.api[op]; // called without this: Go need not take it
+          fn(id, ...(typeof args === "function" ? args() : args));
         } catch (e) {
           calls.delete(id);
           reject(e);
@@ -228,10 +247,25 @@ function makeBridge() {
       c?.reject(new RelayError(code, message));
     },
 
+    // text puts a message to send into the buffer Go reads (api.send),
+    // which copies it at once, and returns [its length, the buffer when Go
+    // has not seen it yet].
+    text(t) {
+      room(0, t.length * 3);
+      const n = encoder.encodeInto(t, buf).written;
+      const b = fresh();
+      if (buf.length > 8 << 20) queueMicrotask(shrink);
+      return [n, b];
+    },
+
     // outBuffer is Go asking for an out buffer of at least n bytes.
     outBuffer(n) {
-      if (out.byteLength < n) out = new Float64Array(Math.max(n / 8, out.length * 2));
-      return new Uint8Array(out.buffer);
+      if (out.byteLength < n) {
+        out = new ArrayBuffer(Math.ceil(Math.max(n, 2 * out.byteLength) / 8) * 8);
+        outBytes = new Uint8Array(out);
+        outEntries = new Float64Array(out);
+      }
+      return outBytes;
     },
 
     // Callbacks of an attachment, from Go. Each routes to the Attachment
@@ -251,8 +285,8 @@ function makeBridge() {
       const replay = new Uint8Array(n);
       let dropped = false;
       for (let i = 0; i < n; i++) {
-        const flags = out[2 * i];
-        const v = out[2 * i + 1];
+        const flags = outEntries[2 * i];
+        const v = outEntries[2 * i + 1];
         replay[i] = flags & 1;
         if (flags & 2) {
           const [seq, payload] = texts[v];
@@ -356,12 +390,13 @@ function makeBridge() {
       return s.handle;
     },
 
-    // send writes one text message; false when the socket is not open, so
-    // Go knows the message did not leave.
-    send(handle, text) {
+    // send writes the n bytes Go put in the out buffer as one text message;
+    // false when the socket is not open, so Go knows the message did not
+    // leave.
+    send(handle, n) {
       const s = sockets.get(handle);
       if (!s || s.ws.readyState !== WebSocket.OPEN) return false;
-      s.ws.send(text);
+      s.ws.send(decoder.decode(outBytes.subarray(0, n)));
       return true;
     },
 
@@ -704,7 +739,9 @@ class Attachment {
       }
       if (text === undefined) return Promise.reject(new RelayError("bad_payload", "message is not JSON"));
     }
-    return B.call("send", [this._handle, text], options.signal);
+    // The text crosses as UTF-8 in the bridge's buffer, not as a string
+    // Go would have to take and encode itself.
+    return B.call("send", () => [this._handle, ...B.text(text)], options.signal);
   }
 
   resume(afterSeq) {
