@@ -10,8 +10,8 @@ const rttBlock = 50
 func (s *session) roundTrips() ([]Row, error) {
 	n := s.cfg.Sizes.RoundTrips
 	s.cfg.logf("round trips: %d per client", n)
-	var ms map[string][]float64
-	var cpu map[string][]float64 // main-thread µs per round trip, per block
+	// ms: each round trip's time; cpu: main-thread µs per round trip, per block.
+	var ms, cpu map[string][]float64
 	for _, count := range []int{min(n, rttBlock), n} { // the warm-up, then the measurement
 		ms, cpu = map[string][]float64{}, map[string][]float64{}
 		for done := 0; done < count; done += rttBlock {
