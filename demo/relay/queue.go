@@ -24,8 +24,12 @@ const (
 	runtimeBatch = 512
 )
 
-// frameSegments is the pool both legs' queues keep their frames in.
-var frameSegments = sync.Pool{New: func() any { return new([fifoSegment]librelay.Frame) }}
+// frameSegments is the pool both legs' queues keep their frames in, and
+// frameBatches the one their writers take batches into.
+var (
+	frameSegments = sync.Pool{New: func() any { return new([fifoSegment]librelay.Frame) }}
+	frameBatches  = sync.Pool{New: func() any { return new([]librelay.Frame) }}
+)
 
 // sendQueue is one connection's bounded outbox of T: the relay queues
 // frames as parsed (librelay.Frame) and its writer encodes them straight
@@ -46,6 +50,10 @@ type sendQueue[T any] struct {
 	size func(T) int
 	// flush writes a batch in order; one goroutine at a time calls it.
 	flush func(batch []T) error
+	// batches holds the writers' batch slices (*[]T): a writer holds one
+	// only while it runs, and a socket whose writer starts for every few
+	// frames does not allocate a batch each time.
+	batches *sync.Pool
 	// finish runs once when the queue ends: clean after the last frame of a
 	// closed queue was written (it then sends the close frame or
 	// half-closes); not clean when a write failed, closing or not.
@@ -205,7 +213,8 @@ func (q *sendQueue[T]) wakeLocked() {
 // drain writes batches until the queue is empty, then exits, releasing the
 // slices so an idle queue holds nothing; a closing queue then finishes.
 func (q *sendQueue[T]) drain() {
-	var batch []T
+	bp := q.batches.Get().(*[]T)
+	batch := (*bp)[:0]
 	for {
 		q.mu.Lock()
 		if !q.dead {
@@ -216,6 +225,9 @@ func (q *sendQueue[T]) drain() {
 			finish, clean := q.closing && !q.ended, !q.dead
 			q.ended = q.ended || finish
 			q.mu.Unlock()
+			clear(batch) // already cleared unless the connection failed
+			*bp = batch[:0]
+			q.batches.Put(bp)
 			if finish {
 				q.finish(clean)
 			}

@@ -42,10 +42,13 @@ func (g *gate) got() []string {
 func newQueue(g *gate, frames, bytes int) *sendQueue[[]byte] {
 	return &sendQueue[[]byte]{maxMsgs: frames, maxBytes: bytes, maxBatch: browserBatch,
 		size: func(m []byte) int { return len(m) }, flush: g.flush, finish: g.finish,
-		msgs: fifo[[]byte]{pool: &byteSegments}}
+		batches: &byteBatches, msgs: fifo[[]byte]{pool: &byteSegments}}
 }
 
-var byteSegments = sync.Pool{New: func() any { return new([fifoSegment][]byte) }}
+var (
+	byteSegments = sync.Pool{New: func() any { return new([fifoSegment][]byte) }}
+	byteBatches  = sync.Pool{New: func() any { return new([][]byte) }}
+)
 
 // last is a message to close a queue with.
 func last(m string) *[]byte {

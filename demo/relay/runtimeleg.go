@@ -71,7 +71,8 @@ func (r *Relay) newRuntimeConn(nc net.Conn, h credHash, addr string) *runtimeCon
 	c := &runtimeConn{r: r, nc: nc, cred: h, addr: addr, bw: bufio.NewWriterSize(nc, 32<<10)}
 	l := r.cfg.Limits
 	c.q = sendQueue[librelay.Frame]{maxMsgs: l.RuntimeQueueFrames, maxBytes: l.RuntimeQueueBytes, maxBatch: runtimeBatch,
-		size: wireSize, flush: c.flush, finish: c.finish, msgs: fifo[librelay.Frame]{pool: &frameSegments}}
+		size: wireSize, flush: c.flush, finish: c.finish,
+		batches: &frameBatches, msgs: fifo[librelay.Frame]{pool: &frameSegments}}
 	return c
 }
 
