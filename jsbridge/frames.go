@@ -21,9 +21,11 @@ import (
 // what a bare WebSocket costs the page. So relay.js parses each message once,
 // at the flush, and hands Go only the envelope of an acp.message (type, seq,
 // routing fields: what the engine decides on), keeping the parsed object;
-// Go scans in full only what it must read or keep: relay.* control frames,
-// session.resumed, frames JSON.parse refused, and every acp.message when a
-// transcript is kept. The engine delivers as always, and deliver hands
+// Go scans in full only what it must read: relay.* control frames,
+// session.resumed, and frames JSON.parse refused. When a transcript is kept
+// an acp.message comes with its payload's text too, cut out of the message
+// by relay.js (payloadText), which Go keeps without scanning: JSON.parse
+// checked it. The engine delivers as always, and deliver hands
 // relay.js back, per message, which of its objects to pass to onMessage.
 // The payload is parsed exactly once, by JSON.parse, and never encoded
 // again.
@@ -33,6 +35,7 @@ import (
 //	recText     [0][u32 n][n bytes]                  a message as it arrived
 //	recACP      [1][f64 index][f64 seq][field × 5]   an acp.message JSON.parse read
 //	recACPText  [2][f64 index][u32 n][n bytes]       one relay.js parsed too, as it arrived
+//	recACPKeep  [3][as recACP][u32 n][n bytes]       recACP and its payload's text
 //
 // index numbers the socket's parsed messages (relay.js keeps them by it);
 // seq is a safe integer (relay.js sends anything else as text). The one
@@ -46,12 +49,13 @@ const (
 	recText    = 0
 	recACP     = 1
 	recACPText = 2
+	recACPKeep = 3
 	sameField  = math.MaxUint32
 )
 
 // A mark says that the acp.message whose payload starts at p stands for
 // relay.js's parsed message index: its payload is a token (recACP) or the
-// payload bytes themselves (recACPText). deliver finds a message's mark by
+// payload bytes themselves (recACPText, recACPKeep). deliver finds a message's mark by
 // the payload's address, which the engine hands on unchanged.
 type mark struct {
 	p     *byte
@@ -118,11 +122,12 @@ type recDecoder struct {
 func (d *recDecoder) decode(batch []byte) (frames []librelay.Frame, marks []mark) {
 	frames = make([]librelay.Frame, 0, 1+len(batch)/256)
 	var tokens []byte // one byte per recACP: its payload, unique by address
+	var kept []byte   // the payloads of recACPKeep, one after the other
 	for len(batch) > 0 {
 		kind := batch[0]
 		batch = batch[1:]
 		var index float64
-		if kind == recACP || kind == recACPText {
+		if kind != recText {
 			if len(batch) < 8 {
 				return frames, marks
 			}
@@ -141,12 +146,26 @@ func (d *recDecoder) decode(batch []byte) (frames []librelay.Frame, marks []mark
 			if f, err = librelay.ParseFrame(msg); err != nil {
 				continue
 			}
-		case recACP:
+		case recACP, recACPKeep:
 			if f, batch, ok = d.envelope(batch); !ok {
 				return frames, marks
 			}
+			var payload []byte
+			if kind == recACPKeep {
+				if payload, batch, ok = cut(batch); !ok {
+					return frames, marks
+				}
+			}
 			if !d.prevValid {
 				continue
+			}
+			if kind == recACPKeep {
+				if kept == nil {
+					kept = make([]byte, 0, len(batch)+len(payload)) // every payload left fits
+				}
+				kept = append(kept, payload...)
+				f.Payload = kept[len(kept)-len(payload) : len(kept) : len(kept)]
+				break
 			}
 			if len(tokens) == cap(tokens) {
 				tokens = make([]byte, 0, max(16, 2*cap(tokens)))
@@ -215,7 +234,7 @@ func cut(b []byte) (msg, rest []byte, ok bool) {
 // looks the delivered messages up on the current one.
 type apiTransport struct {
 	a    *attachment
-	keep bool // a transcript is kept: relay.js hands acp.messages over as text too
+	keep bool // a transcript is kept: relay.js hands the payloads' text over too
 }
 
 // Dial implements client.Transport.

@@ -49,8 +49,8 @@ const (
 	// an acp.message over as its envelope only, keeping the parsed
 	// payload for deliver (the JavaScript API without a transcript).
 	modeParse = 1
-	// modeParseKeep: as modeParse, but an acp.message comes with its text
-	// too, because the transcript keeps its payload (history > 0).
+	// modeParseKeep: as modeParse, but an acp.message comes with its
+	// payload's text too, because the transcript keeps it (history > 0).
 	modeParseKeep = 2
 )
 

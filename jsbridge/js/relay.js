@@ -59,16 +59,18 @@ function makeBridge() {
   //   REC_TEXT      [0][u32 n][UTF-8]                the message as it arrived
   //   REC_ACP       [1][f64 index][f64 seq][field×5] an acp.message, parsed here
   //   REC_ACP_TEXT  [2][f64 index][u32 n][UTF-8]     one parsed here, and its text
+  //   REC_ACP_KEEP  [3][as REC_ACP][u32 n][UTF-8]    REC_ACP and the payload's text
   // A field is [u32 n][UTF-8] or [SAME] for the socket's previous REC_ACP value.
   const REC_TEXT = 0;
   const REC_ACP = 1;
   const REC_ACP_TEXT = 2;
+  const REC_ACP_KEEP = 3;
   const SAME = 0xffffffff;
   const FIELDS = ["instance", "session", "id", "re", "trace"];
   // How a socket hands its messages over (Go's dial mode).
   const MODE_TEXT = 0; // as they arrived
   const MODE_PARSE = 1; // acp.messages parsed here, as REC_ACP when they can be
-  const MODE_PARSE_KEEP = 2; // parsed here, and always with their text (a transcript keeps it)
+  const MODE_PARSE_KEEP = 2; // parsed here, with the payload's text too (a transcript keeps it)
   const encoder = new TextEncoder();
   const decoder = new TextDecoder();
   let buf = new Uint8Array(64 << 10);
@@ -110,9 +112,37 @@ function makeBridge() {
     if (f === null || typeof f !== "object" || f.type !== acpType) return putText(m, off, REC_TEXT, 0);
     const index = s.base + s.frames.length;
     s.frames.push(f);
-    if (s.mode === MODE_PARSE && plain(f) && m.length * 3 <= maxFrameBytes) return putACP(s, f, index, off);
+    if (plain(f) && m.length * 3 <= maxFrameBytes) {
+      if (s.mode === MODE_PARSE) return putACP(s, f, index, off, null);
+      const payload = payloadText(m, f);
+      if (payload !== null) return putACP(s, f, index, off, payload);
+    }
     return putText(m, off, REC_ACP_TEXT, index);
   };
+
+  // payloadText finds the text of a parsed frame's payload in the message,
+  // when it can tell for sure: the frame has no member but the known ones
+  // and payload is the last, as the relay writes them. The key "payload"
+  // followed by a colon cannot occur inside a JSON string (its quotes would
+  // be escaped), so its first occurrence is the frame's own unless the
+  // payload holds one too, which is sent as text instead. Null otherwise.
+  const payloadText = (m, f) => {
+    const keys = Object.keys(f);
+    if (keys[keys.length - 1] !== "payload" || !keys.every((k) => KNOWN.has(k))) return null;
+    const at = m.indexOf(PAYLOAD_KEY);
+    if (at < 0 || m.indexOf(PAYLOAD_KEY, at + PAYLOAD_KEY.length) >= 0) return null;
+    let start = at + PAYLOAD_KEY.length;
+    let end = m.length;
+    while (end > start && SPACE.has(m.charCodeAt(end - 1))) end--;
+    if (m.charCodeAt(end - 1) !== 0x7d) return null; // the frame's closing brace
+    end--;
+    while (start < end && SPACE.has(m.charCodeAt(start))) start++;
+    while (end > start && SPACE.has(m.charCodeAt(end - 1))) end--;
+    return m.slice(start, end);
+  };
+  const KNOWN = new Set(["type", ...FIELDS, "seq", "payload"]);
+  const PAYLOAD_KEY = '"payload":';
+  const SPACE = new Set([0x20, 0x0a, 0x0d, 0x09]);
 
   // plain says whether an acp.message's envelope can be handed over as
   // REC_ACP: every field a string or absent, and seq an exact count. Anything
@@ -146,9 +176,10 @@ function makeBridge() {
     return off + head + n;
   };
 
-  const putACP = (s, f, index, off) => {
+  // putACP writes REC_ACP, or REC_ACP_KEEP when payload (its text) is not null.
+  const putACP = (s, f, index, off, payload) => {
     room(off, 17 + 4 * FIELDS.length);
-    buf[off] = REC_ACP;
+    buf[off] = payload === null ? REC_ACP : REC_ACP_KEEP;
     view.setFloat64(off + 1, index, true);
     view.setFloat64(off + 9, f.seq ?? 0, true);
     off += 17;
@@ -161,12 +192,15 @@ function makeBridge() {
         continue;
       }
       s.prev[i] = v;
-      room(off, 4 + v.length * 3);
-      const n = v === "" ? 0 : encoder.encodeInto(v, buf.subarray(off + 4)).written;
-      view.setUint32(off, n, true);
-      off += 4 + n;
+      off = putString(v, off);
     }
-    return off;
+    return payload === null ? off : putString(payload, off);
+  };
+  const putString = (v, off) => {
+    room(off, 4 + v.length * 3);
+    const n = v === "" ? 0 : encoder.encodeInto(v, buf.subarray(off + 4)).written;
+    view.setUint32(off, n, true);
+    return off + 4 + n;
   };
 
   const flush = (s) => {

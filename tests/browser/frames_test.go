@@ -23,11 +23,14 @@ var fakes = testModule("fakerelay.js", fakeRelayJS)
 // garbage, control frames, other cargo) Go reads from the text as before,
 // and the engine's decisions are the same either way.
 var fakeBatch = []string{
-	`{"type":"acp.message","instance":"fake-inst","session":"att-fake","seq":1,"payload":{"n":1}}`,
+	// The payload not last: with a transcript, handed over as text.
+	`{"payload":{"n":1},"type":"acp.message","instance":"fake-inst","session":"att-fake","seq":1}`,
 	// null is not a string: handed over as text, which Go reads as absent.
 	`{"type":"acp.message","instance":"fake-inst","session":"att-fake","seq":2,"trace":null,"payload":{"n":2}}`,
 	// Fields that change from frame to frame, and back.
-	`{"type":"acp.message","instance":"fake-inst","session":"att-fake","seq":3,"id":"rt-7","trace":"t-1","payload":{"n":3}}`,
+	// A "payload" key in the payload too: with a transcript, as text.
+	`{"type":"acp.message","instance":"fake-inst","session":"att-fake","seq":3,"id":"rt-7","trace":"t-1","payload":{"n":3,"payload":[]}}`,
+	// Space around the payload: with a transcript, as text.
 	`{"type":"acp.message","instance":"fake-inst","session":"att-fake","seq":4,"payload" : { "n" : 4 } }`,
 	// A duplicate: dropped.
 	`{"type":"acp.message","instance":"fake-inst","session":"att-fake","seq":3,"payload":{"n":"duplicate"}}`,
@@ -58,7 +61,7 @@ var fakeDelivered = []struct {
 	json string
 	seq  int
 }{
-	{`{"n":1}`, 1}, {`{"n":2}`, 2}, {`{"n":3}`, 3}, {`{"n":4}`, 4}, {`{"n":"unsequenced"}`, 0},
+	{`{"n":1}`, 1}, {`{"n":2}`, 2}, {`{"n":3,"payload":[]}`, 3}, {`{"n":4}`, 4}, {`{"n":"unsequenced"}`, 0},
 	{`{"n":6}`, 6}, {"{\"n\":7,\"s\":\"ü\u2028\\\"x\\\\ 😀\"}", 7}, {`{"n":8}`, 8}, {`null`, 9},
 }
 
