@@ -181,9 +181,15 @@ func nextTurn(ch chan struct{}) error {
 //   - out, which Go fills (a delivery's entries, a frame to send) just
 //     before the call that reads it; relay.js makes a bigger one when Go
 //     asks (outBuffer).
+//
+// Each has its own lock. out's is held during the call that reads it,
+// which may run application handlers that call back into Go (sendACP from
+// onMessage): those take in's, never out's.
 var crossing struct {
-	mu     sync.Mutex
-	in     js.Value
+	inMu sync.Mutex
+	in   js.Value
+
+	outMu  sync.Mutex
 	out    js.Value
 	outLen int
 }
@@ -191,8 +197,8 @@ var crossing struct {
 // readIn copies n bytes of the in buffer to the end of dst. fresh is the
 // buffer when relay.js passed a new one, or null.
 func readIn(dst []byte, n int, fresh js.Value) ([]byte, error) {
-	crossing.mu.Lock()
-	defer crossing.mu.Unlock()
+	crossing.inMu.Lock()
+	defer crossing.inMu.Unlock()
 	if isObject(fresh) {
 		crossing.in = fresh
 	}
@@ -211,8 +217,8 @@ func withOut(b []byte, method string, args ...any) (js.Value, error) {
 	if err != nil {
 		return js.Undefined(), err
 	}
-	crossing.mu.Lock()
-	defer crossing.mu.Unlock()
+	crossing.outMu.Lock()
+	defer crossing.outMu.Unlock()
 	if crossing.outLen < len(b) {
 		arr, err := call(bridge, "outBuffer", len(b))
 		if err != nil {

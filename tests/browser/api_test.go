@@ -471,6 +471,22 @@ func TestAPISendAndResume(t *testing.T) {
 	}
 }
 
+// A handler that sends from inside onMessage, synchronously (an application
+// answering the agent), does not stall the page: the send goes out once the
+// delivery is done, and its answer arrives.
+func TestAPISendFromTheHandler(t *testing.T) {
+	ctx := testContext(t)
+	r := recorder(t, nil)
+	att := must(t, ctx, loadRelay(t, ctx, nil).Call("attach", attachOptions(t, r, "send-in-handler", nil)))
+	defer func() { must(t, ctx, att.Call("detach")) }()
+	sent := app(t).Call("sendFromHandler", att, map[string]any{"jsonrpc": "2.0", "id": 7001, "method": "_relaywasm/echo", "params": []any{"from the handler"}})
+	must(t, ctx, app(t).Call("newSession", att, r))
+	must(t, ctx, sent)
+	if got := stringify(must(t, ctx, r.Call("response", 7001)).Get("result")); got != `["from the handler"]` {
+		t.Fatalf("echo result %s", got)
+	}
+}
+
 // Without IndexedDB the client works in memory and says so.
 func TestAPIMemoryFallback(t *testing.T) {
 	ctx := testContext(t)

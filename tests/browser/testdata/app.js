@@ -91,3 +91,17 @@ export async function prompt(att, sessionId, text) {
 export function fire(target, type) {
   (target === "document" ? document : globalThis).dispatchEvent(new Event(type));
 }
+
+// sendFromHandler makes att's handler send msg itself, synchronously, when
+// the next message arrives (as an application answering a request from the
+// agent does); it resolves with what that sendACP resolved to.
+export function sendFromHandler(att, msg) {
+  const handler = att.onMessage;
+  return new Promise((resolve, reject) => {
+    att.onMessage = (m, meta) => {
+      att.onMessage = handler;
+      att.sendACP(msg).then(resolve, reject);
+      return handler(m, meta);
+    };
+  });
+}
