@@ -111,6 +111,7 @@ func inboundRows(res map[string][]streamResult, z Sizes) []Row {
 		// The same without IndexedDB: what the store's writes cost the page
 		// is the difference.
 		paired("Chromium inbound, relay.wasm, cursor off (memory store), page main thread CPU per frame", "µs", base, cpu(wasmMemory, mainThread), cpu(rawJS, mainThread)),
+		paired("Chromium inbound, relay.wasm, transcript on, page main thread CPU per frame", "µs", base, cpu(wasmLog, mainThread), cpu(rawJS, mainThread)),
 		paired("Chromium inbound, relay.wasm, renderer process CPU per frame", "µs", base, cpu(wasmIDB, process), cpu(rawJS, process)),
 	}
 }
