@@ -210,6 +210,13 @@ func readIn(dst []byte, n int, fresh js.Value) ([]byte, error) {
 	return dst, nil
 }
 
+// Sizes of the out buffer: relay.js's is at least smallOut, and one above
+// bigOut is replaced by a small one once no more is needed.
+const (
+	smallOut = 64 << 10
+	bigOut   = 8 << 20
+)
+
 // withOut copies b into the out buffer and makes the call that reads it,
 // call(bridge, method, args…), while no other can fill the buffer.
 func withOut(b []byte, method string, args ...any) (js.Value, error) {
@@ -219,7 +226,9 @@ func withOut(b []byte, method string, args ...any) (js.Value, error) {
 	}
 	crossing.outMu.Lock()
 	defer crossing.outMu.Unlock()
-	if crossing.outLen < len(b) {
+	// A bigger buffer when b does not fit; a small one again when a burst
+	// left a big one and b is small.
+	if crossing.outLen < len(b) || crossing.outLen > bigOut && len(b) <= smallOut {
 		arr, err := call(bridge, "outBuffer", len(b))
 		if err != nil {
 			return js.Undefined(), err

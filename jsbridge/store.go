@@ -628,11 +628,10 @@ func appendStream(b []byte, c commit, total, offset int) []byte {
 		b = appendJSONString(b, str)
 		b = append(b, ',')
 	}
-	for i, n := range []int64{int64(c.saved.Cursor), int64(c.keep), int64(total), int64(c.n), int64(offset), int64(len(c.data))} {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = strconv.AppendInt(b, n, 10)
+	b = strconv.AppendUint(b, c.saved.Cursor, 10)
+	for _, n := range []int{c.keep, total, c.n, offset, len(c.data)} {
+		b = append(b, ',')
+		b = strconv.AppendInt(b, int64(n), 10)
 	}
 	return append(b, ']')
 }

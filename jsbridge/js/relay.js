@@ -292,10 +292,13 @@ function makeBridge() {
       return [n, b];
     },
 
-    // outBuffer is Go asking for an out buffer of at least n bytes.
+    // outBuffer is Go asking for an out buffer of at least n bytes: a
+    // bigger one, or a small one again after a burst (Go keeps the buffer,
+    // so only Go may have it replaced).
     outBuffer(n) {
-      if (out.byteLength < n) {
-        out = new ArrayBuffer(Math.ceil(Math.max(n, 2 * out.byteLength) / 8) * 8);
+      const size = Math.ceil(Math.max(n, 64 << 10, out.byteLength < n ? 2 * out.byteLength : 0) / 8) * 8;
+      if (size !== out.byteLength) {
+        out = new ArrayBuffer(size);
         outBytes = new Uint8Array(out);
         outEntries = new Float64Array(out);
       }
@@ -418,7 +421,9 @@ function makeBridge() {
       // close does: flush the queue first, synchronously.
       ws.onclose = (ev) => {
         flush(s);
-        if (!s.opened) sockets.delete(s.handle);
+        // A socket whose messages relay.js parsed stays known until Go has
+        // delivered them and closes it; one that never opened has none.
+        if (!s.opened || s.mode === MODE_TEXT) sockets.delete(s.handle);
         goSocket(s.handle, SOCKET_CLOSE, ev.code, ev.reason);
       };
       return s.handle;
