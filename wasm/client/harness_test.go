@@ -9,7 +9,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
@@ -47,33 +46,15 @@ func newStack(t *testing.T, editRelay func(*relay.Config), editRuntime func(*run
 	return s
 }
 
+// startRuntime runs the dev runtime, dialling the relay through the back
+// proxy.
 func (s *stack) startRuntime(edit func(*runtime.Config)) {
-	cfg := runtime.Config{
-		Relay: "http://" + s.back.Addr(), Instance: s.env.Instance,
-		Credential: s.env.RuntimeToken, RelayKey: s.env.Key,
-		BackoffMin: 10 * time.Millisecond, BackoffMax: 100 * time.Millisecond,
-		Logger: slog.New(slog.DiscardHandler),
-	}
-	if edit != nil {
-		edit(&cfg)
-	}
-	rt, err := runtime.New(cfg)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); rt.Run(ctx) }()
-	s.stop = func() { cancel(); <-done }
-	s.t.Cleanup(s.stop)
-	select {
-	case <-rt.Connected():
-	case <-done:
-		s.t.Fatal("runtime stopped before connecting")
-	case <-time.After(guard):
-		s.t.Fatal("runtime did not connect")
-	}
-	s.rt = rt
+	s.rt, s.stop = s.env.RunRuntime(s.t, func(c *runtime.Config) {
+		c.Relay = "http://" + s.back.Addr()
+		if edit != nil {
+			edit(c)
+		}
+	})
 }
 
 // restartRuntime replaces the runtime with a new process that knows

@@ -443,6 +443,15 @@ func (r *Runtime) ReadCargo() (librelay.Frame, error) {
 // waits until it is connected. edit may change its config.
 func (env *Env) StartRuntime(t testing.TB, edit func(*runtime.Config)) *runtime.Runtime {
 	t.Helper()
+	rt, _ := env.RunRuntime(t, edit)
+	return rt
+}
+
+// RunRuntime is StartRuntime for a test that stops the runtime itself, as a
+// runtime process that goes away would: stop ends it and waits for it (and
+// may be called more than once; the test's end calls it too).
+func (env *Env) RunRuntime(t testing.TB, edit func(*runtime.Config)) (rt *runtime.Runtime, stop func()) {
+	t.Helper()
 	cfg := runtime.Config{
 		Relay: env.HTTPURL, Instance: env.Instance, Credential: env.RuntimeToken, RelayKey: env.Key,
 		BackoffMin: 10 * time.Millisecond, BackoffMax: 100 * time.Millisecond,
@@ -461,13 +470,14 @@ func (env *Env) StartRuntime(t testing.TB, edit func(*runtime.Config)) *runtime.
 		defer close(done)
 		rt.Run(ctx)
 	}()
-	t.Cleanup(func() { cancel(); <-done })
+	stop = func() { cancel(); <-done }
+	t.Cleanup(stop)
 	select {
 	case <-rt.Connected():
 	case <-done:
 		t.Fatal("runtime stopped before connecting")
 	}
-	return rt
+	return rt, stop
 }
 
 // ACP sends one JSON-RPC message as an acp.message on the browser's route.
