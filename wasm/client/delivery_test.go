@@ -109,9 +109,9 @@ func TestDeliveryRules(t *testing.T) {
 	s.resumed(t, id, 1, false)
 	s.msg(t, 1, 1)
 	s.msg(t, 2, 2)
-	s.msg(t, 2, 2)                                                                                                         // duplicate
-	s.send(t, librelay.Frame{Type: librelay.TypeACPMessage, Payload: []byte(`{"jsonrpc":"2.0","method":"n","params":0}`)}) // unsequenced
-	s.msg(t, 4, 4)                                                                                                         // gap: 3 is missing
+	s.msg(t, 2, 2) // a duplicate
+	s.send(t, librelay.Frame{Type: librelay.TypeACPMessage, Payload: []byte(`{"jsonrpc":"2.0","method":"n","params":0}`)})
+	s.msg(t, 4, 4) // a gap: 3 is missing
 
 	after, id = s.expectResume(t)
 	if after != 2 {
