@@ -67,12 +67,15 @@ export function fakeRelay(cfg) {
     resumes: [], // after_seq of each resume asked for
     answered: 0, // resumes answered
     acks: [], // re of each relay.ack
+    hellos: 0, // relay.hello frames: one per dial
+    heartbeats: 0, // relay.heartbeat requests from the client
     onResume: null,
   };
   const reply = (f) => r.socket.push(JSON.stringify(f));
   r.received = (f) => {
     switch (f.type) {
       case cfg.hello:
+        r.hellos++;
         r.instance = f.instance;
         setTimeout(() =>
           reply({
@@ -93,6 +96,9 @@ export function fakeRelay(cfg) {
         break;
       case cfg.ack:
         r.acks.push(f.re);
+        break;
+      case cfg.heartbeat:
+        r.heartbeats++;
         break;
     }
   };

@@ -1,0 +1,57 @@
+//go:build js && wasm
+
+package browser
+
+import (
+	"syscall/js"
+	"testing"
+
+	"github.com/relaywasm/relaywasm/librelay"
+)
+
+// The page's lifecycle reaches the connection: becoming visible probes it
+// with a heartbeat (a sleeping tab may have lost its socket unnoticed),
+// offline closes it and says so, and online redials at once rather than
+// after the backoff. The relay is the page's scripted one, which counts what
+// the client sends.
+func TestAPILifecycleEvents(t *testing.T) {
+	ctx := testContext(t)
+	fr := fakes(t).Call("fakeRelay", map[string]any{
+		"hello": librelay.TypeHello, "welcome": librelay.TypeWelcome, "resume": librelay.TypeResume,
+		"resumed": librelay.TypeResumed, "ack": librelay.TypeAck, "heartbeat": librelay.TypeHeartbeat,
+		"version": librelay.ProtocolVersion,
+	})
+	r := recorder(t, nil)
+	att := must(t, ctx, loadRelay(t, ctx, map[string]any{"storage": "memory"}).Call("attach", map[string]any{
+		"url": fr.Get("url"), "instance": "fake-inst", "token": "t", "name": "lifecycle",
+		"onMessage": r.Get("onMessage"), "onState": r.Get("onState"),
+		// Only the lifecycle may redial or probe within this test.
+		"backoff":   map[string]any{"initialMs": 3_600_000, "maxMs": 3_600_000},
+		"heartbeat": map[string]any{"intervalMs": 3_600_000, "timeoutMs": 3_600_000},
+	}))
+	defer func() { must(t, ctx, att.Call("close")) }()
+	until := func(what string, cond func(js.Value) bool) {
+		t.Helper()
+		must(t, ctx, fr.Call("until", js.FuncOf(func(_ js.Value, args []js.Value) any { return cond(args[0]) }), what))
+	}
+	until("the first resume answered", func(f js.Value) bool { return f.Get("answered").Int() == 1 })
+
+	if vis := js.Global().Get("document").Get("visibilityState").String(); vis != "visible" {
+		t.Skipf("the test page is %s; the probe needs a visible page", vis)
+	}
+	js.Global().Get("document").Call("dispatchEvent", js.Global().Get("Event").New("visibilitychange"))
+	until("a heartbeat on becoming visible", func(f js.Value) bool { return f.Get("heartbeats").Int() == 1 })
+
+	js.Global().Call("dispatchEvent", js.Global().Get("Event").New("offline"))
+	if _, err := await(ctx, r.Call("until", js.FuncOf(func(_ js.Value, args []js.Value) any {
+		states := args[0].Get("states")
+		return states.Length() > 0 && states.Index(states.Length()-1).Index(0).String() == "offline"
+	}), "the offline state")); err != nil {
+		t.Fatalf("%v: states %s", err, stringify(r.Get("states")))
+	}
+	if n := fr.Get("hellos").Int(); n != 1 {
+		t.Fatalf("%d dials while offline, want none after the first", n)
+	}
+	js.Global().Call("dispatchEvent", js.Global().Get("Event").New("online"))
+	until("a redial on online", func(f js.Value) bool { return f.Get("hellos").Int() == 2 && f.Get("answered").Int() == 2 })
+}
