@@ -103,11 +103,31 @@ func (r *Relay) expire(a *attachment) {
 		return
 	}
 	r.endLocked(a)
-	r.mu.Unlock()
-	r.log.Info("attachment grace expired", "instance", a.key.instance, "attachment", a.key.session)
-	if rt := r.table.Runtime(a.key.instance); rt != nil {
-		rt.Send(librelay.Frame{Type: librelay.TypeACPDetach, Instance: a.key.instance, Session: a.key.session})
+	rt := r.table.Runtime(a.key.instance)
+	if rt == nil && len(r.owed[a.key.instance]) < r.cfg.Limits.AttachmentsPerInstance {
+		r.owed[a.key.instance] = append(r.owed[a.key.instance], a.key.session)
 	}
+	r.mu.Unlock()
+	r.log.Info("attachment grace expired", "instance", a.key.instance, "attachment", a.key.session, "runtime_connected", rt != nil)
+	if rt != nil {
+		rt.Send(detachFrame(a.key.instance, a.key.session))
+	}
+}
+
+// payOwed sends a runtime that has just connected the detaches of the
+// attachments whose grace ran out while it was away.
+func (r *Relay) payOwed(instance string, rt Endpoint) {
+	r.mu.Lock()
+	owed := r.owed[instance]
+	delete(r.owed, instance)
+	r.mu.Unlock()
+	for _, session := range owed {
+		rt.Send(detachFrame(instance, session))
+	}
+}
+
+func detachFrame(instance, session string) librelay.Frame {
+	return librelay.Frame{Type: librelay.TypeACPDetach, Instance: instance, Session: session}
 }
 
 func (r *Relay) endLocked(a *attachment) {

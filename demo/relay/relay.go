@@ -32,6 +32,12 @@ type Relay struct {
 	attachments map[route]*attachment
 	perInstance map[string]int
 	ended       tombstones
+	// owed holds, per instance, the acp.detach of attachments whose grace ran
+	// out while no runtime was connected; the runtime gets them when it is
+	// back, so it can drop those sessions instead of keeping them until its
+	// own limit evicts them. At most AttachmentsPerInstance per instance:
+	// no attachment can be made while the instance's runtime is away.
+	owed map[string][]string
 	peers       map[peer]struct{}
 	conns       map[closer]struct{} // every upgraded connection, for Close
 	closed      bool
@@ -67,7 +73,7 @@ func New(cfg Config) (*Relay, error) {
 	r := &Relay{
 		cfg: cfg, log: cfg.Logger, key: cfg.Key, ids: ids, table: cfg.Table,
 		runtime: newGrants(cfg.RuntimeCredentials), client: newGrants(cfg.ClientCredentials),
-		attachments: make(map[route]*attachment), perInstance: make(map[string]int),
+		attachments: make(map[route]*attachment), perInstance: make(map[string]int), owed: make(map[string][]string),
 		ended: tombstones{max: cfg.Limits.EndedIDs},
 		peers: make(map[peer]struct{}), conns: make(map[closer]struct{}),
 		done: make(chan struct{}),

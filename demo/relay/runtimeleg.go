@@ -193,6 +193,7 @@ func (c *runtimeConn) welcome(hello librelay.Frame, v int, sig []byte) {
 		}
 	}
 	c.r.log.Info("runtime connected", "instance", c.instance, "remote", c.addr)
+	c.r.payOwed(c.instance, c)
 }
 
 func (c *runtimeConn) refuse(req librelay.Frame, code, message string) {
