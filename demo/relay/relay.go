@@ -37,12 +37,12 @@ type Relay struct {
 	// back, so it can drop those sessions instead of keeping them until its
 	// own limit evicts them. At most AttachmentsPerInstance per instance:
 	// no attachment can be made while the instance's runtime is away.
-	owed map[string][]string
-	peers       map[peer]struct{}
-	conns       map[closer]struct{} // every upgraded connection, for Close
-	closed      bool
-	done        chan struct{}
-	wg          sync.WaitGroup
+	owed   map[string][]string
+	peers  map[peer]struct{}
+	conns  map[closer]struct{} // every upgraded connection, for Close
+	closed bool
+	done   chan struct{}
+	wg     sync.WaitGroup
 
 	hellos atomic.Int64 // browser sockets not yet welcomed (Limits.PendingHellos)
 }
