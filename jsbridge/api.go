@@ -140,8 +140,8 @@ func lookup(h int) *attachment {
 // of a new Relay: IndexedDB unless storage is "memory", writing every
 // windowMs milliseconds (negative: DefaultCommitWindow).
 func apiRelay(_ js.Value, args []js.Value) any {
-	callID, h, database, storage := argInt(args, 0), argInt(args, 1), argString(args, 2), argString(args, 3)
-	window := time.Duration(argFloat(args, 4) * float64(time.Millisecond))
+	callID, h, database, storage := jsInt(arg(args, 0)), jsInt(arg(args, 1)), jsString(arg(args, 2)), jsString(arg(args, 3))
+	window := time.Duration(jsFloat(arg(args, 4)) * float64(time.Millisecond))
 	r := &relay{}
 	start(callID, func(ctx context.Context) (any, error) {
 		if storage == "memory" {
@@ -193,7 +193,7 @@ func (r *relay) storageInfo(info map[string]any) {
 // apiAttach(callID, relayHandle, attachmentHandle, options) attaches. The
 // options object is relay.js's normalised copy of the application's.
 func apiAttach(_ js.Value, args []js.Value) any {
-	callID, rh, h := argInt(args, 0), argInt(args, 1), argInt(args, 2)
+	callID, rh, h := jsInt(arg(args, 0)), jsInt(arg(args, 1)), jsInt(arg(args, 2))
 	api.mu.Lock()
 	r := api.relays[rh]
 	api.mu.Unlock()
@@ -408,8 +408,8 @@ func (a *attachment) onEvicted(e client.Eviction) {
 // withAttachment runs op on attachment h for call callID, rejecting the call
 // when the attachment is gone or not attached yet.
 func withAttachment(args []js.Value, op func(ctx context.Context, att *client.Attachment) (any, error)) any {
-	callID := argInt(args, 0)
-	a := lookup(argInt(args, 1))
+	callID := jsInt(arg(args, 0))
+	a := lookup(jsInt(arg(args, 1)))
 	api.mu.Lock()
 	var att *client.Attachment
 	if a != nil {
@@ -430,9 +430,9 @@ func apiSend(_ js.Value, args []js.Value) any {
 	if len(args) > 3 {
 		fresh = args[3]
 	}
-	payload, err := readIn(nil, argInt(args, 2), fresh)
+	payload, err := readIn(nil, jsInt(arg(args, 2)), fresh)
 	if err != nil {
-		return fail(argInt(args, 0), err)
+		return fail(jsInt(arg(args, 0)), err)
 	}
 	return withAttachment(args, func(ctx context.Context, att *client.Attachment) (any, error) {
 		return nil, att.SendACP(ctx, payload)
@@ -441,7 +441,7 @@ func apiSend(_ js.Value, args []js.Value) any {
 
 // apiResume(callID, handle, afterSeq).
 func apiResume(_ js.Value, args []js.Value) any {
-	after := argSeq(args, 2)
+	after := jsSeq(arg(args, 2))
 	return withAttachment(args, func(ctx context.Context, att *client.Attachment) (any, error) {
 		return nil, att.Resume(ctx, after)
 	})
@@ -476,7 +476,7 @@ func apiHistory(_ js.Value, args []js.Value) any {
 // apiDetach(callID, handle). It resolves once the stream's state is gone
 // from the Store too.
 func apiDetach(_ js.Value, args []js.Value) any {
-	store := storeOf(argInt(args, 1))
+	store := storeOf(jsInt(arg(args, 1)))
 	return withAttachment(args, func(ctx context.Context, att *client.Attachment) (any, error) {
 		if err := att.Detach(ctx); err != nil {
 			return nil, err
@@ -489,7 +489,7 @@ func apiDetach(_ js.Value, args []js.Value) any {
 // detaching; the stream stays reclaimable. It resolves once the cursor is
 // stored, so an attach right after it resumes from there.
 func apiClose(_ js.Value, args []js.Value) any {
-	store := storeOf(argInt(args, 1))
+	store := storeOf(jsInt(arg(args, 1)))
 	return withAttachment(args, func(ctx context.Context, att *client.Attachment) (any, error) {
 		att.Close()
 		return nil, store.Flush(ctx)
@@ -508,7 +508,7 @@ func storeOf(h int) *Store {
 // apiCancel(callID) cancels a pending call (relay.js: its AbortSignal fired).
 func apiCancel(_ js.Value, args []js.Value) any {
 	api.mu.Lock()
-	cancel := api.calls[argInt(args, 0)]
+	cancel := api.calls[jsInt(arg(args, 0))]
 	api.mu.Unlock()
 	if cancel != nil {
 		cancel()
@@ -559,7 +559,7 @@ func live() []*client.Attachment {
 // apiInfo(handle) returns [state, cursor, session] for the Attachment's
 // getters, or null once it is gone.
 func apiInfo(_ js.Value, args []js.Value) any {
-	a := lookup(argInt(args, 0))
+	a := lookup(jsInt(arg(args, 0)))
 	if a == nil {
 		return nil
 	}
@@ -572,35 +572,17 @@ func apiInfo(_ js.Value, args []js.Value) any {
 	return []any{att.State().String(), float64(att.Cursor()), att.Session()}
 }
 
-func argInt(args []js.Value, i int) int {
+// arg is argument i as relay.js passed it, undefined when it passed fewer:
+// the readers in jsvalue.go then give their zero value, never a panic.
+func arg(args []js.Value, i int) js.Value {
 	if i >= len(args) {
-		return 0
+		return js.Undefined()
 	}
-	return jsInt(args[i])
+	return args[i]
 }
 
-func argString(args []js.Value, i int) string {
-	if i >= len(args) {
-		return ""
-	}
-	return jsString(args[i])
-}
-
-func argFloat(args []js.Value, i int) float64 {
-	if i >= len(args) {
-		return 0
-	}
-	return jsFloat(args[i])
-}
-
-// argSeq reads a seq, which JavaScript holds as a number (exact to 2^53).
-func argSeq(args []js.Value, i int) uint64 {
-	if i >= len(args) {
-		return 0
-	}
-	f := jsFloat(args[i])
-	if f < 0 {
-		return 0
-	}
-	return uint64(f)
+// jsSeq reads a seq, which JavaScript holds as a number (exact to 2^53);
+// anything negative or not a number is 0.
+func jsSeq(v js.Value) uint64 {
+	return uint64(max(jsFloat(v), 0))
 }

@@ -190,9 +190,9 @@ func (r *runner) flush() {
 	r.pending = r.pending[:0]
 	if r.cursor > r.saved.Cursor {
 		r.saved.Cursor = r.cursor
+		r.dirty = true // only what the Store holds makes a commit
 	}
 	r.a.cursor.Store(r.cursor)
-	r.dirty = true
 	if refused {
 		r.accepted = r.cursor
 		r.resumeID = ""
@@ -227,5 +227,6 @@ func (r *runner) deliver() (handled int, refused bool) {
 func (r *runner) record(p *pendingMsg) {
 	if r.o.History > 0 && (p.msg.Seq == 0 || p.msg.Seq > r.saved.Cursor) {
 		r.entries = append(r.entries, Entry{Seq: p.msg.Seq, Payload: p.msg.Payload})
+		r.dirty = true
 	}
 }
