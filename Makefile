@@ -8,7 +8,7 @@ DIST    := dist
 GOROOT  := $(shell $(GO) env GOROOT)
 # The race detector where concurrency is the subject; the browser-driving
 # suites run without it (Chromium, not Go, is the busy process there).
-RACE_PKGS := ./librelay/... ./relayleg/... ./wasm/client/... ./demo/...
+RACE_PKGS := ./librelay/... ./wasm/client/... ./demo/...
 NATIVE_PKGS := ./tests/...
 
 export PATH := /usr/local/go/bin:$(PATH)
@@ -31,7 +31,7 @@ test: chromium brotli wasm vet
 wasm:
 	@mkdir -p $(DIST)
 	GOOS=js GOARCH=wasm $(GO) build -trimpath -ldflags='-s -w' -o $(DIST)/relay.wasm ./wasm
-	cp jsbridge/js/relay.js jsbridge/js/relay.d.ts $(DIST)/
+	cp jsbridge/relayjs/relay.js jsbridge/relayjs/relay.d.ts $(DIST)/
 	cp $(GOROOT)/lib/wasm/wasm_exec.js $(DIST)/
 
 ## size: raw, gzip and brotli sizes of relay.wasm, then its code by package.
@@ -42,7 +42,7 @@ size: wasm brotli
 	printf '| relay.wasm | bytes |\n|---|---|\n| raw | %s |\n| gzip -9 | %s |\n| brotli -q 11 | %s |\n' $$raw $$gz $$br
 	@# The same module with its name section kept (no -s), so wasmsize can say what the code is made of.
 	@GOOS=js GOARCH=wasm $(GO) build -trimpath -o $(DIST)/relay-names.wasm ./wasm
-	@echo; $(GO) run ./jsbridge/cmd/wasmsize -top 15 -funcs 0 $(DIST)/relay-names.wasm
+	@echo; $(GO) run ./tests/tools/wasmsize -top 15 -funcs 0 $(DIST)/relay-names.wasm
 
 ## fuzz: each fuzz target for 30 seconds (Go fuzzes one target per run).
 FUZZ_TARGETS := FuzzReadFrame FuzzValidate FuzzControlJSON
@@ -57,7 +57,7 @@ bench: chromium wasm brotli
 
 vet:
 	$(GO) vet ./...
-	GOOS=js GOARCH=wasm $(GO) vet ./librelay/... ./relayleg/... ./wasm/... ./jsbridge/... ./tests/browser/...
+	GOOS=js GOARCH=wasm $(GO) vet ./librelay/... ./wasm/... ./jsbridge/... ./tests/browser/...
 
 chromium:
 	@command -v chromium >/dev/null 2>&1 || $(call apt,chromium)

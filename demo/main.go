@@ -47,8 +47,8 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/relaywasm/relaywasm/demo/devruntime"
 	"github.com/relaywasm/relaywasm/demo/relay"
-	"github.com/relaywasm/relaywasm/demo/runtime"
 	"github.com/relaywasm/relaywasm/demo/stack"
 	"github.com/relaywasm/relaywasm/librelay"
 )
@@ -134,7 +134,7 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 			c.OriginPatterns = splitList(o.origins)
 			c.Limits = o.limits
 		},
-		EditRuntime: func(c *runtime.Config) { editRuntime(c, o) },
+		EditRuntime: func(c *devruntime.Config) { editRuntime(c, o) },
 	})
 	if err != nil {
 		return err
@@ -155,12 +155,12 @@ func runRuntimeOnly(ctx context.Context, o options, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("-relay-key: %w", err)
 	}
-	cfg := runtime.Config{
+	cfg := devruntime.Config{
 		Relay: o.relayURL, Instance: o.instance, Credential: o.runtimeToken, RelayKey: pub,
 		Logger: log.With("part", "runtime"),
 	}
 	editRuntime(&cfg, o)
-	rt, err := runtime.New(cfg)
+	rt, err := devruntime.New(cfg)
 	if err != nil {
 		return err
 	}
@@ -169,7 +169,7 @@ func runRuntimeOnly(ctx context.Context, o options, log *slog.Logger) error {
 
 // editRuntime applies the runtime's flags; the relay's heartbeat flags pace
 // the runtime's side of the leg too.
-func editRuntime(c *runtime.Config, o options) {
+func editRuntime(c *devruntime.Config, o options) {
 	c.AgentRate, c.RetainFrames, c.RetainBytes = o.agentRate, o.retainFrames, o.retainBytes
 	c.HeartbeatInterval, c.HeartbeatTimeout = o.limits.HeartbeatInterval, o.limits.HeartbeatTimeout
 }

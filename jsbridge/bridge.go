@@ -4,7 +4,7 @@
 // client.Transport on the page's own WebSocket, a client.Store in IndexedDB,
 // and the JavaScript API that relay.js exposes to applications.
 //
-// The JavaScript half lives in jsbridge/js (relay.js). It owns the WebSocket
+// The JavaScript half lives in jsbridge/relayjs (relay.js). It owns the WebSocket
 // event handlers and a few helpers, and installs them at a well-known global
 // (bridgeGlobal) that this package looks up. Splitting the work this way keeps
 // the page's hot path cheap: crossing from JavaScript into Go costs more than

@@ -4,7 +4,7 @@ import (
 	"time"
 
 	"github.com/relaywasm/relaywasm/librelay"
-	"github.com/relaywasm/relaywasm/relayleg"
+	"github.com/relaywasm/relaywasm/librelay/relayleg"
 )
 
 // attachment is the relay's node-local record of one attachment id: which

@@ -7,7 +7,7 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/relaywasm/relaywasm/librelay"
-	"github.com/relaywasm/relaywasm/relayleg"
+	"github.com/relaywasm/relaywasm/librelay/relayleg"
 )
 
 // readLoop handles the socket's frames until it ends; it reports whether the
@@ -124,13 +124,13 @@ func (s *browserConn) sendControl(f *librelay.Frame) bool { return s.q.pushContr
 // closeWith sends relay.error code (not answering anything) and closes with
 // the code's close code.
 func (s *browserConn) closeWith(code, message string, keepPending bool) {
-	s.closeWithFrame(librelay.NewError(librelay.Frame{}, code, message), relayleg.CloseCode(code), code, keepPending)
+	s.closeWithFrame(librelay.NewError(librelay.Frame{}, code, message), relayleg.CloseFor(code), code, keepPending)
 }
 
 // closeWithFrame queues last (none when its Type is empty), then the close
 // frame; pending frames go first when keepPending. A socket that does not
 // drain within CloseTimeout is cut.
-func (s *browserConn) closeWithFrame(last librelay.Frame, closeCode int, reason string, keepPending bool) {
+func (s *browserConn) closeWithFrame(last librelay.Frame, closeCode relayleg.CloseCode, reason string, keepPending bool) {
 	var lastp *librelay.Frame
 	if last.Type != "" {
 		lastp = &last

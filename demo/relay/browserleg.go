@@ -12,7 +12,7 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/relaywasm/relaywasm/librelay"
-	"github.com/relaywasm/relaywasm/relayleg"
+	"github.com/relaywasm/relaywasm/librelay/relayleg"
 )
 
 // browserConn is one browser WebSocket. Its reader goroutine is the only
@@ -33,7 +33,7 @@ type browserConn struct {
 
 	// Set once by closeWithFrame, before the queue can finish.
 	closeOnce   sync.Once
-	closeCode   int
+	closeCode   relayleg.CloseCode
 	closeReason string
 	cut         atomic.Pointer[time.Timer] // set by closeWithFrame; read by finish, which can race it after a failed write
 	closing     atomic.Bool
@@ -200,7 +200,7 @@ func (s *browserConn) welcome(hello librelay.Frame, id string, v int, sig []byte
 // with the code's close code.
 func (s *browserConn) refuse(req librelay.Frame, code, message string) {
 	s.r.log.Info("browser refused", "code", code, "remote", s.addr, "instance", req.Instance)
-	s.closeWithFrame(librelay.NewError(req, code, message), relayleg.CloseCode(code), code, false)
+	s.closeWithFrame(librelay.NewError(req, code, message), relayleg.CloseFor(code), code, false)
 }
 
 // message is one read message in a pooled buffer.

@@ -2,7 +2,7 @@ package relay
 
 import (
 	"github.com/relaywasm/relaywasm/librelay"
-	"github.com/relaywasm/relaywasm/relayleg"
+	"github.com/relaywasm/relaywasm/librelay/relayleg"
 )
 
 // judge checks a hello on either leg, in the order a peer should learn of

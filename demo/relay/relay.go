@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/relaywasm/relaywasm/librelay"
-	"github.com/relaywasm/relaywasm/relayleg"
+	"github.com/relaywasm/relaywasm/librelay/relayleg"
 )
 
 // DefaultName is the relay's name in welcomes unless Config.Name is set.

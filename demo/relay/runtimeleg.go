@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/relaywasm/relaywasm/librelay"
-	"github.com/relaywasm/relaywasm/relayleg"
+	"github.com/relaywasm/relaywasm/librelay/relayleg"
 )
 
 // runtimeConn is one runtime's connection: NDJSON both ways over the raw

@@ -30,10 +30,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/relaywasm/relaywasm/demo/devruntime"
 	"github.com/relaywasm/relaywasm/demo/relay"
-	"github.com/relaywasm/relaywasm/demo/runtime"
 	"github.com/relaywasm/relaywasm/librelay"
-	"github.com/relaywasm/relaywasm/relayleg"
+	"github.com/relaywasm/relaywasm/librelay/relayleg"
 )
 
 // The dev defaults: the chat page falls back to the same instance and client
@@ -91,7 +91,7 @@ type Config struct {
 	// origins). The edited relay.Config is reused by RestartRelay, and
 	// EditRuntime runs again for every runtime started.
 	EditRelay   func(*relay.Config)
-	EditRuntime func(*runtime.Config)
+	EditRuntime func(*devruntime.Config)
 
 	// Logger receives the parts' logs, tagged part=relay or part=runtime;
 	// nil uses slog.Default().
@@ -145,7 +145,7 @@ type relayProc struct {
 
 // runtimeProc is one life of the runtime.
 type runtimeProc struct {
-	rt     *runtime.Runtime
+	rt     *devruntime.Runtime
 	cancel context.CancelFunc
 	done   chan struct{} // closed when Run has returned
 	err    error         // what Run returned, set before done is closed
@@ -233,7 +233,7 @@ func (s *Stack) Relay() *relay.Relay {
 }
 
 // Runtime is the current runtime, or nil when none runs.
-func (s *Stack) Runtime() *runtime.Runtime {
+func (s *Stack) Runtime() *devruntime.Runtime {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.rt == nil {
@@ -329,14 +329,14 @@ func (s *Stack) stopRelay() {
 // startRuntime starts a runtime against the current address and waits for
 // its welcome.
 func (s *Stack) startRuntime(ctx context.Context) error {
-	cfg := runtime.Config{
+	cfg := devruntime.Config{
 		Relay: s.HTTPURL(), Instance: s.cfg.Instance, Credential: s.cfg.RuntimeToken,
 		RelayKey: s.PublicKey(), Logger: s.cfg.Logger.With("part", "runtime"),
 	}
 	if s.cfg.EditRuntime != nil {
 		s.cfg.EditRuntime(&cfg)
 	}
-	rt, err := runtime.New(cfg)
+	rt, err := devruntime.New(cfg)
 	if err != nil {
 		return errors.Join(ErrStack, err)
 	}

@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/relaywasm/relaywasm/demo/runtime"
+	"github.com/relaywasm/relaywasm/demo/devruntime"
 	"github.com/relaywasm/relaywasm/demo/stack"
 	"github.com/relaywasm/relaywasm/librelay"
-	"github.com/relaywasm/relaywasm/relayleg"
+	"github.com/relaywasm/relaywasm/librelay/relayleg"
 )
 
 // pageConfig is what the bench page needs to reach the relay by itself
@@ -37,7 +37,7 @@ func newPageConfig(st *stack.Stack, history int) pageConfig {
 			"hello": librelay.TypeHello, "welcome": librelay.TypeWelcome, "acp": librelay.TypeACPMessage,
 			"heartbeat": librelay.TypeHeartbeat, "ack": librelay.TypeAck, "resume": librelay.TypeResume,
 		},
-		EchoMethod: runtime.EchoMethod,
+		EchoMethod: devruntime.EchoMethod,
 		History:    history,
 	}
 }

@@ -20,7 +20,7 @@ import (
 // A figure that misses its target is explained by a profile, not a guess:
 // the DevTools sampling profiler for the browser figures (on a relay.wasm
 // built with its function names), pprof for the native ones, and wasmsize
-// (jsbridge/cmd/wasmsize) for the module's size. The top frames go to
+// (tests/tools/wasmsize) for the module's size. The top frames go to
 // Config.Log; the profiles themselves to Config.ProfileDir (.cpuprofile
 // files open in Chromium's DevTools, .pprof in go tool pprof).
 
@@ -305,7 +305,7 @@ func (p *prober) whySize() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	cmd := exec.CommandContext(p.ctx, "go", "run", "./jsbridge/cmd/wasmsize", "-top", fmt.Sprint(topFrames), "-funcs", "10",
+	cmd := exec.CommandContext(p.ctx, "go", "run", "./tests/tools/wasmsize", "-top", fmt.Sprint(topFrames), "-funcs", "10",
 		filepath.Join(dir, "relay.wasm"))
 	cmd.Dir = p.cfg.Root
 	out, err := cmd.CombinedOutput()

@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/relaywasm/relaywasm/jsbridge"
-	relayjs "github.com/relaywasm/relaywasm/jsbridge/js"
-	"github.com/relaywasm/relaywasm/relayleg"
+	relayjs "github.com/relaywasm/relaywasm/jsbridge/relayjs"
+	"github.com/relaywasm/relaywasm/librelay/relayleg"
 	"github.com/relaywasm/relaywasm/wasm/client"
 )
 
@@ -26,7 +26,7 @@ func TestDeclarationsListEveryCode(t *testing.T) {
 		codes = append(codes, e.Code())
 	}
 	for code := 1000; code < 5000; code++ {
-		if r := relayleg.CloseReason(code); r != "" {
+		if r := relayleg.CloseCode(code).Reason(); r != "" {
 			codes = append(codes, r)
 		}
 	}

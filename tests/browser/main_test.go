@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/relaywasm/relaywasm/jsbridge"
-	relayjs "github.com/relaywasm/relaywasm/jsbridge/js"
+	relayjs "github.com/relaywasm/relaywasm/jsbridge/relayjs"
 )
 
 // relayModule is relay.js's module namespace (its exports).

@@ -10,7 +10,7 @@ import (
 
 	"github.com/relaywasm/relaywasm/jsbridge"
 	"github.com/relaywasm/relaywasm/librelay"
-	"github.com/relaywasm/relaywasm/relayleg"
+	"github.com/relaywasm/relaywasm/librelay/relayleg"
 	"github.com/relaywasm/relaywasm/wasm/client"
 )
 
@@ -76,10 +76,10 @@ func readUntilClose(t *testing.T, ctx context.Context, c client.Conn) (frames []
 	}
 }
 
-func wantClose(t *testing.T, err error, code int, reason string) {
+func wantClose(t *testing.T, err error, code relayleg.CloseCode, reason string) {
 	t.Helper()
 	var ce *client.CloseError
-	if !errors.As(err, &ce) || ce.Code != code || ce.Reason != reason {
+	if !errors.As(err, &ce) || ce.Code != int(code) || ce.Reason != reason {
 		t.Fatalf("socket ended with %v, want a CloseError %d %q", err, code, reason)
 	}
 }
@@ -103,7 +103,7 @@ func TestTransportRefusalsKeepTheirFrameAndCode(t *testing.T) {
 		name, token string
 		first       func(context.Context, *testing.T, client.Conn)
 		code        string
-		close       int
+		close       relayleg.CloseCode
 	}{
 		{"bad credential", "not-the-token", func(ctx context.Context, t *testing.T, c client.Conn) {
 			hello(t, ctx, c, env(t, "RELAY_INSTANCE"))

@@ -9,7 +9,7 @@ import (
 	"github.com/relaywasm/relaywasm/demo/relay"
 	"github.com/relaywasm/relaywasm/demo/relay/relaytest"
 	"github.com/relaywasm/relaywasm/librelay"
-	"github.com/relaywasm/relaywasm/relayleg"
+	"github.com/relaywasm/relaywasm/librelay/relayleg"
 )
 
 // bigFrame is an acp.message on b's route of about n bytes.
@@ -159,11 +159,11 @@ func TestRuntimeHeartbeatProbe(t *testing.T) {
 	s := heartbeatSuite(t)
 	rt, b := s.pair(t)
 	rt.Timeout = time.Minute
-	closed := make(chan int, 1)
+	closed := make(chan relayleg.CloseCode, 1)
 	b.AnswerHeartbeats = true
 	go func() { // the browser answers its own probes and reports how it ended
 		frames, code := b.ReadUntilClosed()
-		gone := 0
+		gone := relayleg.CloseCode(0)
 		for _, f := range frames {
 			var e librelay.Error
 			if f.Type == librelay.TypeError && e.UnmarshalJSON(f.Payload) == nil && e.Code == relayleg.CodeRuntimeGone {

@@ -9,7 +9,7 @@ import (
 	"github.com/relaywasm/relaywasm/demo/relay"
 	"github.com/relaywasm/relaywasm/demo/relay/relaytest"
 	"github.com/relaywasm/relaywasm/librelay"
-	"github.com/relaywasm/relaywasm/relayleg"
+	"github.com/relaywasm/relaywasm/librelay/relayleg"
 )
 
 var (
@@ -143,8 +143,8 @@ func wantError(t *testing.T, f librelay.Frame, code, re string) {
 // wantClose reads until the relay closes b and checks the close code.
 func wantClose(t *testing.T, b *relaytest.Browser, code string) {
 	t.Helper()
-	if _, closeCode := b.ReadUntilClosed(); closeCode != relayleg.CloseCode(code) {
-		t.Fatalf("closed with %d, want %d (%s)", closeCode, relayleg.CloseCode(code), code)
+	if _, closeCode := b.ReadUntilClosed(); closeCode != relayleg.CloseFor(code) {
+		t.Fatalf("closed with %d, want %d (%s)", closeCode, relayleg.CloseFor(code), code)
 	}
 }
 
@@ -154,7 +154,7 @@ func wantClose(t *testing.T, b *relaytest.Browser, code string) {
 func wantClosedWith(t *testing.T, b *relaytest.Browser, code string) {
 	t.Helper()
 	frames, closeCode := b.ReadUntilClosed()
-	if want := relayleg.CloseCode(code); closeCode != want {
+	if want := relayleg.CloseFor(code); closeCode != want {
 		t.Fatalf("closed with %d, want %d (%s)", closeCode, want, code)
 	}
 	for i := len(frames) - 1; i >= 0; i-- {

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/relaywasm/relaywasm/demo/runtime"
+	"github.com/relaywasm/relaywasm/demo/devruntime"
 	"github.com/relaywasm/relaywasm/demo/stack"
 )
 
@@ -26,7 +26,7 @@ func startStack(t *testing.T, rate float64) *stack.Stack {
 	defer cancel()
 	s, err := stack.Start(ctx, stack.Config{
 		WebDir: webDir, ModuleDir: moduleDir, Logger: logger(),
-		EditRuntime: func(c *runtime.Config) {
+		EditRuntime: func(c *devruntime.Config) {
 			c.AgentRate = rate
 			// Come back quickly after a relay restart; the page's own
 			// backoff is what is under test.

@@ -19,7 +19,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/relaywasm/relaywasm/librelay"
-	"github.com/relaywasm/relaywasm/relayleg"
+	"github.com/relaywasm/relaywasm/librelay/relayleg"
 	"github.com/relaywasm/relaywasm/wasm/client"
 )
 

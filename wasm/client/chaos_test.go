@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/relaywasm/relaywasm/demo/runtime"
+	"github.com/relaywasm/relaywasm/demo/devruntime"
 	"github.com/relaywasm/relaywasm/wasm/client"
 )
 
@@ -28,7 +28,7 @@ func TestChaosNothingLost(t *testing.T) {
 	if testing.Short() {
 		t.Skip("streams for several seconds")
 	}
-	s := newStack(t, nil, func(c *runtime.Config) { c.AgentRate = streamRate })
+	s := newStack(t, nil, func(c *devruntime.Config) { c.AgentRate = streamRate })
 	c := newCollector()
 	store := client.NewMemoryStore()
 	a := s.attach(s.options(store, c))
@@ -60,7 +60,7 @@ func TestChaosReloads(t *testing.T) {
 	if testing.Short() {
 		t.Skip("streams for several seconds")
 	}
-	s := newStack(t, nil, func(c *runtime.Config) { c.AgentRate = streamRate })
+	s := newStack(t, nil, func(c *devruntime.Config) { c.AgentRate = streamRate })
 	c := newCollector() // one application, outliving its clients
 	store := client.NewMemoryStore()
 	o := s.options(store, c)
@@ -89,7 +89,7 @@ func TestChaosReloads(t *testing.T) {
 // reports the eviction rather than skipping silently: every delivered seq is
 // contiguous except across the one reported gap.
 func TestChaosEvictionReported(t *testing.T) {
-	s := newStack(t, nil, func(c *runtime.Config) { c.AgentRate = 1000; c.RetainFrames = 50 })
+	s := newStack(t, nil, func(c *devruntime.Config) { c.AgentRate = 1000; c.RetainFrames = 50 })
 	c := newCollector()
 	a := s.attach(s.options(client.NewMemoryStore(), c))
 	session := c.startChat(t, a)

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/relaywasm/relaywasm/librelay"
-	"github.com/relaywasm/relaywasm/relayleg"
+	"github.com/relaywasm/relaywasm/librelay/relayleg"
 )
 
 // inbound is one batch read from the socket, already parsed, or the error

@@ -5,7 +5,7 @@ import (
 	"errors"
 
 	"github.com/relaywasm/relaywasm/librelay"
-	"github.com/relaywasm/relaywasm/relayleg"
+	"github.com/relaywasm/relaywasm/librelay/relayleg"
 )
 
 // Error is a failure with a stable code. The code is what a program branches
@@ -98,7 +98,7 @@ func Code(err error) string {
 		return e.code
 	}
 	if ce, ok := errors.AsType[*CloseError](err); ok {
-		if r := relayleg.CloseReason(ce.Code); r != "" {
+		if r := relayleg.CloseCode(ce.Code).Reason(); r != "" {
 			return r
 		}
 		return "closed_by_relay"
@@ -126,7 +126,7 @@ func fatal(err error) bool {
 // with 4401 ends the attachment exactly as a relay.error unauthorized would.
 // A close code the client does not act on stays a *CloseError.
 func closeError(ce *CloseError) error {
-	if s := byCode(relayleg.CloseReason(ce.Code)); s != nil {
+	if s := byCode(relayleg.CloseCode(ce.Code).Reason()); s != nil {
 		return wrap(s, "", ce)
 	}
 	return ce

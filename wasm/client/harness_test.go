@@ -15,10 +15,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relaywasm/relaywasm/demo/devruntime"
 	"github.com/relaywasm/relaywasm/demo/relay"
 	"github.com/relaywasm/relaywasm/demo/relay/relaytest"
-	"github.com/relaywasm/relaywasm/demo/runtime"
-	"github.com/relaywasm/relaywasm/relayleg"
+	"github.com/relaywasm/relaywasm/librelay/relayleg"
 	"github.com/relaywasm/relaywasm/wasm/client"
 )
 
@@ -33,11 +33,11 @@ type stack struct {
 	env   *relaytest.Env
 	front *proxy // client → relay
 	back  *proxy // runtime → relay
-	rt    *runtime.Runtime
+	rt    *devruntime.Runtime
 	stop  func() // stops rt and waits for it
 }
 
-func newStack(t *testing.T, editRelay func(*relay.Config), editRuntime func(*runtime.Config)) *stack {
+func newStack(t *testing.T, editRelay func(*relay.Config), editRuntime func(*devruntime.Config)) *stack {
 	t.Helper()
 	env := relaytest.Start(t, editRelay)
 	host := strings.TrimPrefix(env.HTTPURL, "http://")
@@ -48,8 +48,8 @@ func newStack(t *testing.T, editRelay func(*relay.Config), editRuntime func(*run
 
 // startRuntime runs the dev runtime, dialling the relay through the back
 // proxy.
-func (s *stack) startRuntime(edit func(*runtime.Config)) {
-	s.rt, s.stop = s.env.RunRuntime(s.t, func(c *runtime.Config) {
+func (s *stack) startRuntime(edit func(*devruntime.Config)) {
+	s.rt, s.stop = s.env.RunRuntime(s.t, func(c *devruntime.Config) {
 		c.Relay = "http://" + s.back.Addr()
 		if edit != nil {
 			edit(c)
@@ -59,7 +59,7 @@ func (s *stack) startRuntime(edit func(*runtime.Config)) {
 
 // restartRuntime replaces the runtime with a new process that knows
 // nothing of the streams the old one produced.
-func (s *stack) restartRuntime(edit func(*runtime.Config)) {
+func (s *stack) restartRuntime(edit func(*devruntime.Config)) {
 	s.stop()
 	s.startRuntime(edit)
 }

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/relaywasm/relaywasm/librelay"
-	"github.com/relaywasm/relaywasm/relayleg"
+	"github.com/relaywasm/relaywasm/librelay/relayleg"
 )
 
 // runner is the attachment's goroutine and owns everything mutable about it:
@@ -267,11 +267,11 @@ func (r *runner) writeFrame(f *librelay.Frame) error {
 func closeCodeFor(err error) (int, string) {
 	switch {
 	case errors.Is(err, ErrHeartbeatTimeout):
-		return relayleg.CloseHeartbeatTimeout, "heartbeat timeout"
+		return int(relayleg.CloseHeartbeatTimeout), "heartbeat timeout"
 	case errors.Is(err, ErrDetached):
-		return relayleg.CloseNormal, "detached"
+		return int(relayleg.CloseNormal), "detached"
 	}
-	return relayleg.CloseNormal, Code(err)
+	return int(relayleg.CloseNormal), Code(err)
 }
 
 func uitoa(v uint64) string { return strconv.FormatUint(v, 10) }

@@ -26,10 +26,10 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/relaywasm/relaywasm/demo/devruntime"
 	"github.com/relaywasm/relaywasm/demo/relay"
-	"github.com/relaywasm/relaywasm/demo/runtime"
 	"github.com/relaywasm/relaywasm/librelay"
-	"github.com/relaywasm/relaywasm/relayleg"
+	"github.com/relaywasm/relaywasm/librelay/relayleg"
 )
 
 // IOTimeout guards every read and write a raw peer makes, so a broken relay
@@ -239,7 +239,7 @@ func (b *Browser) Read() (librelay.Frame, error) {
 // frames before the close, other than heartbeat probes (answered when
 // AnswerHeartbeats is set), and the close code (-1 when the socket ended
 // without one).
-func (b *Browser) ReadUntilClosed() ([]librelay.Frame, int) {
+func (b *Browser) ReadUntilClosed() ([]librelay.Frame, relayleg.CloseCode) {
 	var frames []librelay.Frame
 	for {
 		msg, err := b.ReadRaw()
@@ -260,7 +260,7 @@ func (b *Browser) ReadUntilClosed() ([]librelay.Frame, int) {
 }
 
 // CloseCode is the close code an error from Read carries, or -1.
-func CloseCode(err error) int { return int(websocket.CloseStatus(err)) }
+func CloseCode(err error) relayleg.CloseCode { return relayleg.CloseCode(websocket.CloseStatus(err)) }
 
 // Close ends the socket from the client side with 1000.
 func (b *Browser) Close() { b.WS.Close(websocket.StatusNormalClosure, "") }
@@ -441,7 +441,7 @@ func (r *Runtime) ReadCargo() (librelay.Frame, error) {
 
 // StartRuntime runs the dev runtime against env until the test ends and
 // waits until it is connected. edit may change its config.
-func (env *Env) StartRuntime(t testing.TB, edit func(*runtime.Config)) *runtime.Runtime {
+func (env *Env) StartRuntime(t testing.TB, edit func(*devruntime.Config)) *devruntime.Runtime {
 	t.Helper()
 	rt, _ := env.RunRuntime(t, edit)
 	return rt
@@ -450,9 +450,9 @@ func (env *Env) StartRuntime(t testing.TB, edit func(*runtime.Config)) *runtime.
 // RunRuntime is StartRuntime for a test that stops the runtime itself, as a
 // runtime process that goes away would: stop ends it and waits for it (and
 // may be called more than once; the test's end calls it too).
-func (env *Env) RunRuntime(t testing.TB, edit func(*runtime.Config)) (rt *runtime.Runtime, stop func()) {
+func (env *Env) RunRuntime(t testing.TB, edit func(*devruntime.Config)) (rt *devruntime.Runtime, stop func()) {
 	t.Helper()
-	cfg := runtime.Config{
+	cfg := devruntime.Config{
 		Relay: env.HTTPURL, Instance: env.Instance, Credential: env.RuntimeToken, RelayKey: env.Key,
 		BackoffMin: 10 * time.Millisecond, BackoffMax: 100 * time.Millisecond,
 		Logger: slog.New(slog.DiscardHandler),
@@ -460,7 +460,7 @@ func (env *Env) RunRuntime(t testing.TB, edit func(*runtime.Config)) (rt *runtim
 	if edit != nil {
 		edit(&cfg)
 	}
-	rt, err := runtime.New(cfg)
+	rt, err := devruntime.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ package relayleg
 
 import (
 	"encoding/base64"
+	"strconv"
 	"strings"
 
 	"github.com/relaywasm/relaywasm/librelay"
@@ -88,50 +89,69 @@ const (
 	CodeShuttingDown = "shutting_down"
 )
 
-// Close codes on the browser leg. Browsers let script see any code the server
-// sends, and 4000–4999 is the range reserved for applications, so each reason a
-// relay ends a socket gets a code of its own and a client can tell a refusal it
-// must not retry (unauthorized, unsupported version, superseded) from a drop it
-// should. The last two digits echo the HTTP status of the same meaning.
+// CloseCode is a WebSocket close code on the browser leg. Browsers let script
+// see any code the server sends, and 4000–4999 is the range reserved for
+// applications, so each reason a relay ends a socket gets a code of its own
+// and a client can tell a refusal it must not retry (unauthorized, unsupported
+// version, superseded) from a drop it should. The last two digits echo the
+// HTTP status of the same meaning.
+type CloseCode int
+
+// The close codes a relay ends a browser socket with; each but CloseNormal
+// follows a relay.error whose code is the one Reason returns.
 const (
-	CloseNormal             = 1000 // a detach, or the client closing
-	CloseBadHello           = 4400 // the first frame was not a valid relay.hello request
-	CloseUnauthorized       = 4401 // see CodeUnauthorized; not retryable
-	CloseUnknownInstance    = 4404 // no runtime is connected for the instance
-	CloseHeartbeatTimeout   = 4408 // see CodeHeartbeatTimeout
-	CloseSuperseded         = 4409 // see CodeSuperseded; not retryable
-	CloseTooLarge           = 4413 // see CodeFrameTooLarge
-	CloseUnsupportedVersion = 4426 // the negotiated version is not one both speak; not retryable
-	CloseSlowConsumer       = 4429 // see CodeSlowConsumer
-	CloseTooManyAttachments = 4430 // see CodeTooManyAttachments
-	CloseRuntimeGone        = 4502 // see CodeRuntimeGone
-	CloseShuttingDown       = 4503 // see CodeShuttingDown
+	CloseNormal             CloseCode = 1000 // a detach, or the client closing
+	CloseBadHello           CloseCode = 4400 // the first frame was not a valid relay.hello request
+	CloseUnauthorized       CloseCode = 4401 // see CodeUnauthorized; not retryable
+	CloseUnknownInstance    CloseCode = 4404 // no runtime is connected for the instance
+	CloseHeartbeatTimeout   CloseCode = 4408 // see CodeHeartbeatTimeout
+	CloseSuperseded         CloseCode = 4409 // see CodeSuperseded; not retryable
+	CloseTooLarge           CloseCode = 4413 // see CodeFrameTooLarge
+	CloseUnsupportedVersion CloseCode = 4426 // the negotiated version is not one both speak; not retryable
+	CloseSlowConsumer       CloseCode = 4429 // see CodeSlowConsumer
+	CloseTooManyAttachments CloseCode = 4430 // see CodeTooManyAttachments
+	CloseRuntimeGone        CloseCode = 4502 // see CodeRuntimeGone
+	CloseShuttingDown       CloseCode = 4503 // see CodeShuttingDown
 )
 
-// closeCodes pairs each close code with the error code of the same reason.
-var closeCodes = map[int]string{
-	CloseBadHello:           librelay.CodeMalformedFrame,
-	CloseUnauthorized:       CodeUnauthorized,
-	CloseUnknownInstance:    librelay.CodeUnknownInstance,
-	CloseHeartbeatTimeout:   CodeHeartbeatTimeout,
-	CloseSuperseded:         CodeSuperseded,
-	CloseTooLarge:           CodeFrameTooLarge,
-	CloseUnsupportedVersion: librelay.CodeVersion,
-	CloseSlowConsumer:       CodeSlowConsumer,
-	CloseTooManyAttachments: CodeTooManyAttachments,
-	CloseRuntimeGone:        CodeRuntimeGone,
-	CloseShuttingDown:       CodeShuttingDown,
+// closeCodes is the one table of close codes: each code's name, as String
+// spells it, and the error code of the same reason ("" for CloseNormal).
+var closeCodes = map[CloseCode]struct{ name, reason string }{
+	CloseNormal:             {"CloseNormal", ""},
+	CloseBadHello:           {"CloseBadHello", librelay.CodeMalformedFrame},
+	CloseUnauthorized:       {"CloseUnauthorized", CodeUnauthorized},
+	CloseUnknownInstance:    {"CloseUnknownInstance", librelay.CodeUnknownInstance},
+	CloseHeartbeatTimeout:   {"CloseHeartbeatTimeout", CodeHeartbeatTimeout},
+	CloseSuperseded:         {"CloseSuperseded", CodeSuperseded},
+	CloseTooLarge:           {"CloseTooLarge", CodeFrameTooLarge},
+	CloseUnsupportedVersion: {"CloseUnsupportedVersion", librelay.CodeVersion},
+	CloseSlowConsumer:       {"CloseSlowConsumer", CodeSlowConsumer},
+	CloseTooManyAttachments: {"CloseTooManyAttachments", CodeTooManyAttachments},
+	CloseRuntimeGone:        {"CloseRuntimeGone", CodeRuntimeGone},
+	CloseShuttingDown:       {"CloseShuttingDown", CodeShuttingDown},
 }
 
-// CloseReason returns the error code a close code stands for, or "" for a
-// code this package does not define.
-func CloseReason(code int) string { return closeCodes[code] }
+// String names the code as its constant does, or CloseCode(n) for a code this
+// package does not define, as coder/websocket's StatusCode does.
+func (c CloseCode) String() string {
+	if e, ok := closeCodes[c]; ok {
+		return e.name
+	}
+	return "CloseCode(" + strconv.Itoa(int(c)) + ")"
+}
 
-// CloseCode returns the close code for an error code, or 0 when the code
-// does not end a socket.
-func CloseCode(errorCode string) int {
+// Reason returns the error code the close code stands for, or "" for
+// CloseNormal and for a code this package does not define.
+func (c CloseCode) Reason() string { return closeCodes[c].reason }
+
+// CloseFor returns the close code for an error code, or 0 when the code does
+// not end a socket.
+func CloseFor(errorCode string) CloseCode {
+	if errorCode == "" {
+		return 0
+	}
 	for c, e := range closeCodes {
-		if e == errorCode {
+		if e.reason == errorCode {
 			return c
 		}
 	}

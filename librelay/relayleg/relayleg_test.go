@@ -35,20 +35,27 @@ func TestParseBearerRefuses(t *testing.T) {
 	}
 }
 
-// Every close code names one reason and back, in the application range.
+// Every close code but CloseNormal names one reason and back, in the
+// application range, and String spells each as its constant.
 func TestCloseCodesPairWithReasons(t *testing.T) {
-	if len(closeCodes) != 11 {
+	if len(closeCodes) != 12 {
 		t.Fatalf("%d close codes; update this test with the README when adding one", len(closeCodes))
 	}
-	for code, reason := range closeCodes {
+	for code, e := range closeCodes {
+		if code == CloseNormal {
+			continue
+		}
 		if code < 4000 || code > 4999 {
 			t.Errorf("close code %d outside 4000–4999", code)
 		}
-		if CloseReason(code) != reason || CloseCode(reason) != code {
-			t.Errorf("close code %d and reason %q do not pair", code, reason)
+		if code.Reason() != e.reason || CloseFor(e.reason) != code {
+			t.Errorf("close code %d and reason %q do not pair", code, e.reason)
 		}
 	}
-	if CloseReason(CloseNormal) != "" || CloseCode("no_such_reason") != 0 {
+	if CloseNormal.Reason() != "" || CloseFor("no_such_reason") != 0 || CloseFor("") != 0 {
 		t.Error("undefined codes must map to nothing")
+	}
+	if CloseUnauthorized.String() != "CloseUnauthorized" || CloseCode(4999).String() != "CloseCode(4999)" {
+		t.Errorf("String: %s, %s", CloseUnauthorized, CloseCode(4999))
 	}
 }

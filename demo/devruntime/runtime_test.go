@@ -1,4 +1,4 @@
-package runtime_test
+package devruntime_test
 
 import (
 	"context"
@@ -10,17 +10,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relaywasm/relaywasm/demo/devruntime"
 	"github.com/relaywasm/relaywasm/demo/relay/relaytest"
-	"github.com/relaywasm/relaywasm/demo/runtime"
 	"github.com/relaywasm/relaywasm/librelay"
 )
 
 // runUntilFatal runs a runtime that must stop on its own with a fatal error.
-func runUntilFatal(t *testing.T, cfg runtime.Config) error {
+func runUntilFatal(t *testing.T, cfg devruntime.Config) error {
 	t.Helper()
 	cfg.Logger = slog.New(slog.DiscardHandler)
 	cfg.BackoffMin, cfg.BackoffMax = time.Millisecond, 5*time.Millisecond
-	rt, err := runtime.New(cfg)
+	rt, err := devruntime.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,16 +32,16 @@ func runUntilFatal(t *testing.T, cfg runtime.Config) error {
 func TestBadSignatureIsFatal(t *testing.T) {
 	env := relaytest.Start(t, nil)
 	other, _, _ := ed25519.GenerateKey(rand.Reader)
-	err := runUntilFatal(t, runtime.Config{Relay: env.HTTPURL, Instance: env.Instance, Credential: env.RuntimeToken, RelayKey: other})
-	if !errors.Is(err, runtime.ErrBadRelay) {
+	err := runUntilFatal(t, devruntime.Config{Relay: env.HTTPURL, Instance: env.Instance, Credential: env.RuntimeToken, RelayKey: other})
+	if !errors.Is(err, devruntime.ErrBadRelay) {
 		t.Fatalf("Run returned %v, want ErrBadRelay", err)
 	}
 }
 
 func TestBadCredentialIsFatal(t *testing.T) {
 	env := relaytest.Start(t, nil)
-	err := runUntilFatal(t, runtime.Config{Relay: env.HTTPURL, Instance: env.Instance, Credential: "wrong", RelayKey: env.Key})
-	if !errors.Is(err, runtime.ErrUnauthorized) {
+	err := runUntilFatal(t, devruntime.Config{Relay: env.HTTPURL, Instance: env.Instance, Credential: "wrong", RelayKey: env.Key})
+	if !errors.Is(err, devruntime.ErrUnauthorized) {
 		t.Fatalf("Run returned %v, want ErrUnauthorized", err)
 	}
 }
@@ -50,7 +50,7 @@ func TestBadCredentialIsFatal(t *testing.T) {
 // of taking the instance back.
 func TestSupersededIsFatal(t *testing.T) {
 	env := relaytest.Start(t, nil)
-	rt, err := runtime.New(runtime.Config{Relay: env.HTTPURL, Instance: env.Instance, Credential: env.RuntimeToken,
+	rt, err := devruntime.New(devruntime.Config{Relay: env.HTTPURL, Instance: env.Instance, Credential: env.RuntimeToken,
 		RelayKey: env.Key, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
@@ -59,7 +59,7 @@ func TestSupersededIsFatal(t *testing.T) {
 	go func() { done <- rt.Run(context.Background()) }()
 	<-rt.Connected()
 	env.Connect(t)
-	if err := <-done; !errors.Is(err, runtime.ErrSuperseded) {
+	if err := <-done; !errors.Is(err, devruntime.ErrSuperseded) {
 		t.Fatalf("Run returned %v, want ErrSuperseded", err)
 	}
 }
@@ -70,7 +70,7 @@ func TestSupersededIsFatal(t *testing.T) {
 // complete — every chunk once, in order — with seq gap-free.
 func TestResumeAcrossRelayRestart(t *testing.T) {
 	env := relaytest.Start(t, nil)
-	rt := env.StartRuntime(t, func(c *runtime.Config) { c.AgentRate = 2000 })
+	rt := env.StartRuntime(t, func(c *devruntime.Config) { c.AgentRate = 2000 })
 	b := env.Attach(t, "")
 	sid, err := b.StartChat()
 	if err != nil {
@@ -153,7 +153,7 @@ func (s *stream) read(msgs <-chan relaytest.RPC, stop int) bool {
 }
 
 // reattach reclaims id once the runtime is back at the restarted relay.
-func reattach(t *testing.T, env *relaytest.Env, rt *runtime.Runtime, id string) *relaytest.Browser {
+func reattach(t *testing.T, env *relaytest.Env, rt *devruntime.Runtime, id string) *relaytest.Browser {
 	t.Helper()
 	for {
 		<-rt.Connected()

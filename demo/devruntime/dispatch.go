@@ -1,10 +1,10 @@
-package runtime
+package devruntime
 
 import (
 	"errors"
 
 	"github.com/relaywasm/relaywasm/librelay"
-	"github.com/relaywasm/relaywasm/relayleg"
+	"github.com/relaywasm/relaywasm/librelay/relayleg"
 )
 
 // readLoop reads frames from the relay until the connection ends. A frame

@@ -2,7 +2,7 @@
 // by package and by function, because `go tool nm` does not read wasm files:
 //
 //	GOOS=js GOARCH=wasm go build -trimpath -o relay-names.wasm ./wasm
-//	go run ./jsbridge/cmd/wasmsize [-top 25] [-funcs n] relay-names.wasm
+//	go run ./tests/tools/wasmsize [-top 25] [-funcs n] relay-names.wasm
 //
 // -funcs sets how many functions to list (default: as many as -top; 0 lists
 // packages only, which is what `make size` prints).

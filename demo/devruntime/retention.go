@@ -1,4 +1,4 @@
-package runtime
+package devruntime
 
 // retention keeps the newest encoded frames of one session, bounded by count
 // and by bytes, so a client that reconnects can be replayed what it missed

@@ -1,4 +1,4 @@
-// Package runtime is the dev runtime: a stand-in for a contenox runtime that
+// Package devruntime is the dev runtime: a stand-in for a contenox runtime that
 // dials a relay, proves nothing about itself but its bearer credential, checks
 // that the relay proves itself (the welcome's signature against a pinned key),
 // and serves an ACP agent on every attachment the relay routes to it.
@@ -45,4 +45,4 @@
 //
 // Chunks are paced by Config.AgentRate (chunks per second; 0 is as fast as
 // the connection takes them, which is the relay's backpressure).
-package runtime
+package devruntime

@@ -1,4 +1,4 @@
-package runtime
+package devruntime
 
 import (
 	"bufio"
@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/relaywasm/relaywasm/librelay"
-	"github.com/relaywasm/relaywasm/relayleg"
+	"github.com/relaywasm/relaywasm/librelay/relayleg"
 )
 
 // fakeRelay accepts runtime-leg connections and welcomes them, then does
