@@ -58,7 +58,9 @@ const (
 	CodeUnsupportedType = "unsupported_type"
 	CodeMalformedFrame  = "malformed_frame"
 	CodeUnknownInstance = "unknown_instance"
-	CodeVersion         = "unsupported_version"
+	// CodeUnauthorized refuses a credential that is missing, wrong, or not allowed the instance.
+	CodeUnauthorized = "unauthorized"
+	CodeVersion      = "unsupported_version"
 	// CodeCursorEvicted answers a [Resume] whose cursor the producer no longer retains at all; a partial replay sets [Resumed].Evicted instead.
 	CodeCursorEvicted = "cursor_evicted"
 )

@@ -20,6 +20,18 @@ const (
 	TypeChainTriggerResult = "chain_trigger_result"
 )
 
+// Ask types carry a durable approval out of the machine and its verdict back.
+// All three are notifications. The two the machine sends carry no session:
+// they are addressed to the relay, never to a browser.
+const (
+	// TypeAskPublished announces an ask the machine has recorded; machine→relay only, sessionless.
+	TypeAskPublished = "ask.published"
+	// TypeAskResolved announces that an ask is no longer open; machine→relay only, sessionless.
+	TypeAskResolved = "ask.resolved"
+	// TypeAskVerdict delivers one settled verdict to the machine; relay→machine only.
+	TypeAskVerdict = "ask.verdict"
+)
+
 // ChainTrigger.SessionMode values.
 const (
 	// ChainSessionNew runs the chain in a fresh session; the mode every machine implements.

@@ -71,8 +71,8 @@ func ParseBearer(protocols []string) (credential string, ok bool) {
 // CodeCursorEvicted). Like librelay's they are strings, so an unknown one still
 // reads in a log.
 const (
-	// CodeUnauthorized: the credential is missing, wrong, or not allowed this instance.
-	CodeUnauthorized = "unauthorized"
+	// CodeUnauthorized is librelay's, named here too so the legs' codes read as one list.
+	CodeUnauthorized = librelay.CodeUnauthorized
 	// CodeSuperseded: another socket reclaimed this attachment id.
 	CodeSuperseded = "superseded"
 	// CodeFrameTooLarge: a frame exceeded the leg's size limit.
