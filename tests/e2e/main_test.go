@@ -58,7 +58,7 @@ func findModule(tmp string) (string, error) {
 		return "", err
 	}
 	wasmExec := filepath.Join(goroot, "lib", "wasm", "wasm_exec.js")
-	relayJS := filepath.Join(repoRoot, "jsbridge", "js", "relay.js")
+	relayJS := filepath.Join(repoRoot, "jsbridge", "relayjs", "relay.js")
 	dist := filepath.Join(repoRoot, "dist")
 	if fresh, _ := distIsFresh(dist, wasmExec, relayJS); fresh {
 		return dist, nil
