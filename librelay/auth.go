@@ -132,35 +132,41 @@ func VerifyWelcome(pub ed25519.PublicKey, nonce []byte, negotiatedVersion int, i
 }
 
 // FormatPublicKey renders a relay's key for storage and for an enrolment
-// payload: standard padded base64, the spelling ParsePublicKey reads first.
+// payload: standard padded base64, the spelling ParsePublicKey reads first. A
+// key that is not ed25519.PublicKeySize bytes renders as the empty string, as
+// the reference's does, rather than as text that would never parse back.
 func FormatPublicKey(pub ed25519.PublicKey) string {
+	if len(pub) != ed25519.PublicKeySize {
+		return ""
+	}
 	return base64.StdEncoding.EncodeToString(pub)
 }
 
-// ParsePublicKey reads a key produced by FormatPublicKey, and the other
-// spellings an operator is likely to paste: unpadded standard base64, URL-safe
-// base64 padded or not, and hex in either case. Surrounding whitespace is
-// ignored. Anything else, or anything that does not decode to exactly 32
-// bytes, is an error that matches ErrBadPublicKey and names the reason.
+// ParsePublicKey reads a key produced by FormatPublicKey, and accepts exactly
+// the spellings the reference ParsePublicKey accepts: hex of exactly 64
+// digits in either case, then standard base64 padded or not, then URL-safe
+// base64 padded or not, each decoding to exactly 32 bytes. Nothing is
+// trimmed: a space, a tab or any other byte around the key refuses it. CR and
+// LF are the exception, anywhere in a base64 spelling, because
+// encoding/base64 skips them (so a key read from a file with its newline
+// parses, in the reference as here). Anything else is an error that matches
+// ErrBadPublicKey and names the reason.
 func ParsePublicKey(s string) (ed25519.PublicKey, error) {
-	raw, err := decodeKey(strings.TrimSpace(s))
+	raw, err := decodeKey(s)
 	if err != nil {
 		return nil, wrapBoth(ErrBadPublicKey, err)
-	}
-	if len(raw) != ed25519.PublicKeySize {
-		return nil, wrapBoth(ErrBadPublicKey, errKeySize)
 	}
 	return ed25519.PublicKey(raw), nil
 }
 
-// keyEncodings are tried in order; their alphabets overlap only where they
-// agree, so at most one spelling decodes a given string to 32 bytes.
+// keyEncodings are tried in order after hex, and a spelling that decodes to
+// the wrong length does not stop the search, as in the reference.
 var keyEncodings = [...]*base64.Encoding{
 	base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding,
 }
 
 func decodeKey(s string) ([]byte, error) {
-	if strings.ContainsAny(s, "\r\n") { // base64 would skip them silently
+	if s == "" {
 		return nil, errKeyEncoding
 	}
 	if len(s) == 2*ed25519.PublicKeySize {
@@ -168,10 +174,19 @@ func decodeKey(s string) ([]byte, error) {
 			return raw, nil
 		}
 	}
+	wrongSize := false
 	for _, enc := range keyEncodings {
-		if raw, err := enc.DecodeString(s); err == nil {
+		raw, err := enc.DecodeString(s)
+		switch {
+		case err != nil:
+		case len(raw) == ed25519.PublicKeySize:
 			return raw, nil
+		default:
+			wrongSize = true
 		}
+	}
+	if wrongSize {
+		return nil, errKeySize
 	}
 	return nil, errKeyEncoding
 }

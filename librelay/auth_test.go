@@ -176,19 +176,27 @@ func TestNewNonce(t *testing.T) {
 	}
 }
 
+// TestParsePublicKey holds ParsePublicKey to the reference's spellings:
+// what it accepts, and what it refuses that this once accepted (white space
+// around the key) or that it accepts and this once refused (CR or LF inside
+// a base64 spelling, which encoding/base64 skips).
 func TestParsePublicKey(t *testing.T) {
 	pub, _, _ := ed25519.GenerateKey(nil)
+	std := FormatPublicKey(pub)
 	spellings := map[string]string{
-		"FormatPublicKey":  FormatPublicKey(pub),
-		"std padded":       base64.StdEncoding.EncodeToString(pub),
-		"std unpadded":     base64.RawStdEncoding.EncodeToString(pub),
-		"url padded":       base64.URLEncoding.EncodeToString(pub),
-		"url unpadded":     base64.RawURLEncoding.EncodeToString(pub),
-		"hex":              hex.EncodeToString(pub),
-		"HEX":              strings.ToUpper(hex.EncodeToString(pub)),
-		"with white space": " " + FormatPublicKey(pub) + "\n",
+		"FormatPublicKey":      std,
+		"std padded":           base64.StdEncoding.EncodeToString(pub),
+		"std unpadded":         base64.RawStdEncoding.EncodeToString(pub),
+		"url padded":           base64.URLEncoding.EncodeToString(pub),
+		"url unpadded":         base64.RawURLEncoding.EncodeToString(pub),
+		"hex":                  hex.EncodeToString(pub),
+		"HEX":                  strings.ToUpper(hex.EncodeToString(pub)),
+		"trailing LF":          std + "\n",
+		"trailing CRLF":        std + "\r\n",
+		"LF inside":            std[:20] + "\n" + std[20:],
+		"leading LF, unpadded": "\n" + base64.RawURLEncoding.EncodeToString(pub),
 	}
-	if FormatPublicKey(pub) != base64.StdEncoding.EncodeToString(pub) {
+	if std != base64.StdEncoding.EncodeToString(pub) {
 		t.Fatal("FormatPublicKey is not padded standard base64")
 	}
 	for name, s := range spellings {
@@ -198,19 +206,30 @@ func TestParsePublicKey(t *testing.T) {
 		}
 	}
 	bad := map[string]error{
-		"":                          errKeySize,
-		"not a key":                 errKeyEncoding,
-		FormatPublicKey(pub[:31]):   errKeySize,
-		hex.EncodeToString(pub)[1:]: errKeySize, // 63 bytes of valid base64
+		"":          errKeyEncoding,
+		"not a key": errKeyEncoding,
+		base64.StdEncoding.EncodeToString(pub[:31]):                    errKeySize,
+		hex.EncodeToString(pub)[1:]:                                    errKeySize, // 63 bytes of valid base64
 		base64.StdEncoding.EncodeToString(append(bytes.Clone(pub), 0)): errKeySize,
-		FormatPublicKey(pub)[:20] + "\n" + FormatPublicKey(pub)[20:]:   errKeyEncoding,
-		strings.Repeat("zz", 32):   errKeySize,
-		"#" + FormatPublicKey(pub): errKeyEncoding,
+		strings.Repeat("zz", 32):                                       errKeySize,
+		"#" + std:                                                      errKeyEncoding,
+		" " + std:                                                      errKeyEncoding,
+		std + " ":                                                      errKeyEncoding,
+		"\t" + std:                                                     errKeyEncoding,
+		std + "\u00a0":                                                 errKeyEncoding,
+		hex.EncodeToString(pub) + "\n":                                 errKeySize, // not 64 digits, so base64 of 48 bytes
+		" " + hex.EncodeToString(pub):                                  errKeyEncoding,
 	}
 	for s, inner := range bad {
 		_, err := ParsePublicKey(s)
 		if !errors.Is(err, ErrBadPublicKey) || !errors.Is(err, inner) {
 			t.Errorf("ParsePublicKey(%q) = %v, want ErrBadPublicKey wrapping %v", s, err, inner)
+		}
+	}
+	// FormatPublicKey writes nothing for a key that is not one.
+	for _, k := range []ed25519.PublicKey{nil, pub[:31], append(bytes.Clone(pub), 0)} {
+		if got := FormatPublicKey(k); got != "" {
+			t.Errorf("FormatPublicKey(%d bytes) = %q, want empty", len(k), got)
 		}
 	}
 }

@@ -21,10 +21,12 @@ const (
 	// line, up to what MaxFrameBytes needs, and shrinks back afterwards so
 	// one large frame does not pin megabytes to an idle connection.
 	readBufferSize = 16 << 10
-	// maxLineBuffer holds the longest acceptable line plus its CR and one
-	// more byte: seeing that byte without a newline proves the line is too
-	// long without reading any further.
-	maxLineBuffer = MaxFrameBytes + 2
+	// maxLineBuffer holds MaxFrameBytes and one more byte: a line is
+	// MaxFrameBytes at most counting its newline, and seeing MaxFrameBytes+1
+	// bytes without one proves the line too long without reading further.
+	// (MaxFrameBytes bytes and then the end of the source is a truncated
+	// frame, not an oversized one, so the limit itself must fit.)
+	maxLineBuffer = MaxFrameBytes + 1
 	// shrinkAbove is the buffer size past which an idle Reader gives
 	// memory back; below it, a stream of large frames reuses the buffer.
 	shrinkAbove = 1 << 20
@@ -59,25 +61,42 @@ func NewReader(r io.Reader) *Reader { return &Reader{r: r} }
 // the next frame; this is what lets one garbled message not take down a
 // connection carrying other sessions. ErrFrameTooLarge is different: the
 // offending line has not been consumed and cannot be, since consuming it is
-// the unbounded read the limit exists to prevent — at most MaxFrameBytes+2 of
+// the unbounded read the limit exists to prevent — at most MaxFrameBytes+1 of
 // it has been read. The Reader is dead after it and every later call returns
 // ErrReaderClosed: resynchronizing on a newline an attacker chose would hand
 // them control of where the next frame starts.
 //
-// Lines end with LF; a CR before it is ignored, and so are blank lines. A
-// final line without a newline is read as a frame when the source ends. The
-// source's error, io.EOF included, is returned unwrapped once no complete
-// line is left, and again on every later call.
+// A line is at most MaxFrameBytes counting everything in it: the frame, any
+// whitespace around it, a CR and the LF that ends it. This is the reference
+// Reader's count, and the one Writer writes to.
+//
+// Lines end with LF; a CR before it is ignored, and a line that is empty or
+// only whitespace is skipped — whitespace as bytes.TrimSpace has it, which
+// includes Unicode spaces such as U+0085 and U+00A0 and the ASCII \v and \f
+// that JSON does not count as whitespace, as the reference Reader has it.
+// When the source ends, a final line without a newline is a truncated frame:
+// io.ErrUnexpectedEOF, or io.EOF if the line is blank. The source's error is
+// returned once no complete line is left, and again on every later call; an
+// end of input (an error that is io.EOF) is returned as io.EOF itself.
 func (r *Reader) ReadFrame() (Frame, error) {
 	for {
 		line, err := r.line()
 		if err != nil {
 			return Frame{}, err
 		}
-		if len(trimSpace(line)) > 0 {
+		if !blank(line) {
 			return ParseFrame(line)
 		}
 	}
+}
+
+// blank reports whether a line is skipped: bytes.TrimSpace leaves nothing of
+// it. The first and last bytes decide at once for any line that is a frame.
+func blank(line []byte) bool {
+	if n := len(line); n == 0 || line[0] == '{' || line[n-1] == '}' {
+		return n == 0
+	}
+	return len(bytes.TrimSpace(line)) == 0
 }
 
 // line returns the next line without its LF; the slice is valid until the
@@ -93,27 +112,41 @@ func (r *Reader) line() ([]byte, error) {
 			return r.consume(end, end+1)
 		}
 		r.scanned = r.hi - r.lo
-		if r.scanned > MaxFrameBytes+1 {
+		if r.scanned > MaxFrameBytes {
 			return nil, r.tooLarge()
 		}
 		if r.err != nil {
-			if r.lo == r.hi {
-				return nil, r.err
-			}
-			return r.consume(r.hi, r.hi)
+			return nil, r.sourceEnded()
 		}
 		r.fill()
 	}
 }
 
-// consume takes buf[lo:end] as a line and resumes reading at next.
+// consume takes buf[lo:end] as a line and resumes reading at next, past the
+// LF. The line with its LF must fit in MaxFrameBytes.
 func (r *Reader) consume(end, next int) ([]byte, error) {
 	line := r.buf[r.lo:end]
-	if n := len(line); n > MaxFrameBytes && !(n == MaxFrameBytes+1 && line[n-1] == '\r') {
+	if len(line) >= MaxFrameBytes {
 		return nil, r.tooLarge()
 	}
 	r.lo, r.scanned = next, 0
 	return line, nil
+}
+
+// sourceEnded reports the source's error once no complete line is pending.
+// A partial line is dropped: at the end of input it is a truncated frame
+// (io.ErrUnexpectedEOF) unless it is blank, and after any other error it is
+// lost with the stream, as the reference Reader loses it.
+func (r *Reader) sourceEnded() error {
+	pending := r.buf[r.lo:r.hi]
+	r.lo, r.hi, r.scanned = 0, 0, 0
+	if !errors.Is(r.err, io.EOF) {
+		return r.err
+	}
+	if !blank(pending) {
+		return io.ErrUnexpectedEOF
+	}
+	return io.EOF
 }
 
 func (r *Reader) tooLarge() error {
@@ -182,7 +215,10 @@ type Writer struct {
 // call to w.Write.
 func NewWriter(w io.Writer) *Writer { return &Writer{w: w} }
 
-// WriteFrame validates and writes f followed by a newline.
+// WriteFrame validates and writes f followed by a newline. The line, newline
+// included, is at most MaxFrameBytes (AppendFrame refuses a longer one with
+// ErrFrameTooLarge), so no Reader, ours or the reference, refuses what it
+// writes.
 //
 // It fails closed: an invalid frame is never partially written, because the
 // encoding (AppendFrame) happens into a buffer and reaches the connection as

@@ -102,7 +102,7 @@ func TestReaderLines(t *testing.T) {
 		"   \t \n" +
 		`{"type":"b","unknown":{"x":[1,2]},"future":"ignored"}` + "\n" +
 		"\n\n" +
-		`{"type":"c"}` // no final newline
+		`{"type":"c"}` + "\n"
 	got, err := readAll(NewReader(strings.NewReader(in)))
 	if err != io.EOF {
 		t.Fatalf("err = %v", err)
@@ -110,6 +110,82 @@ func TestReaderLines(t *testing.T) {
 	want := []Frame{{Type: "a", ID: "1"}, {Type: "b"}, {Type: "c"}}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %+v, want %+v", got, want)
+	}
+}
+
+// TestReaderReadsAsTheReference pins the readings where this Reader once
+// differed from the reference Reader (contenox v1.0.0's librelay): each row
+// is a stream and what ReadFrame returns, call by call, until an error that
+// ends it.
+func TestReaderReadsAsTheReference(t *testing.T) {
+	a := `{"type":"a"}`
+	tests := []struct {
+		name string
+		in   string
+		want []error // nil is a frame
+	}{
+		// A last line without a newline is a truncated frame, not a frame.
+		{"last line without newline", a + "\n" + a, []error{nil, io.ErrUnexpectedEOF, io.EOF, io.EOF}},
+		{"only line without newline", a, []error{io.ErrUnexpectedEOF, io.EOF}},
+		{"truncated garbage", "{\"type\":", []error{io.ErrUnexpectedEOF, io.EOF}},
+		{"truncated after CR", a + "\r", []error{io.ErrUnexpectedEOF, io.EOF}},
+		{"blank last line without newline", a + "\n  \t", []error{nil, io.EOF}},
+		{"unicode blank last line without newline", a + "\n\u00a0", []error{nil, io.EOF}},
+		// Lines of only Unicode whitespace (bytes.TrimSpace's) are skipped,
+		// \v and \f included though JSON does not count them as space.
+		{"NEL line", "\u0085\n" + a + "\n", []error{nil, io.EOF}},
+		{"NBSP line", "\u00a0\u00a0\r\n" + a + "\n", []error{nil, io.EOF}},
+		{"ideographic space line", "\u3000\n" + a + "\n", []error{nil, io.EOF}},
+		{"VT and FF line", "\v\f \n" + a + "\n", []error{nil, io.EOF}},
+		{"line separator line", "\u2028\u2029\n" + a + "\n", []error{nil, io.EOF}},
+		// Unicode whitespace around a frame is not JSON whitespace: malformed.
+		{"NBSP before a frame", "\u00a0" + a + "\n", []error{ErrMalformedFrame, io.EOF}},
+		{"VT after a frame", a + "\v\n", []error{ErrMalformedFrame, io.EOF}},
+		// A non-space rune is not blank.
+		{"ZWSP line", "\u200b\n" + a + "\n", []error{ErrMalformedFrame, nil, io.EOF}},
+		{"invalid UTF-8 line", "\xff\n" + a + "\n", []error{ErrMalformedFrame, nil, io.EOF}},
+		// Identifiers: C1 controls are carried, invalid UTF-8 reads as U+FFFD.
+		{"C1 in instance", `{"type":"a","instance":"\u0085"}` + "\n", []error{nil, io.EOF}},
+		{"raw C1 in session", "{\"type\":\"a\",\"instance\":\"i\",\"session\":\"\u0080\u009f\"}\n", []error{nil, io.EOF}},
+		{"invalid UTF-8 in type", "{\"type\":\"a\xff\"}\n", []error{nil, io.EOF}},
+		{"C0 escaped in id", `{"type":"a","id":"\u001f"}` + "\n", []error{ErrControlChar, io.EOF}},
+		{"DEL in re", "{\"type\":\"a\",\"re\":\"\x7f\"}\n", []error{ErrControlChar, io.EOF}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := NewReader(strings.NewReader(tt.in))
+			for i, want := range tt.want {
+				f, err := r.ReadFrame()
+				if want == nil && err != nil || !errors.Is(err, want) {
+					t.Fatalf("read %d: %+v, %v; want %v", i, f, err, want)
+				}
+				if want == io.EOF && err != io.EOF || want == io.ErrUnexpectedEOF && err != io.ErrUnexpectedEOF {
+					t.Fatalf("read %d: %v is not the sentinel itself", i, err)
+				}
+			}
+		})
+	}
+}
+
+// TestReaderDecodesInvalidUTF8 checks the value, not only the acceptance:
+// invalid UTF-8 in any string member becomes U+FFFD, as encoding/json makes
+// it, and the frame is valid.
+func TestReaderDecodesInvalidUTF8(t *testing.T) {
+	in := "{\"type\":\"t\xff\",\"instance\":\"\xc3\",\"session\":\"\xed\xa0\x80\",\"id\":\"\\u00e9\xfe\"}\n"
+	f, err := NewReader(strings.NewReader(in)).ReadFrame()
+	want := Frame{Type: "t\ufffd", Instance: "\ufffd", Session: "\ufffd\ufffd\ufffd", ID: "é\ufffd"}
+	if err != nil || !reflect.DeepEqual(f, want) {
+		t.Fatalf("got %+v, %v; want %+v", f, err, want)
+	}
+	var ref Frame
+	if err := json.Unmarshal([]byte(in), &ref); err != nil || !reflect.DeepEqual(ref, want) {
+		t.Fatalf("encoding/json reads %+v, %v", ref, err)
+	}
+	// 86 invalid bytes become 258 bytes of U+FFFD: over MaxIDBytes after
+	// decoding, which is where the reference measures it.
+	in = `{"type":"t","instance":"` + strings.Repeat("\xff", 86) + "\"}\n"
+	if _, err := NewReader(strings.NewReader(in)).ReadFrame(); !errors.Is(err, ErrIDTooLong) {
+		t.Fatalf("86 invalid bytes: %v, want ErrIDTooLong", err)
 	}
 }
 
@@ -176,8 +252,8 @@ func TestReaderTooLarge(t *testing.T) {
 		t.Fatalf("long line: %v, want ErrFrameTooLarge", err)
 	}
 	// The limit is enforced without reading the rest (here: there is no
-	// end): at most the limit, its CR and one byte past the first frame.
-	if max := int64(len(head) + MaxFrameBytes + 2); src.n > max {
+	// end): at most the limit and one byte past the first frame.
+	if max := int64(len(head) + MaxFrameBytes + 1); src.n > max {
 		t.Fatalf("read %d bytes, more than %d", src.n, max)
 	}
 	read := src.n
@@ -191,25 +267,78 @@ func TestReaderTooLarge(t *testing.T) {
 	}
 }
 
+// TestReaderLimitBoundary: MaxFrameBytes counts the whole line, its newline
+// (and CR) included, as the reference Reader counts it.
 func TestReaderLimitBoundary(t *testing.T) {
-	// A frame of exactly MaxFrameBytes passes, with LF or CRLF.
-	pad := MaxFrameBytes - len(`{"type":"x","payload":""}`)
-	exact := `{"type":"x","payload":"` + strings.Repeat("a", pad) + `"}`
-	for _, eol := range []string{"\n", "\r\n", ""} {
-		r := NewReader(strings.NewReader(exact + eol))
-		if f, err := r.ReadFrame(); err != nil || len(f.Payload) != pad+2 {
-			t.Fatalf("exact limit with %q: %v", eol, err)
-		}
+	frame := func(n int) string { // a frame of n bytes
+		return `{"type":"x","payload":"` + strings.Repeat("a", n-len(`{"type":"x","payload":""}`)) + `"}`
 	}
-	over := `{"type":"x","payload":"` + strings.Repeat("a", pad+1) + `"}`
-	for _, eol := range []string{"\n", "\r\n", ""} {
-		r := NewReader(strings.NewReader(over + eol + `{"type":"y"}` + "\n"))
-		if _, err := r.ReadFrame(); err != ErrFrameTooLarge {
-			t.Fatalf("one over the limit with %q: %v", eol, err)
-		}
-		if _, err := r.ReadFrame(); err != ErrReaderClosed {
-			t.Fatalf("after: %v", err)
-		}
+	next := `{"type":"y"}` + "\n"
+	tests := []struct {
+		name string
+		line string
+		want error
+	}{
+		{"LF, exactly the limit", frame(MaxFrameBytes-1) + "\n", nil},
+		{"CRLF, exactly the limit", frame(MaxFrameBytes-2) + "\r\n", nil},
+		{"space and LF, exactly the limit", frame(MaxFrameBytes-3) + "  \n", nil},
+		{"LF, one over", frame(MaxFrameBytes) + "\n", ErrFrameTooLarge},
+		{"CRLF, one over", frame(MaxFrameBytes-1) + "\r\n", ErrFrameTooLarge},
+		{"blank line, one over", strings.Repeat(" ", MaxFrameBytes) + "\n", ErrFrameTooLarge},
+		// Without a newline the count is of the bytes there are: the limit
+		// itself is a truncated frame, one more byte is too large.
+		{"truncated at the limit", frame(MaxFrameBytes), io.ErrUnexpectedEOF},
+		{"truncated one over", frame(MaxFrameBytes + 1), ErrFrameTooLarge},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := tt.line
+			if strings.HasSuffix(in, "\n") {
+				in += next
+			}
+			r := NewReader(strings.NewReader(in))
+			_, err := r.ReadFrame()
+			if err != tt.want {
+				t.Fatalf("%d bytes: %v, want %v", len(tt.line), err, tt.want)
+			}
+			switch tt.want {
+			case nil:
+				if f, err := r.ReadFrame(); err != nil || f.Type != "y" {
+					t.Fatalf("next frame: %+v, %v", f, err)
+				}
+			case ErrFrameTooLarge:
+				if _, err := r.ReadFrame(); err != ErrReaderClosed {
+					t.Fatalf("after: %v", err)
+				}
+			}
+		})
+	}
+}
+
+// TestWriterLimitIsTheReaderLimit: the longest frame Writer writes is
+// MaxFrameBytes with its newline, which a Reader accepts; one byte more is
+// refused before anything is written.
+func TestWriterLimitIsTheReaderLimit(t *testing.T) {
+	pad := MaxFrameBytes - 1 - len(`{"type":"x","payload":""}`)
+	var buf bytes.Buffer
+	w := NewWriter(&buf)
+	f := Frame{Type: "x", Payload: json.RawMessage(`"` + strings.Repeat("a", pad) + `"`)}
+	if err := w.WriteFrame(f); err != nil || buf.Len() != MaxFrameBytes {
+		t.Fatalf("largest frame: %d bytes written, %v", buf.Len(), err)
+	}
+	if _, err := NewReader(bytes.NewReader(buf.Bytes())).ReadFrame(); err != nil {
+		t.Fatalf("reading the largest frame: %v", err)
+	}
+	buf.Reset()
+	f.Payload = json.RawMessage(`"` + strings.Repeat("a", pad+1) + `"`)
+	if err := w.WriteFrame(f); !errors.Is(err, ErrFrameTooLarge) || buf.Len() != 0 {
+		t.Fatalf("one byte more: %d bytes written, %v", buf.Len(), err)
+	}
+	if _, err := AppendFrame(nil, &f); !errors.Is(err, ErrFrameTooLarge) {
+		t.Fatalf("AppendFrame of a MaxFrameBytes encoding: %v", err)
+	}
+	if _, err := ParseFrame(append(bytes.Clone([]byte(`{"type":"x","payload":"`)), strings.Repeat("a", pad+1)+`"}`...)); err != ErrFrameTooLarge {
+		t.Fatalf("ParseFrame of a MaxFrameBytes frame: %v", err)
 	}
 }
 

@@ -118,18 +118,24 @@ func (f Frame) IsResponse() bool { return f.ReplyTo != "" }
 // deliberately says nothing about whether Type is known: rejecting unknown
 // types is the forward-compatibility failure the protocol is built to avoid.
 //
-// The checks run in a fixed order and the first failure is returned, so a
-// frame with several defects always reports the same one:
+// It accepts and refuses exactly what the reference Validate does. The checks
+// run in a fixed order and the first failure is returned, so a frame with
+// several defects always reports the same one:
 //
 //  1. Type empty (ErrEmptyType), then longer than MaxTypeBytes (ErrTypeTooLong).
 //  2. Both ID and ReplyTo set (ErrBothIDs).
 //  3. Session set without Instance (ErrSessionAlone).
-//  4. Each identifier in wire order — type, instance, session, id, re: longer
-//     than MaxIDBytes (ErrIDTooLong, not for type, already bounded), then the
-//     first offending byte decides between invalid UTF-8 (ErrNotUTF8) and a
-//     control character (ErrControlChar: C0, DEL or C1, as unicode.IsControl).
-//  5. Trace longer than MaxTraceBytes (ErrTraceTooLong), then a byte outside
+//  4. Trace longer than MaxTraceBytes (ErrTraceTooLong), then a byte outside
 //     TraceAlphabet (ErrTraceCharset).
+//  5. Each identifier in wire order — type, instance, session, id, re: longer
+//     than MaxIDBytes (ErrIDTooLong, not for type, already bounded), then a
+//     C0 control or DEL anywhere in it (ErrControlChar), then invalid UTF-8
+//     anywhere in it (ErrNotUTF8).
+//
+// The reference checks the identifiers in no fixed order; this order is one
+// of the orders it may take, and the same every time. C1 controls (U+0080 to
+// U+009F) are not refused, because the reference does not refuse them: an
+// identifier the reference's endpoints send is one a relay must carry.
 //
 // Cheap structural checks come first so a hostile frame is refused before its
 // identifiers are scanned. Errors wrap the sentinel with the field's name.
@@ -144,10 +150,10 @@ func (f Frame) Validate() error {
 	case f.Session != "" && f.Instance == "":
 		return ErrSessionAlone
 	}
-	if err := checkIdentifiers(&f); err != nil {
+	if err := checkTrace(f.Trace); err != nil {
 		return err
 	}
-	return checkTrace(f.Trace)
+	return checkIdentifiers(&f)
 }
 
 // checkIdentifiers applies the identifier rules to every routing field, in
@@ -165,31 +171,26 @@ func checkIdentifiers(f *Frame) error {
 	return nil
 }
 
-// checkIdentifier rejects what would corrupt a routing key or a log line.
-// Invalid UTF-8 is refused rather than carried because JSON encoding rewrites
-// it to U+FFFD: a key that is one value on this hop and another on the next is
-// not an identifier.
+// checkIdentifier rejects what would corrupt a log line (a C0 control or DEL)
+// and what would not survive a hop: invalid UTF-8, which JSON encoding
+// rewrites to U+FFFD, so a key that is one value here would be another on the
+// next hop. A Reader never yields invalid UTF-8 (it decodes it to U+FFFD, as
+// encoding/json does); this refuses it in a frame built in-process.
 func checkIdentifier(name, v string) error {
 	if len(v) > MaxIDBytes {
 		return wrap(ErrIDTooLong, name)
 	}
-	for i := 0; i < len(v); {
-		c := v[i]
-		if c < utf8.RuneSelf {
-			if c < 0x20 || c == 0x7f {
-				return wrap(ErrControlChar, name)
-			}
-			i++
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(v[i:])
-		if r == utf8.RuneError && size == 1 {
-			return wrap(ErrNotUTF8, name)
-		}
-		if r <= 0x9f { // C1 controls, U+0080..U+009F
+	ascii := true
+	for i := 0; i < len(v); i++ {
+		switch c := v[i]; {
+		case c < 0x20 || c == 0x7f:
 			return wrap(ErrControlChar, name)
+		case c >= utf8.RuneSelf:
+			ascii = false
 		}
-		i += size
+	}
+	if !ascii && !utf8.ValidString(v) {
+		return wrap(ErrNotUTF8, name)
 	}
 	return nil
 }

@@ -34,8 +34,10 @@ func TestValidate(t *testing.T) {
 		{"newline in instance", Frame{Type: "x", Instance: "a\nb"}, ErrControlChar},
 		{"tab in session", Frame{Type: "x", Instance: "i", Session: "\t"}, ErrControlChar},
 		{"DEL in id", Frame{Type: "x", ID: "a\x7f"}, ErrControlChar},
-		{"C1 in re", Frame{Type: "x", ReplyTo: "a\u0085"}, ErrControlChar},
-		{"C1 U+009F in type", Frame{Type: "\u009f"}, ErrControlChar},
+		// The reference refuses C0 and DEL only; C1 controls are carried.
+		{"C1 U+0080 in instance", Frame{Type: "x", Instance: "\u0080"}, nil},
+		{"C1 U+0085 in re", Frame{Type: "x", ReplyTo: "a\u0085"}, nil},
+		{"C1 U+009F in type", Frame{Type: "\u009f"}, nil},
 		{"invalid UTF-8 in type", Frame{Type: "a\xff"}, ErrNotUTF8},
 		{"invalid UTF-8 in instance", Frame{Type: "x", Instance: "\xc3"}, ErrNotUTF8},
 		{"surrogate half encoded in UTF-8", Frame{Type: "x", ID: "\xed\xa0\x80"}, ErrNotUTF8},
@@ -46,15 +48,17 @@ func TestValidate(t *testing.T) {
 		{"trace with space", Frame{Type: "x", Trace: "tr abc"}, ErrTraceCharset},
 		{"trace with dot", Frame{Type: "x", Trace: "tr.abc"}, ErrTraceCharset},
 		{"trace non-ASCII", Frame{Type: "x", Trace: "tré"}, ErrTraceCharset},
-		// The documented order: structure before identifiers, identifiers in
-		// wire order, trace last.
+		// The documented order, the reference's: structure, then trace, then
+		// identifiers (in wire order here; in no fixed order there).
 		{"order: empty type before both ids", Frame{ID: "1", ReplyTo: "2"}, ErrEmptyType},
 		{"order: both ids before session alone", Frame{Type: "x", Session: "s", ID: "1", ReplyTo: "2"}, ErrBothIDs},
 		{"order: session alone before control char", Frame{Type: "\x01", Session: "s"}, ErrSessionAlone},
 		{"order: length before content", Frame{Type: "x", Instance: long(MaxIDBytes) + "\x00"}, ErrIDTooLong},
 		{"order: instance before id", Frame{Type: "x", Instance: "\xff", ID: "\x00"}, ErrNotUTF8},
-		{"order: first bad byte wins", Frame{Type: "x", Instance: "\x00\xff"}, ErrControlChar},
-		{"order: identifiers before trace", Frame{Type: "x", ID: "\x00", Trace: "!"}, ErrControlChar},
+		{"order: control char before invalid UTF-8", Frame{Type: "x", Instance: "\x00\xff"}, ErrControlChar},
+		{"order: control char after invalid UTF-8 still first", Frame{Type: "x", Instance: "\xff\x00"}, ErrControlChar},
+		{"order: trace before identifiers", Frame{Type: "x", ID: "\x00", Trace: "!"}, ErrTraceCharset},
+		{"order: trace length before identifiers", Frame{Type: "x", Instance: "\xff", Trace: long(MaxTraceBytes + 1)}, ErrTraceTooLong},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -66,16 +70,17 @@ func TestValidate(t *testing.T) {
 	}
 }
 
-// TestValidateControlMatchesUnicode pins the control-character rule to
-// unicode.IsControl for every rune it could disagree on.
-func TestValidateControlMatchesUnicode(t *testing.T) {
+// TestValidateControlIsC0AndDEL pins the control-character rule to the
+// reference's (a rune below U+0020, or U+007F) for every rune it could
+// disagree on, C1 and the other Unicode controls included.
+func TestValidateControlIsC0AndDEL(t *testing.T) {
 	for r := rune(0); r < 0x3000; r++ {
 		if r >= 0xd800 && r <= 0xdfff {
 			continue
 		}
 		err := Frame{Type: "x", Instance: "a" + string(r)}.Validate()
-		if got := errors.Is(err, ErrControlChar); got != unicode.IsControl(r) {
-			t.Fatalf("U+%04X: ErrControlChar=%v, unicode.IsControl=%v (err %v)", r, got, unicode.IsControl(r), err)
+		if got, want := errors.Is(err, ErrControlChar), r < 0x20 || r == 0x7f; got != want || !want && err != nil {
+			t.Fatalf("U+%04X: ErrControlChar=%v, want %v (err %v; unicode.IsControl=%v)", r, got, want, err, unicode.IsControl(r))
 		}
 	}
 }

@@ -194,7 +194,7 @@ func (d *decoder) readString(field string, dst *string) error {
 		*dst = string(body)
 		return nil
 	}
-	*dst = string(appendUnquoted(make([]byte, 0, len(body)), body, true))
+	*dst = string(appendUnquoted(make([]byte, 0, len(body)), body))
 	return nil
 }
 
@@ -256,7 +256,7 @@ func (d *decoder) readBytes(field string, dst *[]byte) error {
 			return err
 		}
 		if escaped || !utf8.Valid(body) {
-			body = appendUnquoted(nil, body, true)
+			body = appendUnquoted(nil, body)
 		}
 		out := make([]byte, base64.StdEncoding.DecodedLen(len(body)))
 		n, err := base64.StdEncoding.Decode(out, body)
@@ -340,10 +340,9 @@ func parseInt(b []byte) (int64, bool) {
 
 // appendUnquoted appends the decoded body of a JSON string that the scanner
 // has already validated. Escapes decode as in encoding/json, including an
-// unpaired surrogate becoming U+FFFD. Raw invalid UTF-8 is coerced to U+FFFD
-// when coerce is set (encoding/json's rule for ordinary strings) and copied
-// unchanged otherwise, so an identifier check can still see it.
-func appendUnquoted(dst, s []byte, coerce bool) []byte {
+// unpaired surrogate becoming U+FFFD, and raw invalid UTF-8 is coerced to
+// U+FFFD, encoding/json's rule for every string it decodes.
+func appendUnquoted(dst, s []byte) []byte {
 	start := 0
 	for i := 0; i < len(s); {
 		c := s[i]
@@ -354,7 +353,7 @@ func appendUnquoted(dst, s []byte, coerce bool) []byte {
 			dst, n = appendEscape(dst, s[i:])
 			i += n
 			start = i
-		case c >= utf8.RuneSelf && coerce:
+		case c >= utf8.RuneSelf:
 			r, size := utf8.DecodeRune(s[i:])
 			if r == utf8.RuneError && size == 1 {
 				dst = append(dst, s[start:i]...)
@@ -422,7 +421,7 @@ func hex4(s []byte) rune {
 func matchKey(key []byte, escaped bool, names []string) int {
 	if escaped {
 		var tmp [64]byte
-		key = appendUnquoted(tmp[:0], key, true)
+		key = appendUnquoted(tmp[:0], key)
 	}
 	for j, n := range names {
 		if string(key) == n {

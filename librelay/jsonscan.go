@@ -69,17 +69,27 @@ func describeByte(c byte) string {
 
 // value scans one value starting at b[i]; depth is the number of containers
 // already open around it.
+//
+// It does not recurse. A container is scanned by one loop that keeps the
+// kinds of the open containers as a bit stack, so the goroutine's stack stays
+// the same size whatever the nesting: a frame nested maxDepth deep costs a
+// few hundred bytes of heap for the duration of the scan, never a grown
+// stack that a reader goroutine keeps for the rest of its life.
 func (s *scanner) value(i, depth int) (int, error) {
+	if i < len(s.b) && (s.b[i] == '{' || s.b[i] == '[') {
+		return s.nested(i, depth)
+	}
+	return s.scalar(i)
+}
+
+// scalar scans a value that is not a container.
+func (s *scanner) scalar(i int) (int, error) {
 	if i >= len(s.b) {
 		return i, s.fail(i)
 	}
 	switch c := s.b[i]; c {
 	case '"':
 		return s.str(i)
-	case '{':
-		return s.object(i, depth+1)
-	case '[':
-		return s.array(i, depth+1)
 	case 't':
 		return s.literal(i, "true")
 	case 'f':
@@ -94,61 +104,125 @@ func (s *scanner) value(i, depth int) (int, error) {
 	}
 }
 
+// openings is a stack of one bit per open container, set for an object: all
+// the state a nested scan keeps besides the offset. The first 256 levels
+// live in small, on the scanning goroutine's stack; deeper ones spill to
+// more, on the heap, for the duration of one scan.
+type openings struct {
+	n     int
+	small [4]uint64
+	more  []uint64
+}
+
+func (o *openings) word(n int) *uint64 {
+	if w := n / 64; w < len(o.small) {
+		return &o.small[w]
+	}
+	return &o.more[n/64-len(o.small)]
+}
+
+func (o *openings) push(object bool) {
+	if w := o.n / 64; w >= len(o.small) && w-len(o.small) == len(o.more) {
+		o.more = append(o.more, 0)
+	}
+	bit := uint64(1) << (o.n % 64)
+	if w := o.word(o.n); object {
+		*w |= bit
+	} else {
+		*w &^= bit
+	}
+	o.n++
+}
+
+// pop closes the innermost container; top reports whether it is an object.
+func (o *openings) pop()      { o.n-- }
+func (o *openings) top() bool { return *o.word(o.n - 1)&(uint64(1)<<((o.n-1)%64)) != 0 }
+
+// nested scans the object or array at b[i], depth containers already being
+// open around it, with the same grammar, errors and offsets a recursive
+// descent would have.
+func (s *scanner) nested(i, depth int) (int, error) {
+	b := s.b
+	var open openings
+	for {
+		// b[i] starts a value.
+		var err error
+		switch {
+		case i < len(b) && (b[i] == '{' || b[i] == '['):
+			object := b[i] == '{'
+			if err := s.tooDeep(depth+open.n+1, i); err != nil {
+				return i, err
+			}
+			closing := byte(']')
+			if object {
+				closing = '}'
+			}
+			if i = s.skipSpace(i + 1); i < len(b) && b[i] == closing {
+				i++
+				break // an empty container is a complete value
+			}
+			open.push(object)
+			if object {
+				if i, err = s.key(i); err != nil {
+					return i, err
+				}
+			}
+			continue
+		default:
+			if i, err = s.scalar(i); err != nil {
+				return i, err
+			}
+		}
+		// A value just ended at i: close containers until one continues.
+		for {
+			if open.n == 0 {
+				return i, nil
+			}
+			object := open.top()
+			closing := byte(']')
+			if object {
+				closing = '}'
+			}
+			var more bool
+			if i, more, err = s.separator(s.skipSpace(i), closing); err != nil {
+				return i, err
+			}
+			if !more {
+				open.pop()
+				continue
+			}
+			if object {
+				if i, err = s.key(i); err != nil {
+					return i, err
+				}
+			}
+			break
+		}
+	}
+}
+
+// key scans an object member's key and colon at b[i] and returns the offset
+// of its value.
+func (s *scanner) key(i int) (int, error) {
+	b := s.b
+	if i >= len(b) || b[i] != '"' {
+		return i, s.fail(i)
+	}
+	i, err := s.str(i)
+	if err != nil {
+		return i, err
+	}
+	if i = s.skipSpace(i); i >= len(b) || b[i] != ':' {
+		return i, s.fail(i)
+	}
+	return s.skipSpace(i + 1), nil
+}
+
 func (s *scanner) tooDeep(depth, i int) error {
 	if depth > maxDepth {
 		return wrap(ErrMalformedFrame, "exceeded max depth at offset "+strconv.Itoa(i))
 	}
 	return nil
-}
-
-func (s *scanner) object(i, depth int) (int, error) {
-	if err := s.tooDeep(depth, i); err != nil {
-		return i, err
-	}
-	b := s.b
-	i = s.skipSpace(i + 1)
-	if i < len(b) && b[i] == '}' {
-		return i + 1, nil
-	}
-	for {
-		var err error
-		if i >= len(b) || b[i] != '"' {
-			return i, s.fail(i)
-		}
-		if i, err = s.str(i); err != nil {
-			return i, err
-		}
-		if i = s.skipSpace(i); i >= len(b) || b[i] != ':' {
-			return i, s.fail(i)
-		}
-		if i, err = s.value(s.skipSpace(i+1), depth); err != nil {
-			return i, err
-		}
-		var more bool
-		if i, more, err = s.separator(s.skipSpace(i), '}'); !more || err != nil {
-			return i, err
-		}
-	}
-}
-
-func (s *scanner) array(i, depth int) (int, error) {
-	if err := s.tooDeep(depth, i); err != nil {
-		return i, err
-	}
-	i = s.skipSpace(i + 1)
-	if i < len(s.b) && s.b[i] == ']' {
-		return i + 1, nil
-	}
-	for {
-		var err error
-		var more bool
-		if i, err = s.value(i, depth); err != nil {
-			return i, err
-		}
-		if i, more, err = s.separator(s.skipSpace(i), ']'); !more || err != nil {
-			return i, err
-		}
-	}
 }
 
 // separator consumes the ',' between members (more is true, and the offset

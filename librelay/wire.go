@@ -4,6 +4,7 @@ import (
 	"errors"
 	"slices"
 	"strconv"
+	"unicode/utf8"
 	"unsafe"
 )
 
@@ -44,8 +45,16 @@ const (
 // It fails closed: on any error dst is returned with its original length and
 // nothing has been appended. Errors are f.Validate's, ErrMalformedFrame for a
 // payload that is not exactly one JSON value (or nests deeper than a reader
-// would accept), and ErrFrameTooLarge for an encoding over MaxFrameBytes,
-// which the peer would have to refuse.
+// would accept), and ErrFrameTooLarge for an encoding that, with the newline
+// Writer adds, would be over MaxFrameBytes: the longest encoding is
+// MaxFrameBytes-1 bytes, so every frame this returns is one a Reader (ours or
+// the reference) accepts as a line, and one a relay can carry from a
+// message-framed leg onto a line-framed one.
+//
+// The one place this is stricter than the reference Writer: encoding/json
+// checks a payload's nesting on the payload alone, so the reference Writer
+// writes a payload nested 10000 deep that its own Reader, counting the
+// frame's object as one more level, refuses. This refuses it.
 func AppendFrame(dst []byte, f *Frame) ([]byte, error) {
 	if err := f.Validate(); err != nil {
 		return dst, err
@@ -58,8 +67,8 @@ func AppendFrame(dst []byte, f *Frame) ([]byte, error) {
 		}
 	}
 	b := appendEnvelope(slices.Grow(dst, sizeHint(f)), f, space)
-	if n := len(b) - len(dst); n > MaxFrameBytes {
-		return dst, wrap(ErrFrameTooLarge, "encoded frame is "+strconv.Itoa(n)+" bytes")
+	if n := len(b) - len(dst); n >= MaxFrameBytes {
+		return dst, wrap(ErrFrameTooLarge, "encoded frame is "+strconv.Itoa(n)+" bytes and its newline")
 	}
 	return b, nil
 }
@@ -111,19 +120,20 @@ func appendMember(b []byte, prefix, v string) []byte {
 // (but must be well-formed), a repeated member's last value wins, null leaves
 // a string or seq member empty, seq must be a non-negative integer literal,
 // escapes including surrogate pairs are decoded and an unpaired surrogate
-// becomes U+FFFD, and a payload is kept byte for byte as received (null
-// included, as the four bytes "null"). One difference is deliberate: raw
-// invalid UTF-8 inside an identifier is ErrNotUTF8 rather than silently
-// rewritten, because an identifier that changes value between hops is not an
-// identifier.
+// becomes U+FFFD, raw invalid UTF-8 in a string member becomes U+FFFD (so an
+// identifier never fails with ErrNotUTF8 here, as in the reference Reader),
+// and a payload is kept byte for byte as received (null included, as the four
+// bytes "null").
 //
 // The result never aliases msg, so the caller may reuse msg at once. All of
 // the frame's strings and its payload share one allocation.
 //
-// Errors: ErrFrameTooLarge for a message over MaxFrameBytes, ErrMalformedFrame,
-// and Frame.Validate's. None of them says anything about the next message.
+// Errors: ErrFrameTooLarge for a frame that could not be a line (its text,
+// without surrounding whitespace, is MaxFrameBytes or more, leaving no room
+// for the newline), ErrMalformedFrame, and Frame.Validate's. None of them says
+// anything about the next message.
 func ParseFrame(msg []byte) (Frame, error) {
-	if len(msg) > MaxFrameBytes && len(trimSpace(msg)) > MaxFrameBytes {
+	if len(msg) >= MaxFrameBytes && len(trimSpace(msg)) >= MaxFrameBytes {
 		return Frame{}, ErrFrameTooLarge
 	}
 	var p frameParts
@@ -202,7 +212,7 @@ func (p *frameParts) member(d *decoder, field int) error {
 func (p *frameParts) build() Frame {
 	n := len(p.payload)
 	for _, s := range p.str {
-		n += len(s.body) // decoding never lengthens an identifier
+		n += len(s.body) // escapes only shorten; see take for invalid UTF-8
 	}
 	f := Frame{Seq: p.seq}
 	if n == 0 {
@@ -222,15 +232,17 @@ func (p *frameParts) build() Frame {
 	return f
 }
 
-// take decodes s onto the end of buf and returns it as a string. Raw invalid
-// UTF-8 is kept, so Validate reports it instead of it being rewritten.
+// take decodes s onto the end of buf and returns it as a string, raw invalid
+// UTF-8 coerced to U+FFFD as encoding/json does. That is the one case where
+// decoding lengthens a string (one byte becomes three); append then moves buf
+// to a new array, which leaves the strings already taken intact in the old.
 func (s stringPart) take(buf []byte) (string, []byte) {
 	if len(s.body) == 0 {
 		return "", buf
 	}
 	start := len(buf)
-	if s.escaped {
-		buf = appendUnquoted(buf, s.body, false)
+	if s.escaped || !utf8.Valid(s.body) {
+		buf = appendUnquoted(buf, s.body)
 	} else {
 		buf = append(buf, s.body...)
 	}
