@@ -69,7 +69,7 @@ func TestWriteSeedCorpus(t *testing.T) {
 		}, "\n"))
 	}
 	for i, in := range controlInputs {
-		writeSeed(t, "FuzzControlJSON", "byte("+strconv.Itoa(i%5)+")\n[]byte("+strconv.Quote(in)+")")
+		writeSeed(t, "FuzzControlJSON", "byte("+strconv.Itoa(i%len(controlPairs))+")\n[]byte("+strconv.Quote(in)+")")
 	}
 }
 

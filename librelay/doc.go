@@ -69,6 +69,16 @@
 // cargo, not control: the producer holds the content, so TypeResume routes end
 // to end.
 //
+// # Direction
+//
+// Most types travel both ways. Five do not, and a relay enforces it, because
+// the machine acts on them by type alone: RelayToMachineOnly is true of
+// TypeChainTrigger and TypeAskVerdict, which the relay originates and must
+// never forward from a browser; MachineToRelayOnly is true of
+// TypeChainTriggerResult, TypeAskPublished and TypeAskResolved, which are
+// addressed to the relay itself (the two ask types carry no session) and
+// must never reach a browser.
+//
 // # Framing
 //
 // NDJSON, the framing ACP uses. The payload is already a JSON value, so a
@@ -76,6 +86,28 @@
 // re-encode. Writer compacts the payload, which is what makes newline
 // delimiting safe: a raw newline between JSON tokens in a caller's payload
 // would otherwise split one frame into two.
+//
+// MaxFrameBytes bounds a line, its newline included: the longest frame is
+// MaxFrameBytes-1 bytes of JSON and its LF. Reader refuses a longer line
+// (ErrFrameTooLarge) and Writer and AppendFrame never produce one, so a frame
+// written here is never one a Reader refuses. A last line without a newline
+// is a truncated frame (io.ErrUnexpectedEOF), and a line of only whitespace
+// (Unicode whitespace, as bytes.TrimSpace has it) is skipped.
+//
+// # Agreement with the reference
+//
+// This package reads and writes exactly what contenox v1.0.0's librelay
+// reads and writes, because a relay built on it sits between endpoints built
+// on that one: the same lines are frames, the same frames are valid, the same
+// frames encode to the same bytes, and the same key spellings parse. Its
+// Validate refuses C0 controls and DEL in identifiers, not C1; its Reader
+// decodes invalid UTF-8 in a string to U+FFFD, as encoding/json does, so only
+// a frame built in-process can fail with ErrNotUTF8. Two differences are
+// deliberate and only ever stricter on the writing side: AppendFrame refuses
+// a payload nested so deep that the frame around it passes encoding/json's
+// nesting limit (the reference writes it and then cannot read it back), and
+// where the reference's Validate may report any one of several bad
+// identifiers, this one reports the first in wire order.
 //
 // # Additions for the browser module
 //
@@ -85,8 +117,9 @@
 //   - AppendFrame and ParseFrame encode and decode one frame per message, for
 //     transports that frame messages themselves (one WebSocket text message
 //     per frame). Writer and Reader are built on them.
-//   - The envelope and the control payloads (Hello, Welcome, Resume,
-//     Resumed, Error) are encoded and decoded by hand, with no reflection:
+//   - The envelope and the payloads (Hello, Welcome, Resume, Resumed, Error,
+//     ChainTrigger, ChainTriggerResult, AskPublished, AskResolved,
+//     AskVerdict) are encoded and decoded by hand, with no reflection:
 //     their MarshalJSON and UnmarshalJSON methods produce and accept exactly
 //     what encoding/json does for those types. A program that uses only
 //     these, ParseFrame, AppendFrame and the signature functions links
@@ -95,4 +128,7 @@
 //     encoding/json.
 //   - ErrMalformedFrame names a frame that is not well-formed JSON or has a
 //     member of the wrong type.
+//   - RelayToMachineOnly and MachineToRelayOnly state the direction rules.
+//   - The JSON scanner does not recurse: a frame nested to encoding/json's
+//     limit of 10000 levels costs a reader's goroutine no stack.
 package librelay

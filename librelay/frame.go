@@ -16,7 +16,8 @@ const ProtocolVersion = 1
 
 // Envelope limits bound what a decoder will allocate for a single frame before
 // it gives up. They are a memory contract, not a style rule: a relay pays the
-// read buffer per connection.
+// read buffer per connection. MaxFrameBytes counts a frame's whole line, the
+// newline that ends it included, as the reference Reader and Writer count it.
 const (
 	MaxFrameBytes = 16 << 20
 	MaxTypeBytes  = 128

@@ -2,6 +2,7 @@ package librelay
 
 import (
 	"encoding/base64"
+	"time"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -237,6 +238,52 @@ func (d *decoder) readBool(field string, dst *bool) error {
 		return d.skip()
 	}
 	return d.wrongType(field, "boolean")
+}
+
+// readIntPointer decodes into a *int as encoding/json does: null sets it to
+// nil, and a number is stored through it, into a new int when it is nil.
+func (d *decoder) readIntPointer(field string, dst **int) error {
+	if d.peek() == 'n' {
+		*dst = nil
+		return d.skip()
+	}
+	var v int
+	if *dst != nil {
+		v = **dst
+	}
+	if err := d.readInt(field, &v); err != nil {
+		return err
+	}
+	if *dst == nil {
+		*dst = new(int)
+	}
+	**dst = v
+	return nil
+}
+
+// readTime hands the current value's bytes, as they appear, to
+// time.Time.UnmarshalJSON, which is what encoding/json does for a field of a
+// type with that method (null included: it is a no-op there).
+func (d *decoder) readTime(field string, dst *time.Time) error {
+	start := d.i
+	if err := d.skip(); err != nil {
+		return err
+	}
+	if err := dst.UnmarshalJSON(d.b[start:d.i]); err != nil {
+		return wrapBoth(wrap(ErrMalformedFrame, "field "+field), err)
+	}
+	return nil
+}
+
+// readRaw keeps the current value's bytes, as json.RawMessage does (a null
+// as the four bytes "null"), in a copy that does not alias the input.
+func (d *decoder) readRaw(dst *[]byte) error {
+	start := d.i
+	if err := d.skip(); err != nil {
+		return err
+	}
+	*dst = append((*dst)[:0], d.b[start:d.i]...)
+	return nil
 }
 
 // readBytes decodes a []byte as encoding/json does: standard base64 in a

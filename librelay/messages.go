@@ -1,6 +1,9 @@
 package librelay
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"time"
+)
 
 // Resumption types are not control traffic: a relay routes them to the
 // producer holding the content to replay. See Resume.
@@ -24,11 +27,11 @@ const (
 // All three are notifications. The two the machine sends carry no session:
 // they are addressed to the relay, never to a browser.
 const (
-	// TypeAskPublished announces an ask the machine has recorded; machine→relay only, sessionless.
+	// TypeAskPublished announces an ask the machine has recorded, payload [AskPublished]; machine→relay only, sessionless.
 	TypeAskPublished = "ask.published"
-	// TypeAskResolved announces that an ask is no longer open; machine→relay only, sessionless.
+	// TypeAskResolved announces that an ask is no longer open, payload [AskResolved]; machine→relay only, sessionless.
 	TypeAskResolved = "ask.resolved"
-	// TypeAskVerdict delivers one settled verdict to the machine; relay→machine only.
+	// TypeAskVerdict delivers one settled verdict to the machine, payload [AskVerdict]; relay→machine only.
 	TypeAskVerdict = "ask.verdict"
 )
 
@@ -48,6 +51,28 @@ const (
 	ChainTriggerStatusError = "error"
 	// ChainTriggerStatusRefused: the machine declined before any chain ran; a clean answer, not a run failure.
 	ChainTriggerStatusRefused = "refused"
+	// ChainTriggerStatusAwaitingHuman: the chain is parked on an ask a human must settle; its verdict arrives as [TypeAskVerdict], and this is not the run's outcome.
+	ChainTriggerStatusAwaitingHuman = "awaiting_human"
+)
+
+// AskResolved.Reason values.
+const (
+	// AskResolvedAnswered: a verdict was recorded against the ask.
+	AskResolvedAnswered = "answered"
+	// AskResolvedExpired: the ask reached its deadline and its on-timeout action applied.
+	AskResolvedExpired = "expired"
+	// AskResolvedSuperseded: the ask was closed without a verdict because its run is gone.
+	AskResolvedSuperseded = "superseded"
+)
+
+// AskVerdict.Decision values.
+const (
+	// AskDecisionAllow permits the gated call.
+	AskDecisionAllow = "allow"
+	// AskDecisionDeny refuses the gated call.
+	AskDecisionDeny = "deny"
+	// AskDecisionAnswer carries text in [AskVerdict.Answer] answering a question, rather than gating a call.
+	AskDecisionAnswer = "answer"
 )
 
 // Hello is the TypeHello payload: what the connector claims to be, before the
@@ -107,8 +132,12 @@ type ChainTrigger struct {
 	RequestID string `json:"request_id"`
 	// Chain names the chain file on the machine's own configuration path; what it resolves to is the machine's decision.
 	Chain string `json:"chain"`
+	// AgentName optionally names the agent the chain runs as; empty leaves the choice to the machine.
+	AgentName string `json:"agent_name,omitempty"`
 	// SessionMode is [ChainSessionNew] or [ChainSessionReused].
 	SessionMode string `json:"session_mode"`
+	// SessionName optionally names the session a [ChainSessionReused] trigger reuses, so several triggers share one; empty lets the machine pick.
+	SessionName string `json:"session_name,omitempty"`
 	// Input is the event envelope the chain receives, raw; the relay never parses it.
 	Input json.RawMessage `json:"input"`
 	// Policy optionally names the HITL policy envelope for the run; empty applies the machine's own default.
@@ -123,4 +152,81 @@ type ChainTriggerResult struct {
 	Status string `json:"status"`
 	// Error says why, for [ChainTriggerStatusError] and [ChainTriggerStatusRefused]; empty on ok.
 	Error string `json:"error,omitempty"`
+}
+
+// AskPublished is the [TypeAskPublished] payload: what a human needs to decide
+// an ask, and never the gated call's arguments (only ArgsSummary, written for
+// a person). The relay holds it until an [AskResolved] with the same AskID.
+type AskPublished struct {
+	// AskID names the ask; an [AskVerdict] and the [AskResolved] that closes it carry it back verbatim.
+	AskID string `json:"ask_id"`
+	// SessionID is the machine's session the asking run belongs to; machine-side text, not a relay [Frame.Session].
+	SessionID string `json:"session_id,omitempty"`
+	// MissionID is the mission the run serves, when it serves one.
+	MissionID string `json:"mission_id,omitempty"`
+	// AgentName names the agent whose call is gated.
+	AgentName string `json:"agent_name,omitempty"`
+	// ToolsName names the tool set the gated call belongs to.
+	ToolsName string `json:"tools_name,omitempty"`
+	// ToolName names the gated call itself.
+	ToolName string `json:"tool_name,omitempty"`
+	// PolicyName names the HITL policy that asked.
+	PolicyName string `json:"policy_name,omitempty"`
+	// MatchedRule is the index of the policy rule that matched; nil when no single rule did (zero is a rule).
+	MatchedRule *int `json:"matched_rule,omitempty"`
+	// ArgsSummary describes the call's arguments for a person; the arguments themselves never leave the machine.
+	ArgsSummary string `json:"args_summary,omitempty"`
+	// ExpiresAt is when the ask times out and its on-timeout action applies; zero means it does not expire.
+	ExpiresAt time.Time `json:"expires_at,omitzero"`
+}
+
+// AskResolved is the [TypeAskResolved] payload: an ask that is no longer open,
+// and why.
+type AskResolved struct {
+	// AskID is [AskPublished.AskID].
+	AskID string `json:"ask_id"`
+	// Reason is one of the AskResolved constants.
+	Reason string `json:"reason"`
+}
+
+// AskVerdict is the [TypeAskVerdict] payload: one settled decision for an
+// ask. It says who decided (DecidedBy) but carries nothing about who was
+// entitled to: that is the relay's to check before it sends one, and the
+// machine acts on the verdict as given.
+type AskVerdict struct {
+	// AskID is [AskPublished.AskID].
+	AskID string `json:"ask_id"`
+	// Decision is one of the AskDecision constants.
+	Decision string `json:"decision"`
+	// Answer is the text an [AskDecisionAnswer] carries.
+	Answer string `json:"answer,omitempty"`
+	// Guidance is optional text for the agent, with an allow or a deny.
+	Guidance string `json:"guidance,omitempty"`
+	// DecidedBy names who decided, for the record; never authorized on.
+	DecidedBy string `json:"decided_by,omitempty"`
+	// DecidedAt is when the decision was made; zero when not recorded.
+	DecidedAt time.Time `json:"decided_at,omitzero"`
+}
+
+// RelayToMachineOnly reports whether a frame of type msgType travels from the
+// relay to a machine and never the other way or from a browser: the relay
+// originates it ([TypeChainTrigger], [TypeAskVerdict]) and the machine acts
+// on it by type alone, so a relay must never forward one a browser sent. It
+// is false for every type this build does not know.
+func RelayToMachineOnly(msgType string) bool {
+	return msgType == TypeChainTrigger || msgType == TypeAskVerdict
+}
+
+// MachineToRelayOnly reports whether a frame of type msgType travels from a
+// machine to the relay and no further: it is addressed to the relay itself
+// ([TypeChainTriggerResult], and the sessionless [TypeAskPublished] and
+// [TypeAskResolved]), so a relay consumes it and never forwards one to a
+// browser, and a browser never sends one. It is false for every type this
+// build does not know.
+func MachineToRelayOnly(msgType string) bool {
+	switch msgType {
+	case TypeChainTriggerResult, TypeAskPublished, TypeAskResolved:
+		return true
+	}
+	return false
 }

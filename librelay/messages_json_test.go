@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 	"unicode"
 )
 
@@ -20,6 +21,12 @@ type (
 	plainResume  Resume
 	plainResumed Resumed
 	plainError   Error
+
+	plainChainTrigger       ChainTrigger
+	plainChainTriggerResult ChainTriggerResult
+	plainAskPublished       AskPublished
+	plainAskResolved        AskResolved
+	plainAskVerdict         AskVerdict
 )
 
 // encodeNoHTML is encoding/json's Encoder with SetEscapeHTML(false), without
@@ -102,7 +109,62 @@ type controlCase struct {
 	fresh        func() (ours, ref any)
 }
 
+// randomTime is zero, or a time in the years encoding/json can write, with
+// or without nanoseconds, in UTC or at an offset.
+func randomTime(rng *rand.Rand) time.Time {
+	if rng.IntN(3) == 0 {
+		return time.Time{}
+	}
+	t := time.Unix(rng.Int64N(253402300799+62135596800)-62135596800, 0)
+	if rng.IntN(2) == 0 {
+		t = t.Add(time.Duration(rng.IntN(1e9)))
+	}
+	if rng.IntN(2) == 0 {
+		return t.In(time.FixedZone("", (rng.IntN(48)-24)*1800))
+	}
+	return t.UTC()
+}
+
+// randomRaw is a json.RawMessage encoding/json can write: nil, or one JSON
+// value with or without insignificant whitespace.
+func randomRaw(rng *rand.Rand) json.RawMessage {
+	raws := []string{"", "null", `{}`, `{"nid":7,"hop":2}`, "{ \"a\" :\n[1, 2,\t\"<\u2028>\"] }", `"x"`, `12.5e3`, "  true  "}
+	if r := raws[rng.IntN(len(raws))]; r != "" {
+		return json.RawMessage(r)
+	}
+	return nil
+}
+
+func randomRule(rng *rand.Rand) *int {
+	if rng.IntN(2) == 0 {
+		return nil
+	}
+	n := randomInt(rng)
+	return &n
+}
+
 func randomControl(rng *rand.Rand) controlCase {
+	switch rng.IntN(10) {
+	case 5:
+		c := ChainTrigger{RequestID: randomString(rng), Chain: randomString(rng), AgentName: randomString(rng),
+			SessionMode: randomString(rng), SessionName: randomString(rng), Input: randomRaw(rng), Policy: randomString(rng)}
+		return controlCase{c, plainChainTrigger(c), func() (any, any) { return new(ChainTrigger), new(plainChainTrigger) }}
+	case 6:
+		r := ChainTriggerResult{RequestID: randomString(rng), Status: randomString(rng), Error: randomString(rng)}
+		return controlCase{r, plainChainTriggerResult(r), func() (any, any) { return new(ChainTriggerResult), new(plainChainTriggerResult) }}
+	case 7:
+		a := AskPublished{AskID: randomString(rng), SessionID: randomString(rng), MissionID: randomString(rng),
+			AgentName: randomString(rng), ToolsName: randomString(rng), ToolName: randomString(rng),
+			PolicyName: randomString(rng), MatchedRule: randomRule(rng), ArgsSummary: randomString(rng), ExpiresAt: randomTime(rng)}
+		return controlCase{a, plainAskPublished(a), func() (any, any) { return new(AskPublished), new(plainAskPublished) }}
+	case 8:
+		a := AskResolved{AskID: randomString(rng), Reason: randomString(rng)}
+		return controlCase{a, plainAskResolved(a), func() (any, any) { return new(AskResolved), new(plainAskResolved) }}
+	case 9:
+		v := AskVerdict{AskID: randomString(rng), Decision: randomString(rng), Answer: randomString(rng),
+			Guidance: randomString(rng), DecidedBy: randomString(rng), DecidedAt: randomTime(rng)}
+		return controlCase{v, plainAskVerdict(v), func() (any, any) { return new(AskVerdict), new(plainAskVerdict) }}
+	}
 	switch rng.IntN(5) {
 	case 0:
 		h := Hello{ProtocolVersion: randomInt(rng), Instance: randomString(rng), Agent: randomString(rng), Nonce: randomBytes(rng)}
@@ -196,6 +258,21 @@ var controlInputs = []string{
 	`{"from_seq":3,"evicted":true}`, `{"evicted":false}`, `{"evicted":null}`, `{"evicted":1}`,
 	`{"evicted":"true"}`, `{"code":"c","message":"m"}`, `{"code":1}`, `{"code":["x"]}`,
 	`{"message":{"nested":true}}`, "\t{ \"code\" :\n\"x\" }\r\n", `{"code":"x"}` + "\x00",
+	// chain_trigger and its result
+	`{"request_id":"r","chain":"c.json","agent_name":"a","session_mode":"reused","session_name":"s","input":{"hop":0},"policy":"p"}`,
+	`{"input":null}`, `{"input": [1, 2] }`, `{"input":"x","input":7}`, `{"input":}`, `{"input":[1,}`, `{"INPUT":{}}`,
+	`{"agent_name":null,"session_name":1}`, `{"request_id":"r","status":"awaiting_human","error":""}`, `{"status":false}`,
+	// the ask payloads
+	`{"ask_id":"ask-1","session_id":"cnx-1","mission_id":"m","agent_name":"a","tools_name":"t","tool_name":"x","policy_name":"p","matched_rule":3,"args_summary":"s","expires_at":"2026-08-16T12:00:00Z"}`,
+	`{"matched_rule":null}`, `{"matched_rule":0}`, `{"matched_rule":-1}`, `{"matched_rule":1.5}`, `{"matched_rule":"3"}`,
+	`{"matched_rule":9223372036854775808}`, `{"matched_rule":3,"matched_rule":null}`, `{"MATCHED_RULE":4}`,
+	`{"expires_at":null}`, `{"expires_at":"2026-08-16T12:00:00.123456789+02:00"}`, `{"expires_at":"2026-08-16T12:00:00"}`,
+	`{"expires_at":"2026-08-16 12:00:00Z"}`, `{"expires_at":"\u0032026-08-16T12:00:00Z"}`, `{"expires_at":1}`,
+	`{"expires_at":{}}`, `{"expires_at":"0000-01-01T00:00:00Z"}`, `{"expires_at":"2026-02-30T00:00:00Z"}`,
+	`{"expires_at":"2026-08-16T24:00:00Z"}`, `{"expires_at":"2026-08-16T12:00:00,5Z"}`, `{"EXPIRES_AT":"2026-08-16T12:00:00Z"}`,
+	`{"ask_id":"a","reason":"expired"}`, `{"reason":["x"]}`,
+	`{"ask_id":"a","decision":"answer","answer":"yes","guidance":"g","decided_by":"u_9","decided_at":"2026-08-16T11:30:00Z"}`,
+	`{"decided_at":"x"}`, `{"decided_at":null,"decision":null}`,
 }
 
 // controlPairs make a fresh target of each control payload type and of its
@@ -206,6 +283,11 @@ var controlPairs = []func() (any, any){
 	func() (any, any) { return new(Resume), new(plainResume) },
 	func() (any, any) { return new(Resumed), new(plainResumed) },
 	func() (any, any) { return new(Error), new(plainError) },
+	func() (any, any) { return new(ChainTrigger), new(plainChainTrigger) },
+	func() (any, any) { return new(ChainTriggerResult), new(plainChainTriggerResult) },
+	func() (any, any) { return new(AskPublished), new(plainAskPublished) },
+	func() (any, any) { return new(AskResolved), new(plainAskResolved) },
+	func() (any, any) { return new(AskVerdict), new(plainAskVerdict) },
 }
 
 func TestControlUnmarshalMatchesEncodingJSON(t *testing.T) {
@@ -244,6 +326,132 @@ func TestFoldRunes(t *testing.T) {
 			if f < 0x80 && r != '\u017f' && r != '\u212a' {
 				t.Fatalf("U+%04X folds to ASCII %q", r, f)
 			}
+		}
+	}
+}
+
+// TestPayloadMarshalErrorsAsEncodingJSON: where encoding/json cannot encode
+// a payload, the hand-written method fails too.
+func TestPayloadMarshalErrorsAsEncodingJSON(t *testing.T) {
+	late := time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)
+	cases := []struct{ value, plain any }{
+		{AskPublished{AskID: "a", ExpiresAt: late}, plainAskPublished{AskID: "a", ExpiresAt: late}},
+		{AskVerdict{AskID: "a", DecidedAt: late}, plainAskVerdict{AskID: "a", DecidedAt: late}},
+		{ChainTrigger{Input: json.RawMessage{}}, plainChainTrigger{Input: json.RawMessage{}}},
+		{ChainTrigger{Input: json.RawMessage(`{"a":`)}, plainChainTrigger{Input: json.RawMessage(`{"a":`)}},
+		{ChainTrigger{Input: json.RawMessage(`1 2`)}, plainChainTrigger{Input: json.RawMessage(`1 2`)}},
+	}
+	for _, c := range cases {
+		_, err := c.value.(json.Marshaler).MarshalJSON()
+		_, refErr := json.Marshal(c.plain)
+		if err == nil || refErr == nil {
+			t.Errorf("%#v: MarshalJSON err %v, encoding/json err %v; want both to fail", c.value, err, refErr)
+		}
+	}
+}
+
+// TestPayloadWireShape pins the bytes of the payloads v1.0.0 added, as its
+// own tests spell them.
+func TestPayloadWireShape(t *testing.T) {
+	rule := 3
+	cases := []struct {
+		value json.Marshaler
+		want  string
+	}{
+		{AskPublished{AskID: "ask-1", SessionID: "cnx-sess-1", MissionID: "m-1", AgentName: "refund-desk",
+			ToolsName: "billing", ToolName: "issue_refund", PolicyName: "hitl-policy-default.json", MatchedRule: &rule,
+			ArgsSummary: "refund 40 EUR to customer 8812", ExpiresAt: time.Date(2026, 8, 16, 12, 0, 0, 0, time.UTC)},
+			`{"ask_id":"ask-1","session_id":"cnx-sess-1","mission_id":"m-1","agent_name":"refund-desk","tools_name":"billing","tool_name":"issue_refund","policy_name":"hitl-policy-default.json","matched_rule":3,"args_summary":"refund 40 EUR to customer 8812","expires_at":"2026-08-16T12:00:00Z"}`},
+		{AskPublished{AskID: "ask-2"}, `{"ask_id":"ask-2"}`},
+		{AskResolved{AskID: "ask-1", Reason: AskResolvedExpired}, `{"ask_id":"ask-1","reason":"expired"}`},
+		{AskVerdict{AskID: "ask-1", Decision: AskDecisionAllow}, `{"ask_id":"ask-1","decision":"allow"}`},
+		{AskVerdict{AskID: "ask-1", Decision: AskDecisionAnswer, Answer: "yes", DecidedAt: time.Date(2026, 8, 16, 11, 30, 0, 5, time.FixedZone("", 3600))},
+			`{"ask_id":"ask-1","decision":"answer","answer":"yes","decided_at":"2026-08-16T11:30:00.000000005+01:00"}`},
+		{ChainTrigger{RequestID: "req-2", Chain: "chain-on-report.json", AgentName: "a", SessionMode: ChainSessionReused, SessionName: "refund-desk", Input: json.RawMessage("{ \"hop\": 0 }")},
+			`{"request_id":"req-2","chain":"chain-on-report.json","agent_name":"a","session_mode":"reused","session_name":"refund-desk","input":{"hop":0}}`},
+		{ChainTrigger{}, `{"request_id":"","chain":"","session_mode":"","input":null}`},
+		{ChainTriggerResult{RequestID: "r", Status: ChainTriggerStatusAwaitingHuman}, `{"request_id":"r","status":"awaiting_human"}`},
+	}
+	for _, c := range cases {
+		got, err := c.value.MarshalJSON()
+		if err != nil || string(got) != c.want {
+			t.Errorf("%#v:\n got %s %v\nwant %s", c.value, got, err, c.want)
+		}
+	}
+}
+
+// TestAskFramesRoundTrip sends each new payload through Writer and Reader as
+// a frame of its type, and decodes it back equal.
+func TestAskFramesRoundTrip(t *testing.T) {
+	rule := 0
+	values := []struct {
+		typ   string
+		value any
+		fresh func() any
+	}{
+		{TypeAskPublished, AskPublished{AskID: "ask-1", MatchedRule: &rule, ExpiresAt: time.Date(2026, 8, 16, 12, 0, 0, 0, time.UTC)}, func() any { return new(AskPublished) }},
+		{TypeAskResolved, AskResolved{AskID: "ask-1", Reason: AskResolvedSuperseded}, func() any { return new(AskResolved) }},
+		{TypeAskVerdict, AskVerdict{AskID: "ask-1", Decision: AskDecisionDeny, Guidance: "outside the window", DecidedBy: "u_9", DecidedAt: time.Date(2026, 8, 16, 11, 30, 0, 0, time.UTC)}, func() any { return new(AskVerdict) }},
+		{TypeChainTrigger, ChainTrigger{RequestID: "req-1", Chain: "c.json", AgentName: "desk", SessionMode: ChainSessionReused, SessionName: "s", Input: json.RawMessage(`{"hop":2}`)}, func() any { return new(ChainTrigger) }},
+		{TypeChainTriggerResult, ChainTriggerResult{RequestID: "req-1", Status: ChainTriggerStatusAwaitingHuman}, func() any { return new(ChainTriggerResult) }},
+	}
+	for _, v := range values {
+		payload, err := v.value.(json.Marshaler).MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var buf bytes.Buffer
+		if err := NewWriter(&buf).WriteFrame(Frame{Type: v.typ, Instance: "inst-1", Payload: payload}); err != nil {
+			t.Fatal(err)
+		}
+		f, err := NewReader(&buf).ReadFrame()
+		if err != nil || f.Type != v.typ || f.Session != "" {
+			t.Fatalf("%s: %+v, %v", v.typ, f, err)
+		}
+		got := v.fresh()
+		if err := got.(json.Unmarshaler).UnmarshalJSON(f.Payload); err != nil {
+			t.Fatalf("%s: %v", v.typ, err)
+		}
+		if !reflect.DeepEqual(reflect.ValueOf(got).Elem().Interface(), v.value) {
+			t.Fatalf("%s: got %#v, want %#v", v.typ, got, v.value)
+		}
+	}
+}
+
+// TestIntPointerWritesThrough: like encoding/json, a number decodes into the
+// int MatchedRule already points to, and null sets the pointer to nil.
+func TestIntPointerWritesThrough(t *testing.T) {
+	n := 1
+	a := AskPublished{MatchedRule: &n}
+	if err := a.UnmarshalJSON([]byte(`{"matched_rule":7}`)); err != nil || a.MatchedRule != &n || n != 7 {
+		t.Fatalf("number: %v, %v, n=%d", a.MatchedRule, err, n)
+	}
+	if err := a.UnmarshalJSON([]byte(`{"matched_rule":null}`)); err != nil || a.MatchedRule != nil {
+		t.Fatalf("null: %v, %v", a.MatchedRule, err)
+	}
+}
+
+// TestDirectionRules pins the direction of every type this build names: the
+// relay→machine-only and machine→relay-only sets of spec 001 and v1.0.0, and
+// every other type (cargo both ways, control, unknown) in neither.
+func TestDirectionRules(t *testing.T) {
+	relayToMachine := []string{TypeChainTrigger, TypeAskVerdict}
+	machineToRelay := []string{TypeChainTriggerResult, TypeAskPublished, TypeAskResolved}
+	neither := []string{TypeACPMessage, TypeACPDetach, TypeResume, TypeResumed, TypeHello, TypeWelcome,
+		TypeHeartbeat, TypeAck, TypeError, "", "ask.", "ask.future", "chain_trigger ", "CHAIN_TRIGGER", "Ask.Verdict"}
+	for _, typ := range relayToMachine {
+		if !RelayToMachineOnly(typ) || MachineToRelayOnly(typ) {
+			t.Errorf("%q: RelayToMachineOnly %v, MachineToRelayOnly %v", typ, RelayToMachineOnly(typ), MachineToRelayOnly(typ))
+		}
+	}
+	for _, typ := range machineToRelay {
+		if RelayToMachineOnly(typ) || !MachineToRelayOnly(typ) {
+			t.Errorf("%q: RelayToMachineOnly %v, MachineToRelayOnly %v", typ, RelayToMachineOnly(typ), MachineToRelayOnly(typ))
+		}
+	}
+	for _, typ := range neither {
+		if RelayToMachineOnly(typ) || MachineToRelayOnly(typ) {
+			t.Errorf("%q: RelayToMachineOnly %v, MachineToRelayOnly %v", typ, RelayToMachineOnly(typ), MachineToRelayOnly(typ))
 		}
 	}
 }
