@@ -126,7 +126,8 @@ func appendMember(b []byte, prefix, v string) []byte {
 // bytes "null").
 //
 // The result never aliases msg, so the caller may reuse msg at once. All of
-// the frame's strings and its payload share one allocation.
+// the frame's strings and its payload share one allocation (a second one only
+// when invalid UTF-8 in a string grows it).
 //
 // Errors: ErrFrameTooLarge for a frame that could not be a line (its text,
 // without surrounding whitespace, is MaxFrameBytes or more, leaving no room
