@@ -40,6 +40,10 @@ func (c *runtimeConn) claim(hello librelay.Frame, v int, sig []byte) bool {
 	var silent Endpoint // an incumbent that did not answer its probe
 	for {
 		c.r.takeover.Lock()
+		if c.closing.Load() { // the relay shut down while c waited
+			c.r.takeover.Unlock()
+			return false
+		}
 		cur := c.r.table.Runtime(c.instance)
 		inc, local := cur.(*runtimeConn)
 		if cur == nil || cur == silent || !local {
