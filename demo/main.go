@@ -21,6 +21,7 @@
 //
 //	RELAY_ATTACH_URL=ws://127.0.0.1:8080/v1/attach
 //	RELAY_HTTP_URL=http://127.0.0.1:8080
+//	RELAY_CONNECT_URL=http://127.0.0.1:8080/v1/connect   (what a runtime dials)
 //	RELAY_INSTANCE=demo
 //	RELAY_TOKEN=dev-token
 //	RELAY_RUNTIME_TOKEN=dev-runtime-token
@@ -28,14 +29,25 @@
 //	WEB_URL=http://127.0.0.1:8080/      (only when a page directory is served)
 //
 // -mode relay runs only the relay (and the page), -mode runtime only the
-// runtime (against -relay-url, pinning -relay-key), so a test can restart one
-// without the other. Ctrl-C or SIGTERM shuts everything down cleanly.
+// runtime (against -relay-url, pinning -relay-key, trusting -relay-ca for
+// https), so a test can restart one without the other. Ctrl-C or SIGTERM
+// shuts everything down cleanly.
+//
+// With -tls-cert and -tls-key the relay and the page are served over TLS
+// (1.3 at least) and every URL above says https or wss: that is what a
+// contenox runtime needs, whose connector dials https only. Point it at
+// RELAY_CONNECT_URL as its endpoint, with RELAY_KEY as the relay key, the
+// runtime credential as its token and the instance as its id (README,
+// "A contenox runtime against the dev relay"); -mode relay leaves the
+// instance to it.
 package main
 
 import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"flag"
@@ -51,12 +63,14 @@ import (
 	"github.com/relaywasm/relaywasm/demo/relay"
 	"github.com/relaywasm/relaywasm/demo/stack"
 	"github.com/relaywasm/relaywasm/librelay"
+	"github.com/relaywasm/relaywasm/librelay/relayleg"
 )
 
 type options struct {
 	mode, addr, instance, clientToken, runtimeToken string
 	keyFile, origins, webDir, moduleDir, readyFile  string
 	relayURL, relayKey, logLevel                    string
+	tlsCert, tlsKey, relayCA                        string
 	agentRate                                       float64
 	limits                                          relay.Limits
 	retainFrames, retainBytes                       int
@@ -77,6 +91,9 @@ func parseFlags() options {
 	flag.StringVar(&o.relayURL, "relay-url", "", "-mode runtime: the relay's base URL")
 	flag.StringVar(&o.relayKey, "relay-key", "", "-mode runtime: the relay's public key to pin")
 	flag.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	flag.StringVar(&o.tlsCert, "tls-cert", "", "PEM certificate chain: serve both legs and the page over TLS (1.3 minimum), as a contenox runtime needs; needs -tls-key")
+	flag.StringVar(&o.tlsKey, "tls-key", "", "PEM private key of -tls-cert")
+	flag.StringVar(&o.relayCA, "relay-ca", "", "-mode runtime: PEM file of the CA to trust for an https -relay-url (empty: the system roots)")
 	flag.Float64Var(&o.agentRate, "agent-rate", 0, "dev agent chunks per second (0: as fast as possible)")
 	flag.IntVar(&o.retainFrames, "retain-frames", 0, "frames the runtime retains per session (0: 8192)")
 	flag.IntVar(&o.retainBytes, "retain-bytes", 0, "bytes the runtime retains per session (0: 8 MiB)")
@@ -133,6 +150,7 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 		EditRelay: func(c *relay.Config) {
 			c.OriginPatterns = splitList(o.origins)
 			c.Limits = o.limits
+			c.TLSCert, c.TLSKey = o.tlsCert, o.tlsKey
 		},
 		EditRuntime: func(c *devruntime.Config) { editRuntime(c, o) },
 	})
@@ -160,6 +178,16 @@ func runRuntimeOnly(ctx context.Context, o options, log *slog.Logger) error {
 		Logger: log.With("part", "runtime"),
 	}
 	editRuntime(&cfg, o)
+	if o.relayCA != "" {
+		pem, err := os.ReadFile(o.relayCA)
+		if err != nil {
+			return fmt.Errorf("-relay-ca: %w", err)
+		}
+		cfg.TLS = &tls.Config{RootCAs: x509.NewCertPool()}
+		if !cfg.TLS.RootCAs.AppendCertsFromPEM(pem) {
+			return fmt.Errorf("-relay-ca: no certificate in %s", o.relayCA)
+		}
+	}
 	rt, err := devruntime.New(cfg)
 	if err != nil {
 		return err
@@ -177,7 +205,8 @@ func editRuntime(c *devruntime.Config, o options) {
 // announce prints where to point a browser and writes the ready file.
 func announce(o options, s *stack.Stack, log *slog.Logger) {
 	lines := [][2]string{
-		{"RELAY_ATTACH_URL", s.AttachURL()}, {"RELAY_HTTP_URL", s.HTTPURL()}, {"RELAY_INSTANCE", o.instance},
+		{"RELAY_ATTACH_URL", s.AttachURL()}, {"RELAY_HTTP_URL", s.HTTPURL()},
+		{"RELAY_CONNECT_URL", s.HTTPURL() + relayleg.ConnectPath}, {"RELAY_INSTANCE", o.instance},
 		{"RELAY_TOKEN", o.clientToken}, {"RELAY_RUNTIME_TOKEN", o.runtimeToken},
 		{"RELAY_KEY", librelay.FormatPublicKey(s.PublicKey())},
 	}
@@ -192,6 +221,8 @@ func announce(o options, s *stack.Stack, log *slog.Logger) {
 	} else {
 		fmt.Printf("\n  relaywasm demo relay: attach at %s (no page directory to serve)\n\n", s.AttachURL())
 	}
+	fmt.Printf("  runtime leg: %s%s (instance %s, runtime credential %s)\n  relay key:   %s\n\n",
+		s.HTTPURL(), relayleg.ConnectPath, o.instance, o.runtimeToken, librelay.FormatPublicKey(s.PublicKey()))
 	if o.readyFile != "" {
 		if err := writeReady(o.readyFile, lines); err != nil {
 			log.Error("cannot write the ready file", "err", err)

@@ -17,7 +17,10 @@
 // honouring the welcome's retry_after; sessions and retention survive a
 // redial, so a client resumes where it was. A welcome that does not verify,
 // a refused credential, or being superseded by another runtime for the same
-// instance ends Run instead, because dialling again cannot fix them.
+// instance ends Run instead, because dialling again cannot fix them. A hello
+// refused with instance_taken (another connection holds the instance and
+// answers the relay) is not: the runtime redials on its backoff and gets the
+// instance once the other one has gone.
 //
 // # The dev agent
 //

@@ -46,24 +46,6 @@ func TestBadCredentialIsFatal(t *testing.T) {
 	}
 }
 
-// A runtime replaced by another connection for its instance stops instead
-// of taking the instance back.
-func TestSupersededIsFatal(t *testing.T) {
-	env := relaytest.Start(t, nil)
-	rt, err := devruntime.New(devruntime.Config{Relay: env.HTTPURL, Instance: env.Instance, Credential: env.RuntimeToken,
-		RelayKey: env.Key, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- rt.Run(context.Background()) }()
-	<-rt.Connected()
-	env.Connect(t)
-	if err := <-done; !errors.Is(err, devruntime.ErrSuperseded) {
-		t.Fatalf("Run returned %v, want ErrSuperseded", err)
-	}
-}
-
 // The relay restarts mid-stream (the agent is paced, so the turn is still
 // running when the client has read a third of it): the runtime redials, the client reclaims
 // its attachment id and resumes from its cursor, and the turn arrives

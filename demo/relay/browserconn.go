@@ -46,6 +46,12 @@ func (s *browserConn) handle(f *librelay.Frame) bool {
 		s.control(f)
 		return false
 	}
+	if dir := direction(f.Type); dir != "" { // direction.go: never forwarded
+		if reply := notRouted(f, dir, "browser leg"); reply != nil {
+			s.sendControl(reply)
+		}
+		return false
+	}
 	if f.IsRequest() && f.Instance != "" && s.r.client.allows(s.cred, f.Instance) && s.r.table.Runtime(f.Instance) == nil {
 		s.sendControl(ptr(librelay.NewError(*f, librelay.CodeUnknownInstance, "no runtime is connected for this instance")))
 		return false

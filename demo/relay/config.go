@@ -3,6 +3,7 @@ package relay
 import (
 	"crypto/ed25519"
 	"crypto/sha256"
+	"crypto/tls"
 	"errors"
 	"log/slog"
 	"time"
@@ -35,6 +36,16 @@ type Config struct {
 	// websocket.AcceptOptions) allowed besides the relay's own host. A
 	// cross-origin upgrade from anywhere else is refused with HTTP 403.
 	OriginPatterns []string
+
+	// TLSCert and TLSKey name PEM files: a certificate chain (leaf first)
+	// and its private key. With both set the relay is meant to be served
+	// over TLS, and TLSConfig returns what the server in front of it listens
+	// with. Both legs share that listener, so both get TLS 1.3 at least (the
+	// contenox connector dials https only and requires 1.3; browsers have
+	// spoken it for years) and HTTP/1.1 only (both legs are HTTP/1.1
+	// upgrades, which HTTP/2 has no room for). Empty: plain HTTP, the
+	// loopback default.
+	TLSCert, TLSKey string
 
 	// Name is the relay's name in welcomes, for diagnosis only.
 	Name string
@@ -122,6 +133,14 @@ type Limits struct {
 	// (default 10s).
 	HeartbeatInterval time.Duration
 	HeartbeatTimeout  time.Duration
+	// TakeoverWait is how long a runtime's hello for an instance that
+	// already has a runtime connected waits while the relay probes the
+	// connected one (default 5s). When it answers, the newcomer is refused
+	// with relay.error instance_taken; when it does not, it is closed with
+	// heartbeat_timeout and the newcomer gets the instance. 5s leaves the
+	// newcomer's own handshake timeout (10s in the contenox connector and
+	// the dev runtime) room for the welcome.
+	TakeoverWait time.Duration
 	// CloseTimeout bounds how long a closing socket may take to drain its
 	// last frames and close frame before it is cut (default 5s).
 	CloseTimeout time.Duration
@@ -132,6 +151,26 @@ type Limits struct {
 
 // ErrConfig reports a Config New cannot run with.
 var ErrConfig = errors.New("relay: bad config")
+
+// loadTLS builds the server TLS config of Config.TLSCert and TLSKey, or nil
+// when neither is set.
+func loadTLS(certFile, keyFile string) (*tls.Config, error) {
+	if certFile == "" && keyFile == "" {
+		return nil, nil
+	}
+	if certFile == "" || keyFile == "" {
+		return nil, errors.New("TLSCert and TLSKey go together")
+	}
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, err
+	}
+	return &tls.Config{
+		Certificates: []tls.Certificate{cert},
+		MinVersion:   tls.VersionTLS13,
+		NextProtos:   []string{"http/1.1"},
+	}, nil
+}
 
 func (l *Limits) setDefaults() {
 	setDefault(&l.BrowserFrameBytes, 1<<20)
@@ -150,6 +189,7 @@ func (l *Limits) setDefaults() {
 	setDefault(&l.Grace, 2*time.Minute)
 	setDefault(&l.HeartbeatInterval, 15*time.Second)
 	setDefault(&l.HeartbeatTimeout, 10*time.Second)
+	setDefault(&l.TakeoverWait, 5*time.Second)
 	setDefault(&l.CloseTimeout, 5*time.Second)
 	setDefault(&l.EndedIDs, 65536)
 }

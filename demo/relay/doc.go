@@ -5,8 +5,9 @@
 //     Upgrade: relayleg.UpgradeToken and Authorization: Bearer; HTTP 401 for a
 //     bad credential, otherwise 101 and NDJSON both ways (librelay Reader and
 //     AppendFrame). The runtime's relay.hello is answered with relay.welcome
-//     signed over min(peer, self); a second connection for an instance
-//     replaces the first, which gets relay.error superseded.
+//     signed over min(peer, self). A second connection for an instance
+//     whose runtime still answers is refused (see Two runtimes for one
+//     instance, below).
 //   - the browser leg at relayleg.AttachPath: a WebSocket (coder/websocket)
 //     carrying one frame per text message, the credential in the
 //     relayleg.BearerSubprotocol subprotocol, the Origin checked against
@@ -14,6 +15,12 @@
 //     instance and the attachment id to reclaim; the welcome grants one.
 //     Past Limits.PendingHellos sockets awaiting their hello, an upgrade is
 //     HTTP 503 with Retry-After.
+//
+// Relay is a handler: whoever serves it chooses plain HTTP (the loopback
+// default) or TLS. With Config.TLSCert and TLSKey, TLSConfig gives the
+// listener's config: TLS 1.3 at least, for both legs since they share one
+// listener (the contenox connector dials https only and requires 1.3), and
+// HTTP/1.1 only (both legs are HTTP/1.1 upgrades).
 //
 // # Routing
 //
@@ -37,6 +44,34 @@
 // control request gets unsupported_type; an unknown control notification is
 // dropped; relay.heartbeat gets relay.ack. A cargo request for an instance
 // with no runtime connected is answered with unknown_instance.
+//
+// # Direction rules
+//
+// Spec 001 gives chain_trigger (and contenox v1.0.0 ask.verdict) the one
+// direction relay→machine, and chain_trigger_result, ask.published and
+// ask.resolved (sessionless in contenox) machine→relay. None of them is
+// carried between the legs (direction.go): from a browser, a request of one
+// gets relay.error unsupported_type, anything else of one is dropped, and
+// nothing reaches the runtime (a browser credential does not start the
+// machine's chains or answer its asks); from the runtime, they are addressed
+// to the relay, which runs no chains and keeps no asks, so it drops them
+// (a request gets unsupported_type) and no browser ever gets one.
+//
+// # Two runtimes for one instance
+//
+// The contenox connector redials after anything but unauthorized,
+// unsupported_version and a bad relay signature, so a relay that gave an
+// instance to each newcomer would have two connectors take it from each
+// other for ever. Here the connection holding the instance keeps it while
+// it answers: a runtime's hello for an instance that has one waits while
+// the relay probes the incumbent (relay.heartbeat, Limits.TakeoverWait,
+// 5s). Answered: the newcomer gets relay.error instance_taken and is
+// closed, and redials on its own backoff, which a refusal never resets
+// (contenox: 1s doubling to 30s; measured against two real connectors, the
+// loser knocks 6 times in the first 30s and then every ~30s). Not answered,
+// or the connection ends: the incumbent gets relay.error heartbeat_timeout
+// and is closed, and the newcomer is welcomed, so a runtime restarted
+// behind a connection the relay has not seen die is back within the wait.
 //
 // # Attachment ids
 //
@@ -66,7 +101,10 @@
 //	4408 heartbeat_timeout        4502 runtime_gone
 //	4409 superseded               4503 shutting_down
 //
-// On the runtime leg the same relay.error precedes closing the connection.
+// On the runtime leg the same relay.error precedes closing the connection;
+// the runtime leg has one code of its own, instance_taken (see Two runtimes
+// for one instance), and sees superseded only when it is replaced from
+// another node sharing the Table, which cannot probe it.
 //
 // # Limits, and the numbers behind them
 //

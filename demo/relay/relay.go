@@ -2,6 +2,7 @@ package relay
 
 import (
 	"crypto/ed25519"
+	"crypto/tls"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -27,6 +28,11 @@ type Relay struct {
 	runtime grants
 	client  grants
 	mux     *http.ServeMux
+	tls     *tls.Config // nil: plain HTTP
+
+	// takeover serializes installing a runtime for an instance
+	// (takeover.go); never held while waiting for a peer.
+	takeover sync.Mutex
 
 	mu          sync.Mutex
 	attachments map[route]*attachment
@@ -60,6 +66,10 @@ func New(cfg Config) (*Relay, error) {
 	if err != nil {
 		return nil, errors.Join(ErrConfig, err)
 	}
+	tlsConfig, err := loadTLS(cfg.TLSCert, cfg.TLSKey)
+	if err != nil {
+		return nil, errors.Join(ErrConfig, err)
+	}
 	cfg.Limits.setDefaults()
 	if cfg.Name == "" {
 		cfg.Name = DefaultName
@@ -76,7 +86,7 @@ func New(cfg Config) (*Relay, error) {
 		attachments: make(map[route]*attachment), perInstance: make(map[string]int), owed: make(map[string][]string),
 		ended: tombstones{max: cfg.Limits.EndedIDs},
 		peers: make(map[peer]struct{}), conns: make(map[closer]struct{}),
-		done: make(chan struct{}),
+		done: make(chan struct{}), tls: tlsConfig,
 	}
 	r.mux = http.NewServeMux()
 	r.mux.HandleFunc(relayleg.ConnectPath, r.serveConnect)
@@ -90,6 +100,22 @@ func (r *Relay) ServeHTTP(w http.ResponseWriter, req *http.Request) { r.mux.Serv
 
 // Limits returns the limits in force, defaults filled in.
 func (r *Relay) Limits() Limits { return r.cfg.Limits }
+
+// TLSConfig is the TLS config to serve the relay with (Config.TLSCert and
+// TLSKey loaded; TLS 1.3 at least, HTTP/1.1 only), a fresh copy per call, or
+// nil when the relay is served over plain HTTP:
+//
+//	ln, _ := net.Listen("tcp", addr)
+//	if tc := rl.TLSConfig(); tc != nil {
+//		ln = tls.NewListener(ln, tc)
+//	}
+//	http.Serve(ln, rl)
+func (r *Relay) TLSConfig() *tls.Config {
+	if r.tls == nil {
+		return nil
+	}
+	return r.tls.Clone()
+}
 
 // PublicKey is the key runtimes and clients pin.
 func (r *Relay) PublicKey() ed25519.PublicKey { return r.key.Public().(ed25519.PublicKey) }

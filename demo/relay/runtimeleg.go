@@ -29,6 +29,7 @@ type runtimeConn struct {
 	once     sync.Once
 	closing  atomic.Bool
 	welcomed atomic.Bool // instance is set; published by this flag
+	contest  challenge   // takeover.go
 }
 
 // serveConnect authenticates the runtime leg's upgrade and switches the
@@ -107,6 +108,7 @@ func (c *runtimeConn) run(src *bufio.Reader) {
 		c.readLoop(rd)
 		c.r.removePeer(c)
 		c.leave()
+		c.contest.end()
 	}
 	if c.closing.Load() {
 		// The relay ended the connection: let its last frame go out and the
@@ -171,28 +173,32 @@ func (c *runtimeConn) handshake(rd *librelay.Reader, lim *helloLimiter) bool {
 		return false
 	}
 	c.instance = f.Instance
-	c.welcomed.Store(true)
-	c.welcome(f, v, sig)
-	return true
+	return c.claim(f, v, sig) // takeover.go
 }
 
 // welcome queues the welcome and installs this connection as the
-// instance's runtime, replacing (and closing) any earlier one. The queue is
-// held meanwhile: when the runtime reads its welcome the route exists, and
+// instance's runtime, replacing (and closing) replaced, the one claim let
+// go; claim calls it holding the relay's takeover lock. The queue is held
+// meanwhile: when the runtime reads its welcome the route exists, and
 // nothing routed to it can come before the welcome.
-func (c *runtimeConn) welcome(hello librelay.Frame, v int, sig []byte) {
+func (c *runtimeConn) welcome(hello librelay.Frame, v int, sig []byte, replaced Endpoint) {
 	payload, _ := librelay.Welcome{
 		ProtocolVersion: v, Relay: c.r.cfg.Name, Signature: sig, RetryAfterSeconds: c.r.cfg.RetryAfter,
 	}.MarshalJSON()
 	c.q.hold()
 	defer c.q.unhold()
 	c.sendControl(&librelay.Frame{Type: librelay.TypeWelcome, ReplyTo: hello.ID, Instance: c.instance, Payload: payload})
+	c.welcomed.Store(true)
 	if old := c.r.table.SetRuntime(c.instance, c); old != nil {
 		if oc, ok := old.(*runtimeConn); ok {
-			oc.closeWith(relayleg.CodeSuperseded, "another connection took over this instance")
+			code, msg := relayleg.CodeSuperseded, "another connection took over this instance"
+			if old == replaced {
+				code, msg = relayleg.CodeHeartbeatTimeout, "no answer to a probe while another connection claimed this instance"
+			}
+			oc.closeWith(code, msg)
 		}
 	}
-	c.r.log.Info("runtime connected", "instance", c.instance, "remote", c.addr)
+	c.r.log.Info("runtime connected", "instance", c.instance, "remote", c.addr, "took_over", replaced != nil)
 	c.r.payOwed(c.instance, c)
 }
 
@@ -239,6 +245,13 @@ func (c *runtimeConn) handle(f *librelay.Frame) {
 	if librelay.IsControl(f.Type) && !c.control(f) {
 		return
 	}
+	if dir := direction(f.Type); dir != "" { // direction.go: the relay's, never a browser's
+		c.r.log.Debug("dropping a frame addressed to the relay", "instance", c.instance, "type", f.Type)
+		if reply := notRouted(f, dir, "runtime leg"); reply != nil {
+			c.sendControl(reply)
+		}
+		return
+	}
 	if f.Instance != c.instance || f.Session == "" {
 		return
 	}
@@ -250,6 +263,9 @@ func (c *runtimeConn) handle(f *librelay.Frame) {
 // control answers relay.* frames from the runtime; it reports true for a
 // relay.error to route to the attachment it names.
 func (c *runtimeConn) control(f *librelay.Frame) bool {
+	if f.Type == librelay.TypeAck {
+		c.contest.answered(f.ReplyTo)
+	}
 	reply, route := controlReply(f)
 	if reply != nil {
 		c.sendControl(reply)
@@ -314,6 +330,7 @@ func (c *runtimeConn) closeFrame(last librelay.Frame) {
 		c.closing.Store(true)
 		c.q.close(&last, false)
 		c.leave()
+		c.contest.end()
 	})
 }
 

@@ -22,11 +22,16 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"sync"
 	"time"
 
@@ -131,6 +136,7 @@ type Stack struct {
 	rcfg  relay.Config
 	page  http.Handler
 	errc  chan error
+	rtTLS *tls.Config // what the stack's own runtime trusts; nil over plain HTTP
 	mu    sync.Mutex
 	addr  string
 	relay *relayProc
@@ -177,6 +183,13 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 	if cfg.EditRelay != nil {
 		cfg.EditRelay(&s.rcfg)
 	}
+	if s.rcfg.TLSCert != "" {
+		tc, err := runtimeTLS(s.rcfg.TLSCert)
+		if err != nil {
+			return nil, errors.Join(ErrStack, err)
+		}
+		s.rtTLS = tc
+	}
 	if err := s.startRelay(cfg.Addr); err != nil {
 		return nil, err
 	}
@@ -200,11 +213,23 @@ func (s *Stack) Addr() string {
 	return s.addr
 }
 
-// HTTPURL is the relay's base URL (http://host:port), what a runtime dials.
-func (s *Stack) HTTPURL() string { return "http://" + s.Addr() }
+// HTTPURL is the relay's base URL (http://host:port, or https:// when the
+// relay serves TLS), what a runtime dials.
+func (s *Stack) HTTPURL() string { return s.scheme("http") + "://" + s.Addr() }
 
-// AttachURL is the browser leg's WebSocket URL.
-func (s *Stack) AttachURL() string { return "ws://" + s.Addr() + relayleg.AttachPath }
+// AttachURL is the browser leg's WebSocket URL (ws://, or wss:// over TLS).
+func (s *Stack) AttachURL() string { return s.scheme("ws") + "://" + s.Addr() + relayleg.AttachPath }
+
+// TLS reports whether the relay and the page are served over TLS
+// (relay.Config.TLSCert and TLSKey, set through EditRelay).
+func (s *Stack) TLS() bool { return s.rtTLS != nil }
+
+func (s *Stack) scheme(plain string) string {
+	if s.TLS() {
+		return plain + "s"
+	}
+	return plain
+}
 
 // PageURL is the chat page's address (HTTPURL with a trailing slash).
 func (s *Stack) PageURL() string { return s.HTTPURL() + "/" }
@@ -292,13 +317,18 @@ func (s *Stack) startRelay(addr string) error {
 		rl.Close()
 		return errors.Join(ErrStack, err)
 	}
+	if tc := rl.TLSConfig(); tc != nil {
+		ln = tls.NewListener(ln, tc)
+	}
 	mux := http.NewServeMux()
 	mux.Handle(relayleg.ConnectPath, rl)
 	mux.Handle(relayleg.AttachPath, rl)
 	if s.page != nil {
 		mux.Handle("/", s.page)
 	}
-	p := &relayProc{rl: rl, srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}}
+	p := &relayProc{rl: rl, srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second,
+		// TLS handshake failures and the like are a peer's problem, not the demo's.
+		ErrorLog: slog.NewLogLogger(s.cfg.Logger.With("part", "relay").Handler(), slog.LevelDebug)}}
 	s.mu.Lock()
 	s.relay, s.addr = p, ln.Addr().String()
 	s.mu.Unlock()
@@ -331,7 +361,7 @@ func (s *Stack) stopRelay() {
 func (s *Stack) startRuntime(ctx context.Context) error {
 	cfg := devruntime.Config{
 		Relay: s.HTTPURL(), Instance: s.cfg.Instance, Credential: s.cfg.RuntimeToken,
-		RelayKey: s.PublicKey(), Logger: s.cfg.Logger.With("part", "runtime"),
+		RelayKey: s.PublicKey(), TLS: s.rtTLS, Logger: s.cfg.Logger.With("part", "runtime"),
 	}
 	if s.cfg.EditRuntime != nil {
 		s.cfg.EditRuntime(&cfg)
@@ -344,7 +374,14 @@ func (s *Stack) startRuntime(ctx context.Context) error {
 	p := &runtimeProc{rt: rt, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(p.done)
-		if p.err = rt.Run(runCtx); p.err != nil {
+		p.err = rt.Run(runCtx)
+		switch {
+		case errors.Is(p.err, devruntime.ErrSuperseded):
+			// Another runtime holds the instance now (a real contenox
+			// runtime pointed at this relay, say): the demo's runtime
+			// steps aside and the relay and the page keep serving.
+			s.cfg.Logger.Warn("the demo's runtime stopped: another runtime took over the instance; the relay keeps serving", "instance", s.cfg.Instance)
+		case p.err != nil:
 			s.fail(errors.Join(ErrStack, p.err))
 		}
 	}()
@@ -372,4 +409,40 @@ func (s *Stack) stopRuntime() {
 	}
 	p.cancel()
 	<-p.done
+}
+
+// runtimeTLS is what the stack's own runtime trusts when the relay serves
+// TLS: the certificates in certFile (the chain the relay serves), verified
+// under a name the leaf carries. The runtime dials the loopback address the
+// relay listens on, so a certificate made for the machine's public name
+// (or for localhost) serves the demo's runtime as it serves everyone else.
+func runtimeTLS(certFile string) (*tls.Config, error) {
+	b, err := os.ReadFile(certFile)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	var leaf *x509.Certificate
+	for block, rest := pem.Decode(b); block != nil; block, rest = pem.Decode(rest) {
+		if block.Type != "CERTIFICATE" {
+			continue
+		}
+		c, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", certFile, err)
+		}
+		if leaf == nil {
+			leaf = c
+		}
+		pool.AddCert(c)
+	}
+	switch {
+	case leaf == nil:
+		return nil, fmt.Errorf("%s: no certificate", certFile)
+	case len(leaf.DNSNames) > 0:
+		return &tls.Config{RootCAs: pool, ServerName: leaf.DNSNames[0]}, nil
+	case len(leaf.IPAddresses) > 0:
+		return &tls.Config{RootCAs: pool, ServerName: leaf.IPAddresses[0].String()}, nil
+	}
+	return nil, fmt.Errorf("%s: the certificate names no host (no DNS or IP subject alternative name)", certFile)
 }

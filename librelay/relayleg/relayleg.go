@@ -75,6 +75,11 @@ const (
 	CodeUnauthorized = librelay.CodeUnauthorized
 	// CodeSuperseded: another socket reclaimed this attachment id.
 	CodeSuperseded = "superseded"
+	// CodeInstanceTaken: on the runtime leg, a hello for an instance whose
+	// connected runtime still answers heartbeats; the connection holding the
+	// instance keeps it, and the newcomer redials with its backoff. No close
+	// code: a browser never gets it.
+	CodeInstanceTaken = "instance_taken"
 	// CodeFrameTooLarge: a frame exceeded the leg's size limit.
 	CodeFrameTooLarge = "frame_too_large"
 	// CodeSlowConsumer: the socket did not drain its send queue in time.

@@ -5,7 +5,9 @@
 // (coder/websocket), and never looks inside the relay.
 //
 // With no flags it starts the dev relay (demo/relay) in-process, with short
-// grace and heartbeat periods where a test needs them:
+// grace and heartbeat periods where a test needs them, and runs every rule
+// twice: over plain HTTP, then over TLS with a certificate relaytest makes
+// for each test (-tls=plain or -tls=tls runs one of the two):
 //
 //	go test ./tests/conformance
 //
@@ -14,8 +16,11 @@
 //	go test ./tests/conformance -relay=http://127.0.0.1:8080 \
 //	    -instance=demo -runtime-token=… -client-token=… -relay-key=… -origin=http://127.0.0.1:3000
 //
-// The suite connects its own runtime for -instance, replacing any runtime the
-// relay holds for it. Tests that depend on the relay's own settings take
+// An https -relay is dialled over TLS on both legs, trusting the CA in -ca
+// (a PEM file) or the system roots. The suite connects its own runtime for
+// -instance, so no other runtime may hold it (run `go run ./demo -mode
+// relay`, not the demo with its own runtime): a relay keeps an instance for
+// the connection that holds it while that one answers. Tests that depend on the relay's own settings take
 // them as flags and are skipped, with the reason, when the flag is not given:
 // -grace (the relay's grace period; the test waits that long), -heartbeat
 // (set to probe the relay's idle-peer heartbeat, which takes its interval

@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"context"
+	"crypto/tls"
 	"net/http"
 	"testing"
 
@@ -15,7 +16,7 @@ import (
 // version and the instance.
 func TestRuntimeHandshakeSigned(t *testing.T) {
 	s := newSuite(t, nil)
-	rt, status, err := relaytest.DialRuntime(context.Background(), s.HTTPURL, s.RuntimeToken)
+	rt, status, err := relaytest.DialRuntimeTLS(context.Background(), s.HTTPURL, s.RuntimeToken, s.TLS)
 	if err != nil || status != http.StatusSwitchingProtocols {
 		t.Fatalf("upgrade: status %d, %v", status, err)
 	}
@@ -36,7 +37,7 @@ func TestRuntimeHandshakeSigned(t *testing.T) {
 func TestBrowserHandshakeSigned(t *testing.T) {
 	s := newSuite(t, nil)
 	s.Connect(t)
-	b, _, err := relaytest.DialBrowser(context.Background(), s.AttachURL, s.ClientToken, relaytest.DialOptions{Origin: s.Origin})
+	b, _, err := relaytest.DialBrowser(context.Background(), s.AttachURL, s.ClientToken, relaytest.DialOptions{Origin: s.Origin, TLS: s.TLS})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +113,7 @@ func TestVersionNegotiation(t *testing.T) {
 // instance at version, returning the answer and the nonce.
 func runtimeHello(t *testing.T, s *suite, token, instance string, version int) (librelay.Frame, []byte) {
 	t.Helper()
-	rt, _, err := relaytest.DialRuntime(t.Context(), s.HTTPURL, token)
+	rt, _, err := relaytest.DialRuntimeTLS(t.Context(), s.HTTPURL, token, s.TLS)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +128,7 @@ func runtimeHello(t *testing.T, s *suite, token, instance string, version int) (
 // dial opens a browser socket with token, not yet attached.
 func dial(t *testing.T, s *suite, token string) *relaytest.Browser {
 	t.Helper()
-	b, _, err := relaytest.DialBrowser(context.Background(), s.AttachURL, token, relaytest.DialOptions{Origin: s.Origin})
+	b, _, err := relaytest.DialBrowser(context.Background(), s.AttachURL, token, relaytest.DialOptions{Origin: s.Origin, TLS: s.TLS})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +165,7 @@ func TestBadHello(t *testing.T) {
 func TestBadCredential(t *testing.T) {
 	s := newSuite(t, nil)
 	for _, token := range []string{"", "not-a-credential"} {
-		if _, status, err := relaytest.DialRuntime(context.Background(), s.HTTPURL, token); err == nil || status != http.StatusUnauthorized {
+		if _, status, err := relaytest.DialRuntimeTLS(context.Background(), s.HTTPURL, token, s.TLS); err == nil || status != http.StatusUnauthorized {
 			t.Fatalf("runtime leg with credential %q: status %d, err %v; want 401", token, status, err)
 		}
 	}
@@ -178,7 +179,7 @@ func TestBadCredential(t *testing.T) {
 	wantClose(t, b, relayleg.CodeUnauthorized)
 
 	b, _, err = relaytest.DialBrowser(context.Background(), s.AttachURL, "", relaytest.DialOptions{
-		Origin: s.Origin, Protocols: []string{relayleg.Subprotocol},
+		Origin: s.Origin, Protocols: []string{relayleg.Subprotocol}, TLS: s.TLS,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -203,7 +204,7 @@ func TestRuntimeCredentialBoundToInstance(t *testing.T) {
 // with HTTP 403 before any WebSocket exists.
 func TestCrossOriginRefused(t *testing.T) {
 	s := newSuite(t, nil)
-	_, resp, err := relaytest.DialBrowser(context.Background(), s.AttachURL, s.ClientToken, relaytest.DialOptions{Origin: *flagBadOrigin})
+	_, resp, err := relaytest.DialBrowser(context.Background(), s.AttachURL, s.ClientToken, relaytest.DialOptions{Origin: *flagBadOrigin, TLS: s.TLS})
 	if err == nil {
 		t.Fatal("cross-origin upgrade was accepted")
 	}
@@ -224,4 +225,21 @@ func TestHelloUnknownInstance(t *testing.T) {
 	}
 	wantError(t, f, librelay.CodeUnknownInstance, "hello")
 	wantClose(t, b, librelay.CodeUnknownInstance)
+}
+
+// A relay served over TLS speaks TLS 1.3 on the runtime leg (the contenox
+// connector requires it) and refuses a client that offers no more than 1.2.
+func TestRuntimeLegTLS13(t *testing.T) {
+	s := newSuite(t, nil)
+	need(t, s.TLS != nil, "the relay is not served over TLS")
+	rt := s.Connect(t)
+	tc, ok := rt.Conn.(*tls.Conn)
+	if !ok || tc.ConnectionState().Version != tls.VersionTLS13 {
+		t.Fatalf("runtime leg over %T, want TLS 1.3", rt.Conn)
+	}
+	old := s.TLS.Clone()
+	old.MaxVersion = tls.VersionTLS12
+	if _, _, err := relaytest.DialRuntimeTLS(t.Context(), s.HTTPURL, s.RuntimeToken, old); err == nil {
+		t.Fatal("a TLS 1.2 client got through to the runtime leg")
+	}
 }

@@ -1,7 +1,11 @@
 package conformance
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"flag"
+	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -13,7 +17,9 @@ import (
 )
 
 var (
-	flagRelay        = flag.String("relay", "", "base URL of the relay under test (http://host:port); empty runs the dev relay in-process")
+	flagRelay        = flag.String("relay", "", "base URL of the relay under test (http://host:port or https://host:port); empty runs the dev relay in-process")
+	flagCA           = flag.String("ca", "", "with an https -relay: PEM file of the CA that signed the relay's certificate (empty: the system roots)")
+	flagTLS          = flag.String("tls", "both", "in-process relay: plain, tls, or both (every rule over plain HTTP, then again over TLS)")
 	flagInstance     = flag.String("instance", "demo", "instance the suite connects its runtime as")
 	flagRuntimeToken = flag.String("runtime-token", "", "runtime credential for -instance")
 	flagClientToken  = flag.String("client-token", "", "browser credential for -instance")
@@ -39,6 +45,34 @@ type suite struct {
 
 func inProcess() bool { return *flagRelay == "" }
 
+// overTLS is set while the in-process run serves the relay over TLS.
+var overTLS bool
+
+// TestMain runs every rule against the in-process relay over plain HTTP and
+// then again over TLS (-tls=both, the default; what make test runs), with a
+// certificate relaytest makes for each test. Against an external relay the
+// URL's scheme decides, and the rules run once.
+func TestMain(m *testing.M) {
+	flag.Parse()
+	runs := map[string][]bool{"plain": {false}, "tls": {true}, "both": {false, true}}[*flagTLS]
+	if !inProcess() {
+		runs = []bool{false}
+	}
+	if runs == nil {
+		fmt.Fprintf(os.Stderr, "-tls=%q: want plain, tls or both\n", *flagTLS)
+		os.Exit(2)
+	}
+	for _, tls := range runs {
+		overTLS = tls
+		if tls && len(runs) > 1 {
+			fmt.Println("conformance: the same rules again, with the relay over TLS")
+		}
+		if code := m.Run(); code != 0 {
+			os.Exit(code)
+		}
+	}
+}
+
 // newSuite returns the relay for one test: a fresh in-process dev relay
 // (edit may change its config), or the external relay from the flags.
 func newSuite(t *testing.T, edit func(*relay.Config)) *suite {
@@ -46,9 +80,15 @@ func newSuite(t *testing.T, edit func(*relay.Config)) *suite {
 	if !inProcess() {
 		return externalSuite(t)
 	}
-	env := relaytest.Start(t, func(c *relay.Config) {
+	start := relaytest.Start
+	if overTLS {
+		start = relaytest.StartTLS
+		t.Log("relay served over TLS")
+	}
+	env := start(t, func(c *relay.Config) {
 		c.ClientCredentials["other-client"] = "test"
 		c.Limits.BrowserFrameBytes = 256 << 10
+		c.Limits.TakeoverWait = 2 * time.Second
 		if edit != nil {
 			edit(c)
 		}
@@ -71,6 +111,19 @@ func externalSuite(t *testing.T) *suite {
 		AttachURL: "ws" + strings.TrimPrefix(base, "http") + relayleg.AttachPath,
 		Instance:  *flagInstance, ClientToken: *flagClientToken, RuntimeToken: *flagRuntimeToken,
 		Key: key, Origin: *flagOrigin,
+	}
+	if strings.HasPrefix(base, "https://") {
+		env.TLS = &tls.Config{}
+		if *flagCA != "" {
+			pem, err := os.ReadFile(*flagCA)
+			if err != nil {
+				t.Fatalf("-ca: %v", err)
+			}
+			env.TLS.RootCAs = x509.NewCertPool()
+			if !env.TLS.RootCAs.AppendCertsFromPEM(pem) {
+				t.Fatalf("-ca: no certificate in %s", *flagCA)
+			}
+		}
 	}
 	return &suite{
 		Env: env, otherClient: *flagOtherClient, anyClient: *flagAnyClient, anyRuntime: *flagAnyRuntime,

@@ -6,9 +6,11 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/relaywasm/relaywasm/demo/relay/relaytest"
 	"github.com/relaywasm/relaywasm/librelay"
+	"github.com/relaywasm/relaywasm/librelay/relayleg"
 )
 
 // payloads are valid JSON values a relay must carry, each with the exact
@@ -213,20 +215,57 @@ func TestRuntimeGone(t *testing.T) {
 	wantError(t, f, librelay.CodeUnknownInstance, "hello")
 }
 
-// A second runtime connection for an instance replaces the first (which is
-// told superseded and closed); attached browsers stay and now reach the new
-// one.
-func TestRuntimeReplaced(t *testing.T) {
+// Two connections for one instance settle: while the connected runtime
+// answers heartbeats, every newcomer's hello is refused with relay.error
+// instance_taken and its connection closed, and the runtime holding the
+// instance is told nothing and keeps serving its browsers. (The contenox
+// connector redials after any refusal but these, so a relay that handed the
+// instance to each newcomer would have two connectors take it from each
+// other for ever.)
+func TestSecondRuntimeRefusedWhileFirstAnswers(t *testing.T) {
 	s := newSuite(t, nil)
 	old, b := s.pair(t)
-	rt := s.Connect(t)
-	f, err := old.ReadCargo()
-	if err != nil {
-		t.Fatalf("replaced runtime: %v before any relay.error", err)
+	cargo := answering(old)
+	for i := range 3 {
+		rt, _, err := relaytest.DialRuntimeTLS(t.Context(), s.HTTPURL, s.RuntimeToken, s.TLS)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, _, err := rt.Hello(s.Instance, librelay.ProtocolVersion)
+		if err != nil {
+			t.Fatalf("newcomer %d: %v before any answer to its hello", i, err)
+		}
+		wantError(t, f, relayleg.CodeInstanceTaken, "hello")
+		if _, err := rt.Read(); err == nil {
+			t.Fatalf("newcomer %d: the refused connection stays open", i)
+		}
+		rt.Conn.Close()
+		b.Send(msg(b, fmt.Sprintf(`{"n":%d}`, i)))
+		if f := next(t, cargo); f.Type != librelay.TypeACPMessage || string(f.Payload) != fmt.Sprintf(`{"n":%d}`, i) {
+			t.Fatalf("the first runtime got %s %s, want the browser's message %d and nothing before it", f.Type, f.Payload, i)
+		}
 	}
-	wantError(t, f, "superseded", "")
+}
+
+// A connected runtime that does not answer the relay's probe when another
+// connection claims its instance loses it (the runtime restarted behind a
+// connection the relay had not seen die): it is told heartbeat_timeout and
+// closed, the newcomer is welcomed, and attached browsers stay and now
+// reach the new one.
+func TestSilentRuntimeTakenOver(t *testing.T) {
+	s := newSuite(t, nil)
+	old, b := s.pair(t) // old never reads again: it answers no probe
+	rt := s.Connect(t)
+	f, err := old.Read()
+	for err == nil && f.Type == librelay.TypeHeartbeat {
+		f, err = old.Read()
+	}
+	if err != nil {
+		t.Fatalf("silent runtime: %v before any relay.error", err)
+	}
+	wantError(t, f, relayleg.CodeHeartbeatTimeout, "")
 	if _, err := old.ReadCargo(); err == nil {
-		t.Fatal("replaced runtime connection stays open")
+		t.Fatal("the silent runtime's connection stays open")
 	}
 	for i := range 3 {
 		b.Send(msg(b, fmt.Sprintf(`{"n":%d}`, i)))
@@ -234,4 +273,40 @@ func TestRuntimeReplaced(t *testing.T) {
 			t.Fatalf("new runtime got %s", f.Payload)
 		}
 	}
+}
+
+// answering reads rt's frames in the background, answering heartbeats (so
+// rt is a runtime that answers the relay's probes), and delivers the rest;
+// the channel closes when the connection ends.
+func answering(rt *relaytest.Runtime) <-chan librelay.Frame {
+	ch := make(chan librelay.Frame, 16)
+	rt.Timeout = time.Hour // next guards the wait; an idle incumbent must not time out
+	go func() {
+		defer close(ch)
+		for {
+			f, err := rt.ReadCargo()
+			if err != nil {
+				return
+			}
+			ch <- f
+		}
+	}()
+	return ch
+}
+
+// next takes the next frame answering delivered, failing the test when the
+// connection ends first or nothing comes within relaytest.IOTimeout (a hang
+// guard, not a speed assertion).
+func next(t *testing.T, ch <-chan librelay.Frame) librelay.Frame {
+	t.Helper()
+	select {
+	case f, ok := <-ch:
+		if !ok {
+			t.Fatal("the runtime's connection ended")
+		}
+		return f
+	case <-time.After(relaytest.IOTimeout):
+		t.Fatal("nothing reached the runtime")
+	}
+	return librelay.Frame{}
 }

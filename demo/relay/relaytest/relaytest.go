@@ -3,7 +3,8 @@
 // both reading and writing every frame with librelay. They do exactly what
 // the test tells them and nothing on their own (no heartbeat answers, no
 // reconnects), so a test sees the relay's behaviour and nothing else. Start
-// runs the dev relay in-process on loopback.
+// runs the dev relay in-process on loopback, StartTLS the same over TLS with
+// a certificate the test makes (NewCert).
 package relaytest
 
 import (
@@ -12,6 +13,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -45,6 +47,10 @@ type Env struct {
 	RuntimeToken string
 	Key          ed25519.PublicKey
 	Origin       string // an Origin the relay accepts
+	// TLS is the client side's TLS config (the roots that trust the
+	// relay's certificate) when the relay is served over https; nil for
+	// plain HTTP. Every dial through Env uses it.
+	TLS *tls.Config
 
 	Relay  *relay.Relay     // nil for a relay in another process
 	Server *httptest.Server // nil for a relay in another process
@@ -54,6 +60,18 @@ type Env struct {
 // Start runs the dev relay on loopback for the test's lifetime. edit may
 // change the config (limits, key) before the relay starts.
 func Start(t testing.TB, edit func(*relay.Config)) *Env {
+	t.Helper()
+	return start(t, edit, nil)
+}
+
+// StartTLS is Start serving both legs over TLS (relay.Config.TLSCert and
+// TLSKey) with a certificate made for the test (NewCert); env.TLS trusts it.
+func StartTLS(t testing.TB, edit func(*relay.Config)) *Env {
+	t.Helper()
+	return start(t, edit, NewCert(t, t.TempDir()))
+}
+
+func start(t testing.TB, edit func(*relay.Config), cert *Cert) *Env {
 	t.Helper()
 	_, key, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
@@ -66,6 +84,10 @@ func Start(t testing.TB, edit func(*relay.Config)) *Env {
 		ClientCredentials:  map[string]string{env.ClientToken: env.Instance, "any-client": relay.AnyInstance},
 		OriginPatterns:     []string{"app.example"},
 		Logger:             slog.New(slog.DiscardHandler),
+	}
+	if cert != nil {
+		cfg.TLSCert, cfg.TLSKey = cert.CertFile, cert.KeyFile
+		env.TLS = cert.ClientConfig()
 	}
 	if edit != nil {
 		edit(&cfg)
@@ -87,8 +109,12 @@ func (env *Env) serve(t testing.TB, cfg relay.Config, addr string) {
 	}
 	cfg.Limits = rl.Limits()
 	env.Relay, env.Config = rl, cfg
-	env.Server = &httptest.Server{Listener: ln, Config: &http.Server{Handler: rl}}
-	env.Server.Start()
+	env.Server = &httptest.Server{Listener: ln, Config: &http.Server{Handler: rl}, TLS: rl.TLSConfig()}
+	if env.Server.TLS != nil {
+		env.Server.StartTLS()
+	} else {
+		env.Server.Start()
+	}
 	env.HTTPURL = env.Server.URL
 	env.AttachURL = "ws" + strings.TrimPrefix(env.Server.URL, "http") + relayleg.AttachPath
 	env.Key = rl.PublicKey()
@@ -130,6 +156,8 @@ type DialOptions struct {
 	// second, like a phone's slow uplink: a large message then takes a while
 	// to send, as it can from a browser.
 	Uplink int
+	// TLS is the client TLS config for a wss URL (nil: the system roots).
+	TLS *tls.Config
 }
 
 // DialBrowser opens a browser-leg WebSocket offering the relay subprotocol
@@ -144,7 +172,7 @@ func DialBrowser(ctx context.Context, attachURL, token string, o DialOptions) (*
 		h.Set("Origin", o.Origin)
 	}
 	ws, resp, err := websocket.Dial(ctx, attachURL, &websocket.DialOptions{
-		Subprotocols: protocols, HTTPHeader: h, HTTPClient: httpClient(o.ReadBuf, o.Uplink),
+		Subprotocols: protocols, HTTPHeader: h, HTTPClient: httpClient(o.ReadBuf, o.Uplink, o.TLS),
 	})
 	if err != nil {
 		return nil, resp, err
@@ -155,7 +183,7 @@ func DialBrowser(ctx context.Context, attachURL, token string, o DialOptions) (*
 
 // httpClient dials with a fixed receive buffer and a paced uplink when asked
 // (a fresh client, so the dial does not share a transport with other tests).
-func httpClient(readBuf, uplink int) *http.Client {
+func httpClient(readBuf, uplink int, tc *tls.Config) *http.Client {
 	d := &net.Dialer{}
 	tr := &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 		c, err := d.DialContext(ctx, network, addr)
@@ -166,7 +194,7 @@ func httpClient(readBuf, uplink int) *http.Client {
 			c = &pacedConn{Conn: c, rate: uplink}
 		}
 		return c, err
-	}}
+	}, TLSClientConfig: tc}
 	return &http.Client{Transport: tr}
 }
 
@@ -294,6 +322,9 @@ func (env *Env) Attach(t testing.TB, session string) *Browser {
 func (env *Env) AttachWith(t testing.TB, session string, o DialOptions) *Browser {
 	t.Helper()
 	o.Origin = cmp.Or(o.Origin, env.Origin)
+	if o.TLS == nil {
+		o.TLS = env.TLS
+	}
 	b, _, err := DialBrowser(context.Background(), env.AttachURL, env.ClientToken, o)
 	if err != nil {
 		t.Fatalf("dial browser leg: %v", err)
@@ -335,12 +366,24 @@ type Runtime struct {
 // DialRuntime performs the runtime leg's HTTP upgrade with token. On a
 // refusal it returns the HTTP status and an error.
 func DialRuntime(ctx context.Context, httpURL, token string) (*Runtime, int, error) {
+	return DialRuntimeTLS(ctx, httpURL, token, nil)
+}
+
+// DialRuntimeTLS is DialRuntime for an https URL too, with tc as the client
+// TLS config (nil: the system roots).
+func DialRuntimeTLS(ctx context.Context, httpURL, token string, tc *tls.Config) (*Runtime, int, error) {
 	u, err := url.Parse(httpURL)
 	if err != nil {
 		return nil, 0, err
 	}
-	var d net.Dialer
-	nc, err := d.DialContext(ctx, "tcp", u.Host)
+	var nc net.Conn
+	if u.Scheme == "https" {
+		d := tls.Dialer{Config: tc}
+		nc, err = d.DialContext(ctx, "tcp", u.Host)
+	} else {
+		var d net.Dialer
+		nc, err = d.DialContext(ctx, "tcp", u.Host)
+	}
 	if err != nil {
 		return nil, 0, err
 	}
@@ -410,7 +453,7 @@ func (r *Runtime) Hello(instance string, version int) (librelay.Frame, []byte, e
 // anything but a verified welcome.
 func (env *Env) Connect(t testing.TB) *Runtime {
 	t.Helper()
-	r, _, err := DialRuntime(context.Background(), env.HTTPURL, env.RuntimeToken)
+	r, _, err := DialRuntimeTLS(context.Background(), env.HTTPURL, env.RuntimeToken, env.TLS)
 	if err != nil {
 		t.Fatalf("dial runtime leg: %v", err)
 	}
@@ -453,7 +496,7 @@ func (env *Env) StartRuntime(t testing.TB, edit func(*devruntime.Config)) *devru
 func (env *Env) RunRuntime(t testing.TB, edit func(*devruntime.Config)) (rt *devruntime.Runtime, stop func()) {
 	t.Helper()
 	cfg := devruntime.Config{
-		Relay: env.HTTPURL, Instance: env.Instance, Credential: env.RuntimeToken, RelayKey: env.Key,
+		Relay: env.HTTPURL, Instance: env.Instance, Credential: env.RuntimeToken, RelayKey: env.Key, TLS: env.TLS,
 		BackoffMin: 10 * time.Millisecond, BackoffMax: 100 * time.Millisecond,
 		Logger: slog.New(slog.DiscardHandler),
 	}

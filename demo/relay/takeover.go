@@ -1,0 +1,124 @@
+package relay
+
+import (
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/relaywasm/relaywasm/librelay"
+	"github.com/relaywasm/relaywasm/librelay/relayleg"
+)
+
+// Two connections for one instance. The contenox connector treats every end
+// of its link as transient and redials (relaylink.go: only unauthorized,
+// unsupported_version and a bad relay signature stop it), so a relay that
+// gave the instance to each newcomer would have two connectors take it from
+// each other for as long as both run. The rule here settles instead: the
+// connection holding the instance keeps it while it answers. A runtime's
+// hello for an instance that has one is held while the relay probes the
+// incumbent (relay.heartbeat, up to Limits.TakeoverWait):
+//
+//   - it answers (relay.ack): the newcomer gets relay.error instance_taken
+//     and is closed. A connector reads any such refusal as transient and
+//     redials on its own backoff, which a refusal never resets (contenox:
+//     1s doubling to 30s, full jitter; the dev runtime: 500ms doubling to
+//     30s), so the loser knocks less and less often and takes over the
+//     moment the incumbent goes away;
+//   - it does not, or its connection ends meanwhile: it is closed with
+//     heartbeat_timeout and the newcomer is welcomed. This is the runtime
+//     restarted behind a connection the relay had not yet seen die (a NAT
+//     that dropped it, a machine that slept): it is back within the wait,
+//     not after a heartbeat period.
+//
+// An incumbent the relay cannot probe (an endpoint of another node, behind
+// a shared Table) is replaced and told superseded, as before.
+
+// claim installs c as its instance's runtime by the rule above, or refuses
+// it; it reports whether c was welcomed.
+func (c *runtimeConn) claim(hello librelay.Frame, v int, sig []byte) bool {
+	deadline := time.Now().Add(c.r.cfg.Limits.TakeoverWait)
+	var silent Endpoint // an incumbent that did not answer its probe
+	for {
+		c.r.takeover.Lock()
+		if c.closing.Load() { // the relay shut down while c waited
+			c.r.takeover.Unlock()
+			return false
+		}
+		cur := c.r.table.Runtime(c.instance)
+		inc, local := cur.(*runtimeConn)
+		if cur == nil || cur == silent || !local {
+			c.welcome(hello, v, sig, silent)
+			c.r.takeover.Unlock()
+			return true
+		}
+		c.r.takeover.Unlock()
+		// Another newcomer may have won meanwhile: it has just been
+		// welcomed, so it gets a probe too, within what is left of the wait.
+		if time.Now().Before(deadline) && !inc.contest.answeredBy(inc, deadline) {
+			silent = inc
+			continue
+		}
+		c.refuse(hello, relayleg.CodeInstanceTaken, "another connection holds this instance and answers heartbeats; redial later")
+		return false
+	}
+}
+
+// challenge is a runtime connection's outstanding takeover probe: several
+// newcomers waiting on one incumbent share one probe.
+type challenge struct {
+	mu    sync.Mutex
+	n     int
+	id    string        // the outstanding probe's request id
+	ans   chan struct{} // closed when it is answered or the connection ends; nil when none is out
+	ended bool
+}
+
+// answeredBy probes c's connection (unless a probe is already out) and
+// reports whether it answered before deadline; a connection that ends
+// first has not.
+func (ch *challenge) answeredBy(c *runtimeConn, deadline time.Time) bool {
+	ch.mu.Lock()
+	if ch.ended {
+		ch.mu.Unlock()
+		return false
+	}
+	ans := ch.ans
+	if ans == nil {
+		ch.n++
+		ch.id, ch.ans = "takeover-"+strconv.Itoa(ch.n), make(chan struct{})
+		ans = ch.ans
+		c.sendControl(&librelay.Frame{Type: librelay.TypeHeartbeat, ID: ch.id})
+	}
+	ch.mu.Unlock()
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case <-ans:
+		ch.mu.Lock()
+		defer ch.mu.Unlock()
+		return !ch.ended
+	case <-t.C:
+		return false
+	}
+}
+
+// answered takes a relay.ack from the connection.
+func (ch *challenge) answered(re string) {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	if ch.ans != nil && re == ch.id {
+		close(ch.ans)
+		ch.ans, ch.id = nil, ""
+	}
+}
+
+// end releases whoever waits on the connection, which is ending.
+func (ch *challenge) end() {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	ch.ended = true
+	if ch.ans != nil {
+		close(ch.ans)
+		ch.ans = nil
+	}
+}
