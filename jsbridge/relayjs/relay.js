@@ -401,6 +401,7 @@ function makeBridge() {
         mode,
         queue: [],
         opened: false,
+        closed: false, // the close was handed to Go (once: see onerror)
         frames: [], // parsed acp.messages, s.base + i being frames[i]'s index
         base: 0,
         prev: FIELDS.map(() => ""), // the last REC_ACP's fields
@@ -418,13 +419,27 @@ function makeBridge() {
         }
       };
       // Every message that arrived before the close reaches Go before the
-      // close does: flush the queue first, synchronously.
+      // close does: flush the queue first, synchronously. Once only: see
+      // onerror.
       ws.onclose = (ev) => {
+        if (s.closed) return;
+        s.closed = true;
         flush(s);
         // A socket whose messages relay.js parsed stays known until Go has
         // delivered them and closes it; one that never opened has none.
         if (!s.opened || s.mode === MODE_TEXT) sockets.delete(s.handle);
         goSocket(s.handle, SOCKET_CLOSE, ev.code, ev.reason);
+      };
+      // WebKit fires error and never close for a connection it refuses to
+      // make (a port on Fetch's bad-ports list, such as ws://host:1), where
+      // Chromium and Firefox fire both in one task, as the spec says. A
+      // socket that is CLOSED after its error and saw no close in that
+      // task gets one (1006, as the spec's would be), or Go's dial waits
+      // forever.
+      ws.onerror = () => {
+        setTimeout(() => {
+          if (!s.closed && ws.readyState === WebSocket.CLOSED) ws.onclose({ code: 1006, reason: "" });
+        }, 0);
       };
       return s.handle;
     },
