@@ -26,7 +26,7 @@ func countUnderWay(t *testing.T, n int) (*stack.Stack, *tab) {
 	t.Helper()
 	s := startStack(t, streamRate)
 	tb := openChat(t, newBrowser(t), "tab", s.PageURL())
-	tb.run(chromedp.EmulateViewport(1280, 800))
+	tb.viewport(1280, 800, false)
 	startCount(tb, n)
 	return s, tb
 }
@@ -215,13 +215,14 @@ func TestEvictionStartsNewSession(t *testing.T) {
 	check("after a reload")
 }
 
-// writeShot writes a screenshot of the tab as it is to out/.
+// writeShot writes a screenshot of the tab as it is to out/, the engine's
+// name first (shotName).
 func writeShot(tb *tab, name string) error {
-	var buf []byte
-	ctx, cancel := context.WithTimeout(tb.ctx, waitLimit)
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
-	if err := chromedp.Run(ctx, chromedp.FullScreenshot(&buf, 100)); err != nil {
+	buf, err := tb.page.screenshot(ctx)
+	if err != nil {
 		return err
 	}
-	return writeOut(name, buf)
+	return writeOut(shotName(name), buf)
 }
