@@ -65,14 +65,61 @@ func startEngine(t *testing.T) context.Context {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
-	scratch := t.TempDir()
-	b, err := webdriver.Start(ctx, engine, webdriver.Options{Scratch: scratch, Width: 1280, Height: 800})
-	if err != nil {
-		t.Fatal(err)
+	var b webdriver.Browser
+	if shared := sharedBrowser(t); shared != nil {
+		var err error
+		if b, err = shared.Isolated(ctx); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		var err error
+		if b, err = webdriver.Start(ctx, engine, webdriver.Options{Scratch: t.TempDir(), Width: 1280, Height: 800}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	t.Cleanup(func() { b.Close() })
 	t.Logf("engine: %s", b.Version())
 	return context.WithValue(context.Background(), wdBrowserKey{}, &wdBrowser{b: b})
+}
+
+// shared is the run's one Firefox, started by the first test that needs
+// it and closed by TestMain: each test gets a user context of it (Isolator),
+// which is a fresh profile as far as the page can tell, in milliseconds
+// rather than the seconds Firefox takes to start.
+var shared struct {
+	once sync.Once
+	b    webdriver.Browser
+	err  error
+}
+
+// sharedBrowser is the run's shared browser, or nil when the engine gives
+// each test a process of its own.
+func sharedBrowser(t *testing.T) webdriver.Isolator {
+	t.Helper()
+	if engine != webdriver.Firefox {
+		return nil
+	}
+	shared.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+		defer cancel()
+		scratch, err := os.MkdirTemp("", "firefox-")
+		if err != nil {
+			shared.err = err
+			return
+		}
+		shared.b, shared.err = webdriver.Start(ctx, engine, webdriver.Options{Scratch: scratch, Width: 1280, Height: 800})
+	})
+	if shared.err != nil {
+		t.Fatal(shared.err)
+	}
+	return shared.b.(webdriver.Isolator)
+}
+
+// closeShared closes the shared browser, if a test started it.
+func closeShared() {
+	if shared.b != nil {
+		shared.b.Close()
+	}
 }
 
 // openEngineTab opens url in a tab of parent's WebDriver browser: the

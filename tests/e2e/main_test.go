@@ -51,6 +51,7 @@ func run(m *testing.M) int {
 	}
 	// Shown with -v or on failure: which module the page ran.
 	fmt.Fprintln(os.Stderr, "e2e: relay.wasm, relay.js and wasm_exec.js from", moduleDir)
+	defer closeShared()
 	return m.Run()
 }
 

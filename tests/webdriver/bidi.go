@@ -352,3 +352,51 @@ func (t *bidiTab) Close() error {
 	}
 	return t.f.call(ctx, "browsingContext.close", map[string]any{"context": t.id}, nil)
 }
+
+// Isolated is a browser of its own for one caller without a process of its
+// own: a Firefox user context (a container), whose tabs share nothing with
+// other user contexts' (cookies, IndexedDB, Web Locks are keyed by it).
+// Starting Firefox took 2.5 s here, up to 10 s on a loaded machine; a user
+// context takes milliseconds. Closing it closes its tabs and removes it.
+func (f *firefox) Isolated(ctx context.Context) (Browser, error) {
+	var uc struct {
+		UserContext string `json:"userContext"`
+	}
+	if err := f.call(ctx, "browser.createUserContext", map[string]any{}, &uc); err != nil {
+		return nil, err
+	}
+	u := &userContext{f: f, id: uc.UserContext}
+	first, err := u.NewTab(ctx)
+	if err != nil {
+		u.Close()
+		return nil, err
+	}
+	u.first = first.(*bidiTab)
+	return u, nil
+}
+
+type userContext struct {
+	f     *firefox
+	id    string
+	first *bidiTab
+}
+
+func (u *userContext) Engine() Engine  { return Firefox }
+func (u *userContext) Version() string { return u.f.version }
+func (u *userContext) Tab() Tab        { return u.first }
+
+func (u *userContext) NewTab(ctx context.Context) (Tab, error) {
+	var r struct {
+		Context string `json:"context"`
+	}
+	if err := u.f.call(ctx, "browsingContext.create", map[string]any{"type": "tab", "userContext": u.id}, &r); err != nil {
+		return nil, err
+	}
+	return &bidiTab{f: u.f, id: r.Context}, nil
+}
+
+func (u *userContext) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return u.f.call(ctx, "browser.removeUserContext", map[string]any{"userContext": u.id}, nil)
+}
