@@ -990,7 +990,9 @@ function writeSession(key, value) {
 // a reload, a navigation; hidden: a phone may kill a background tab without
 // another event), instead of at the end of the commit window. Nothing else
 // happens on pagehide: no detach, so a reload finds the attachment id still
-// held by the relay and reclaims it.
+// held by the relay and reclaims it. A page back from the back/forward cache
+// (pageshow, persisted) or from being frozen (resume) probes as a visible
+// one does.
 
 let listening = false;
 
@@ -1000,6 +1002,16 @@ function listenToLifecycle() {
   addEventListener("online", () => B.api.online(true));
   addEventListener("offline", () => B.api.online(false));
   addEventListener("pagehide", () => B.api.hidden());
+  // A page restored from the back/forward cache had its socket cut while
+  // it was there (Chrome on Android does; WebKit and Firefox close it too):
+  // check at once rather than after a timer. So for a page that was frozen
+  // in the background (Chrome's Page Lifecycle: freeze, then resume), which
+  // the relay may have given up on meanwhile.
+  addEventListener("pageshow", (ev) => {
+    if (ev.persisted) B.api.probe();
+  });
+  globalThis.document?.addEventListener("freeze", () => B.api.hidden());
+  globalThis.document?.addEventListener("resume", () => B.api.probe());
   globalThis.document?.addEventListener("visibilitychange", () => {
     if (document.visibilityState === "visible") B.api.probe();
     else B.api.hidden();
