@@ -33,6 +33,8 @@ var engine = func() webdriver.Engine {
 type page interface {
 	eval(ctx context.Context, expr string, out any) error
 	reload(ctx context.Context) error
+	// navigate loads url in the tab and waits for its load event.
+	navigate(ctx context.Context, url string) error
 	// viewport sets the viewport in CSS pixels; phone also asks for a
 	// phone's pixel ratio (and, in Chromium, its touch and user agent).
 	viewport(ctx context.Context, width, height int, phone bool) error
@@ -156,6 +158,9 @@ func (p *wdPage) eval(ctx context.Context, expr string, out any) error {
 	return p.tab.Eval(ctx, expr, out)
 }
 func (p *wdPage) reload(ctx context.Context) error { return p.tab.Reload(ctx) }
+func (p *wdPage) navigate(ctx context.Context, url string) error {
+	return p.tab.Navigate(ctx, url)
+}
 
 func (p *wdPage) viewport(ctx context.Context, width, height int, phone bool) error {
 	scale := 1.0
@@ -215,6 +220,9 @@ func (p *cdpPage) eval(ctx context.Context, expr string, out any) error {
 	return p.do(ctx, evaluate(expr, out))
 }
 func (p *cdpPage) reload(ctx context.Context) error { return p.do(ctx, chromedp.Reload()) }
+func (p *cdpPage) navigate(ctx context.Context, url string) error {
+	return p.do(ctx, chromedp.Navigate(url))
+}
 
 func (p *cdpPage) viewport(ctx context.Context, width, height int, phone bool) error {
 	if phone && width == 390 && height == 844 {
