@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/input"
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/device"
 	"github.com/relaywasm/relaywasm/tests/chromium"
@@ -42,6 +44,10 @@ type page interface {
 	// typeEnter puts text into the field sel and presses Enter.
 	typeEnter(ctx context.Context, sel, text string) error
 	click(ctx context.Context, sel string) error
+	// offline takes the network away (navigator.onLine, the offline
+	// event, no new connections) or gives it back; errNoNetworkEmulation
+	// where the engine's automation cannot.
+	offline(ctx context.Context, off bool) error
 	problems(ctx context.Context) []string
 }
 
@@ -201,6 +207,18 @@ func (p *wdPage) click(ctx context.Context, sel string) error {
 
 func (p *wdPage) problems(ctx context.Context) []string { return p.tab.Problems(ctx) }
 
+func (p *wdPage) offline(ctx context.Context, off bool) error {
+	o, ok := p.tab.(webdriver.Offliner)
+	if !ok {
+		return errNoNetworkEmulation
+	}
+	return o.SetOffline(ctx, off)
+}
+
+// errNoNetworkEmulation is an engine whose automation cannot take the
+// network away (WebKitWebDriver).
+var errNoNetworkEmulation = errors.New("no network emulation")
+
 // cdpPage is a Chromium tab through chromedp.
 type cdpPage struct{ tab *chromium.Tab }
 
@@ -261,6 +279,21 @@ func (p *cdpPage) click(ctx context.Context, sel string) error {
 }
 
 func (p *cdpPage) problems(context.Context) []string { return p.tab.Problems() }
+
+// offline switches the tab's network emulation: navigator.onLine and the
+// online/offline events (OverrideNetworkState), and whether connections can
+// be made at all (EmulateNetworkConditionsByRule).
+func (p *cdpPage) offline(ctx context.Context, off bool) error {
+	return p.do(ctx,
+		network.OverrideNetworkState(off, 0, -1, -1),
+		chromedp.ActionFunc(func(ctx context.Context) error {
+			_, err := network.EmulateNetworkConditionsByRule([]*network.Conditions{{
+				Offline: off, DownloadThroughput: -1, UploadThroughput: -1,
+			}}).Do(ctx)
+			return err
+		}),
+	)
+}
 
 // darkScheme asks for prefers-color-scheme: dark, where the engine's
 // automation can (Chromium's Emulation domain); false where it cannot.

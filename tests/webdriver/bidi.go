@@ -400,3 +400,14 @@ func (u *userContext) Close() error {
 	defer cancel()
 	return u.f.call(ctx, "browser.removeUserContext", map[string]any{"userContext": u.id}, nil)
 }
+
+// SetOffline emulates the network going away in this tab and coming back
+// (WebDriver BiDi's emulation.setNetworkConditions): navigator.onLine and
+// the offline and online events, and no new connection while offline.
+func (t *bidiTab) SetOffline(ctx context.Context, offline bool) error {
+	var cond any // null: the emulation ends
+	if offline {
+		cond = map[string]any{"type": "offline"}
+	}
+	return t.f.call(ctx, "emulation.setNetworkConditions", map[string]any{"networkConditions": cond, "contexts": []string{t.id}}, nil)
+}

@@ -69,6 +69,13 @@ type Isolator interface {
 	Isolated(ctx context.Context) (Browser, error)
 }
 
+// Offliner is a tab whose network the automation can take away: Firefox's
+// (BiDi emulation.setNetworkConditions). WebKitWebDriver has no network
+// emulation.
+type Offliner interface {
+	SetOffline(ctx context.Context, offline bool) error
+}
+
 // Tab is one top-level browsing context.
 type Tab interface {
 	// Navigate loads url and waits for its load event.
