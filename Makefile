@@ -1,6 +1,7 @@
 # relaywasm — the two commands a newcomer needs are `make demo` and `make test`.
-# Both install what they need on a fresh Debian machine (Chromium for the
-# browser tests, brotli for `make size`), using apt-get when run as root.
+# Both install what they need on a fresh Debian machine (Chromium, Firefox ESR
+# and WebKitGTK's WebDriver under Xvfb for the browser tests, brotli for
+# `make size`), using apt-get when run as root.
 
 SHELL   := bash
 GO      ?= go
@@ -10,10 +11,14 @@ GOROOT  := $(shell $(GO) env GOROOT)
 # suites run without it (Chromium, not Go, is the busy process there).
 RACE_PKGS := ./librelay/... ./wasm/client/... ./demo/...
 NATIVE_PKGS := ./tests/...
+# The engines the browser suites (tests/browser, tests/e2e) run in; `make
+# test-browser ENGINE=firefox` runs one.
+ENGINES := chromium firefox webkit
+ENGINE  ?= chromium
 
 export PATH := /usr/local/go/bin:$(PATH)
 
-.PHONY: all test demo wasm size fuzz bench vet chromium brotli clean
+.PHONY: all test test-browser demo wasm size fuzz bench vet browsers chromium brotli clean
 
 all: test
 
@@ -21,11 +26,22 @@ all: test
 demo: wasm
 	$(GO) run ./demo -module $(DIST) -key-file $(DIST)/dev-relay.key $(DEMO_FLAGS)
 
-## test: every test — unit, conformance, engine chaos, headless Chromium (wasm and e2e).
-test: chromium brotli wasm vet
+## test: every test — unit, conformance, engine chaos, and the browser suites
+## (tests/browser and tests/e2e) in Chromium, Firefox and WebKit.
+test: browsers brotli wasm vet
 	$(GO) test -race -timeout 10m $(RACE_PKGS)
-	$(GO) test -timeout 10m $(NATIVE_PKGS)
-	tests/browser/run.sh
+	ENGINE=chromium $(GO) test -timeout 10m $(NATIVE_PKGS)
+	@for e in $(filter-out chromium,$(ENGINES)); do \
+		echo "tests/e2e in $$e"; ENGINE=$$e $(GO) test -timeout 10m ./tests/e2e/ || exit 1; \
+	done
+	@for e in $(ENGINES); do \
+		echo "tests/browser in $$e"; ENGINE=$$e tests/browser/run.sh || exit 1; \
+	done
+
+## test-browser: the browser suites in one engine: make test-browser ENGINE=chromium|firefox|webkit.
+test-browser: browsers wasm
+	ENGINE=$(ENGINE) $(GO) test -timeout 10m ./tests/e2e/
+	ENGINE=$(ENGINE) tests/browser/run.sh
 
 ## wasm: relay.wasm with relay.js, relay.d.ts and the wasm_exec.js of the Go that built it, in dist/.
 wasm:
@@ -61,6 +77,12 @@ vet:
 
 chromium:
 	@command -v chromium >/dev/null 2>&1 || $(call apt,chromium)
+
+# browsers: the three engines (Debian's packages), each installed when missing.
+browsers: chromium
+	@command -v firefox-esr >/dev/null 2>&1 || $(call apt,firefox-esr)
+	@{ command -v WebKitWebDriver && command -v Xvfb && command -v xauth; } >/dev/null 2>&1 || \
+		$(call apt,webkit2gtk-driver xvfb xauth)
 
 brotli:
 	@command -v brotli >/dev/null 2>&1 || $(call apt,brotli)

@@ -57,10 +57,7 @@ func (r *Relay) serveAttach(w http.ResponseWriter, req *http.Request) {
 	}
 	cred, ok := relayleg.ParseBearer(offeredProtocols(req))
 	cw := &corkingWriter{ResponseWriter: w}
-	ws, err := websocket.Accept(cw, req, &websocket.AcceptOptions{
-		Subprotocols:   []string{relayleg.Subprotocol},
-		OriginPatterns: r.cfg.OriginPatterns,
-	})
+	ws, err := websocket.Accept(cw, req, r.acceptOptions(req, []string{relayleg.Subprotocol}))
 	if err != nil {
 		r.leaveHello()
 		r.log.Info("browser upgrade refused", "remote", req.RemoteAddr, "err", err)

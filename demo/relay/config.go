@@ -34,7 +34,10 @@ type Config struct {
 	ClientCredentials map[string]string
 	// OriginPatterns are the browser origins (host patterns, as in
 	// websocket.AcceptOptions) allowed besides the relay's own host. A
-	// cross-origin upgrade from anywhere else is refused with HTTP 403.
+	// cross-origin upgrade from anywhere else is refused with HTTP 403. A
+	// pattern with a scheme ("capacitor://localhost") allows that scheme
+	// only; "null" allows the Origin null (file://) and nothing else
+	// (acceptOptions).
 	OriginPatterns []string
 
 	// TLSCert and TLSKey name PEM files: a certificate chain (leaf first)

@@ -401,6 +401,7 @@ function makeBridge() {
         mode,
         queue: [],
         opened: false,
+        closed: false, // the close was handed to Go (once: see onerror)
         frames: [], // parsed acp.messages, s.base + i being frames[i]'s index
         base: 0,
         prev: FIELDS.map(() => ""), // the last REC_ACP's fields
@@ -418,13 +419,27 @@ function makeBridge() {
         }
       };
       // Every message that arrived before the close reaches Go before the
-      // close does: flush the queue first, synchronously.
+      // close does: flush the queue first, synchronously. Once only: see
+      // onerror.
       ws.onclose = (ev) => {
+        if (s.closed) return;
+        s.closed = true;
         flush(s);
         // A socket whose messages relay.js parsed stays known until Go has
         // delivered them and closes it; one that never opened has none.
         if (!s.opened || s.mode === MODE_TEXT) sockets.delete(s.handle);
         goSocket(s.handle, SOCKET_CLOSE, ev.code, ev.reason);
+      };
+      // WebKit fires error and never close for a connection it refuses to
+      // make (a port on Fetch's bad-ports list, such as ws://host:1), where
+      // Chromium and Firefox fire both in one task, as the spec says. A
+      // socket that is CLOSED after its error and saw no close in that
+      // task gets one (1006, as the spec's would be), or Go's dial waits
+      // forever.
+      ws.onerror = () => {
+        setTimeout(() => {
+          if (!s.closed && ws.readyState === WebSocket.CLOSED) ws.onclose({ code: 1006, reason: "" });
+        }, 0);
       };
       return s.handle;
     },
@@ -975,7 +990,9 @@ function writeSession(key, value) {
 // a reload, a navigation; hidden: a phone may kill a background tab without
 // another event), instead of at the end of the commit window. Nothing else
 // happens on pagehide: no detach, so a reload finds the attachment id still
-// held by the relay and reclaims it.
+// held by the relay and reclaims it. A page back from the back/forward cache
+// (pageshow, persisted) or from being frozen (resume) probes as a visible
+// one does.
 
 let listening = false;
 
@@ -985,6 +1002,16 @@ function listenToLifecycle() {
   addEventListener("online", () => B.api.online(true));
   addEventListener("offline", () => B.api.online(false));
   addEventListener("pagehide", () => B.api.hidden());
+  // A page restored from the back/forward cache had its socket cut while
+  // it was there (Chrome on Android does; WebKit and Firefox close it too):
+  // check at once rather than after a timer. So for a page that was frozen
+  // in the background (Chrome's Page Lifecycle: freeze, then resume), which
+  // the relay may have given up on meanwhile.
+  addEventListener("pageshow", (ev) => {
+    if (ev.persisted) B.api.probe();
+  });
+  globalThis.document?.addEventListener("freeze", () => B.api.hidden());
+  globalThis.document?.addEventListener("resume", () => B.api.probe());
   globalThis.document?.addEventListener("visibilitychange", () => {
     if (document.visibilityState === "visible") B.api.probe();
     else B.api.hidden();

@@ -21,6 +21,8 @@
 //     and idle memory: the packages' own benchmarks (go test -bench), which
 //     carry their baselines.
 //  6. relay.wasm's size raw, gzip -9 and brotli -q 11, beside a Go hello world.
+//  7. relay.wasm's memory after a long stream (100,000 messages) in Chromium,
+//     Firefox and WebKit, beside its memory once attached.
 //
 // Chromium runs headless through chromedp with DevTools network tracking
 // off, against the stack `go run ./demo` runs (demo/stack), serving the page
@@ -48,6 +50,8 @@ type Sizes struct {
 	History    int // the transcript variant's history option
 	RoundTrips int // per client
 	Reloads    int // per page
+	// MemoryFrames are the messages of the memory figure's one stream.
+	MemoryFrames int
 
 	CodecTime     string // -benchtime of the codec benchmarks
 	EngineStreams int    // -benchtime (N×) of the native engine benchmark
@@ -59,7 +63,8 @@ type Sizes struct {
 func Full() Sizes {
 	return Sizes{
 		Frames: 20_000, FrameBytes: 1024, Streams: 7, History: 20_000, RoundTrips: 1000, Reloads: 10,
-		CodecTime: "50000x", EngineStreams: 20, RouteFrames: 200_000, NativeCount: 5,
+		MemoryFrames: 100_000,
+		CodecTime:    "50000x", EngineStreams: 20, RouteFrames: 200_000, NativeCount: 5,
 	}
 }
 
@@ -71,7 +76,8 @@ func Smoke() Sizes {
 	// its figure not to read as zero.
 	return Sizes{
 		Frames: 2000, FrameBytes: 1024, Streams: 1, History: 2000, RoundTrips: 20, Reloads: 2,
-		CodecTime: "100x", EngineStreams: 1, RouteFrames: 2000, NativeCount: 1,
+		MemoryFrames: 2000,
+		CodecTime:    "100x", EngineStreams: 1, RouteFrames: 2000, NativeCount: 1,
 	}
 }
 
@@ -95,7 +101,7 @@ type Config struct {
 
 // Figures are the names Config.Only takes: the browser figures one by one,
 // then the native benchmarks and the sizes.
-var Figures = []string{FigInbound, FigRoundTrip, FigReload, FigNative, FigSize}
+var Figures = []string{FigInbound, FigRoundTrip, FigReload, FigNative, FigSize, FigMemory}
 
 // The figures Config.Only can name.
 const (
@@ -104,6 +110,7 @@ const (
 	FigReload    = "reload"    // (3) Chromium reload to live
 	FigNative    = "native"    // (4) and (5): the codec, the engine, the relay
 	FigSize      = "size"      // (6) relay.wasm's size
+	FigMemory    = "memory"    // (7) relay.wasm's memory after a long stream, per engine
 )
 
 // wants says whether the figure named fig is to be measured.
@@ -165,6 +172,7 @@ func Run(ctx context.Context, cfg Config) ([]Row, error) {
 		{cfg.wants(FigInbound) || cfg.wants(FigRoundTrip) || cfg.wants(FigReload), func() ([]Row, error) { return browserFigures(ctx, cfg, tmp) }},
 		{cfg.wants(FigNative), func() ([]Row, error) { return nativeFigures(ctx, cfg) }},
 		{cfg.wants(FigSize), func() ([]Row, error) { return sizeFigures(ctx, cfg, tmp) }},
+		{cfg.wants(FigMemory), func() ([]Row, error) { return memoryFigures(ctx, cfg, tmp) }},
 	} {
 		if !step.wanted {
 			continue

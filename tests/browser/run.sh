@@ -1,16 +1,21 @@
 #!/usr/bin/env bash
-# Runs the browser tests (GOOS=js GOARCH=wasm) in headless Chromium against
+# Runs the browser tests (GOOS=js GOARCH=wasm) in a headless browser against
 # the dev relay and runtime:
 #
-#   tests/browser/run.sh [go test flags, e.g. -run Store -v]
+#   ENGINE=chromium|firefox|webkit tests/browser/run.sh [go test flags, e.g. -run Store -v]
 #
-# It builds wasmbrowsertest and the demo for the host, starts the demo on a
+# ENGINE defaults to chromium. Chromium runs the tests through
+# wasmbrowsertest; Firefox and WebKit through the project's own runner
+# (tests/browser/wasmexec, over tests/webdriver), which starts Firefox over
+# WebDriver BiDi or WebKitWebDriver under an Xvfb of its own.
+#
+# It builds the runner and the demo for the host, starts the demo on a
 # free loopback port, runs `go test` under `env -i` with a short allowlist
 # (wasm_exec.js refuses more than ~8 KB of arguments plus environment, and
 # wasmbrowsertest copies the whole environment into the page), and stops the
 # demo whatever happens. Everything it writes goes under one temporary folder
-# (Chromium's profile included), removed at the end. Chromium must be on PATH
-# (`make test` installs it).
+# (the browser's profile included), removed at the end. The browser must be
+# installed (`make test` installs all three).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -25,7 +30,21 @@ cleanup() {
 }
 trap cleanup EXIT
 
-GOOS= GOARCH= go build -o "$work/bin/wasmbrowsertest" github.com/agnivade/wasmbrowsertest
+engine=${ENGINE:-chromium}
+case "$engine" in
+chromium)
+	GOOS= GOARCH= go build -o "$work/bin/wasmbrowsertest" github.com/agnivade/wasmbrowsertest
+	exec_cmd="$work/bin/wasmbrowsertest"
+	;;
+firefox | webkit)
+	GOOS= GOARCH= go build -o "$work/bin/wasmexec" ./tests/browser/wasmexec
+	exec_cmd="$work/bin/wasmexec -engine=$engine"
+	;;
+*)
+	echo "run.sh: ENGINE must be chromium, firefox or webkit, not $engine" >&2
+	exit 2
+	;;
+esac
 GOOS= GOARCH= go build -o "$work/bin/demo" ./demo
 
 "$work/bin/demo" -addr 127.0.0.1:0 -web "" -ready-file "$work/ready" -log-level warn >"$work/demo.log" 2>&1 &
@@ -54,10 +73,10 @@ env -i \
 	GOCACHE="$(go env GOCACHE)" GOMODCACHE="$(go env GOMODCACHE)" GOPROXY="$(go env GOPROXY)" \
 	GOFLAGS="${GOFLAGS:-}" GOTOOLCHAIN=local GOOS=js GOARCH=wasm \
 	RELAY_ATTACH_URL="$RELAY_ATTACH_URL" RELAY_INSTANCE="$RELAY_INSTANCE" \
-	RELAY_TOKEN="$RELAY_TOKEN" RELAY_KEY="$RELAY_KEY" \
-	go test -exec="$work/bin/wasmbrowsertest" -timeout 5m "$@" ./tests/browser/ || status=$?
+	RELAY_TOKEN="$RELAY_TOKEN" RELAY_KEY="$RELAY_KEY" ENGINE="$engine" \
+	go test -exec="$exec_cmd" -timeout 5m "$@" ./tests/browser/ || status=$?
 if [ "$status" -ne 0 ]; then
-	echo "--- demo log" >&2
+	echo "--- tests/browser failed in $engine; demo log" >&2
 	cat "$work/demo.log" >&2
 fi
 exit "$status"

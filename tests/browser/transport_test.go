@@ -183,6 +183,8 @@ func TestTransportLocalClose(t *testing.T) {
 	}
 }
 
+// Port 1 is on Fetch's bad-ports list: Chromium and Firefox fire error and
+// close at once, WebKit only error (see TestEngineWebKitErrorWithoutClose).
 func TestTransportDialRefused(t *testing.T) {
 	ctx := testContext(t)
 	_, err := jsbridge.Transport{}.Dial(ctx, "ws://127.0.0.1:1/v1/attach", nil)

@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/input"
 	cdpruntime "github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	"github.com/relaywasm/relaywasm/tests/chromium"
+	"github.com/relaywasm/relaywasm/tests/webdriver"
 )
 
 // waitLimit bounds every wait for the page, so a broken page fails the test
@@ -22,12 +22,18 @@ const waitLimit = 60 * time.Second
 // pollEvery is how often a wait re-reads the page.
 const pollEvery = 20 * time.Millisecond
 
-// newBrowser starts headless Chromium with a profile of its own, which it
-// shuts down cleanly when the test ends. Its XDG folders and TMPDIR are the
-// run's temporary folder (TestMain's), shared by the run's browsers so font
-// caches are built once, and never under the home folder.
+// newBrowser starts a browser of the run's engine (engine_test.go) with a
+// profile of its own, which it shuts down cleanly when the test ends. For
+// Chromium, its XDG folders and TMPDIR are the run's temporary folder
+// (TestMain's), shared by the run's browsers so font caches are built once,
+// and never under the home folder. The context is the parent of the
+// browser's tabs (openTab).
 func newBrowser(t *testing.T) context.Context {
 	t.Helper()
+	engineRecorded()
+	if engine != webdriver.Chromium {
+		return startEngine(t)
+	}
 	b, err := chromium.Start(chromium.Options{
 		Profile: filepath.Join(t.TempDir(), "profile"),
 		Scratch: os.TempDir(),
@@ -47,21 +53,33 @@ func newBrowser(t *testing.T) context.Context {
 type tab struct {
 	t    *testing.T
 	name string
+	// ctx is the parent of another tab of the same browser (openTab), and
+	// in Chromium the tab's chromedp context.
 	ctx  context.Context
-	tab  *chromium.Tab
+	page page
+	tab  *chromium.Tab // Chromium only; nil in the other engines
 }
 
 // openTab opens the page in a new tab of parent's browser (parent is a
-// browser or another tab). The test fails if the page throws or logs an
-// error.
+// browser or another tab). The test fails if the page throws, rejects a
+// Promise unhandled, or logs an error.
 func openTab(t *testing.T, parent context.Context, name, url string) *tab {
 	t.Helper()
+	if engine != webdriver.Chromium {
+		p, err := openEngineTab(t, parent, url)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		tb := &tab{t: t, name: name, ctx: parent, page: p}
+		t.Cleanup(tb.checkHealthy)
+		return tb
+	}
 	ct, err := chromium.OpenTab(parent, url)
 	if err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}
 	t.Cleanup(ct.Close)
-	tb := &tab{t: t, name: name, ctx: ct.Context(), tab: ct}
+	tb := &tab{t: t, name: name, ctx: ct.Context(), page: &cdpPage{tab: ct}, tab: ct}
 	t.Cleanup(tb.checkHealthy)
 	return tb
 }
@@ -77,14 +95,18 @@ func openChat(t *testing.T, parent context.Context, name, url string) *tab {
 // checkHealthy fails the test if the page threw or logged an error.
 func (tb *tab) checkHealthy() {
 	tb.t.Helper()
-	for _, p := range tb.tab.Problems() {
-		tb.t.Errorf("%s: the page reported %s", tb.name, p)
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	for _, p := range tb.page.problems(ctx) {
+		tb.t.Errorf("%s: the page reported %s (in %s)", tb.name, p, engine)
 	}
 }
 
-// run runs actions on the tab under waitLimit.
+// run runs chromedp actions on the tab under waitLimit. Only Chromium
+// speaks them: in another engine the test is skipped, saying so.
 func (tb *tab) run(actions ...chromedp.Action) {
 	tb.t.Helper()
+	skipUnless(tb.t, "Chrome DevTools actions (chromedp)")
 	ctx, cancel := context.WithTimeout(tb.ctx, waitLimit)
 	defer cancel()
 	if err := chromedp.Run(ctx, actions...); err != nil {
@@ -92,10 +114,32 @@ func (tb *tab) run(actions ...chromedp.Action) {
 	}
 }
 
+// do runs one engine-neutral step under waitLimit.
+func (tb *tab) do(what string, step func(ctx context.Context) error) {
+	tb.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	if err := step(ctx); err != nil {
+		tb.t.Fatalf("%s: %s in %s: %v", tb.name, what, engine, err)
+	}
+}
+
 // eval evaluates a JavaScript expression (awaiting a Promise) into out.
 func (tb *tab) eval(expr string, out any) {
 	tb.t.Helper()
-	tb.run(evaluate(expr, out))
+	tb.do("evaluating "+clip(expr), func(ctx context.Context) error { return tb.page.eval(ctx, expr, out) })
+}
+
+// viewport sets the tab's viewport in CSS pixels, a phone's when phone.
+func (tb *tab) viewport(width, height int, phone bool) {
+	tb.t.Helper()
+	tb.do("setting the viewport", func(ctx context.Context) error { return tb.page.viewport(ctx, width, height, phone) })
+}
+
+// click clicks the element sel.
+func (tb *tab) click(sel string) {
+	tb.t.Helper()
+	tb.do("clicking "+sel, func(ctx context.Context) error { return tb.page.click(ctx, sel) })
 }
 
 func evaluate(expr string, out any) chromedp.Action {
@@ -105,13 +149,16 @@ func evaluate(expr string, out any) chromedp.Action {
 }
 
 // waitFor polls a boolean JavaScript expression until it holds. On the
-// deadline it fails the test with the page's state, for diagnosis.
+// deadline it fails the test with the page's state, for diagnosis. A name
+// the page has not defined yet (a ReferenceError) is "not yet": the load
+// event may come before the page's module has set window.__chat (it does
+// in WebKit).
 func (tb *tab) waitFor(what, expr string) {
 	tb.t.Helper()
 	deadline := time.Now().Add(waitLimit)
 	for {
 		var ok bool
-		tb.eval("Boolean("+expr+")", &ok)
+		tb.eval(`(() => { try { return Boolean(`+expr+"\n"+`) } catch (e) { if (e instanceof ReferenceError) return false; throw e } })()`, &ok)
 		if ok {
 			return
 		}
@@ -132,9 +179,9 @@ func (tb *tab) waitReady() {
 // snapshot is window.__chat as JSON, for failure messages.
 func (tb *tab) snapshot() string {
 	var s string
-	ctx, cancel := context.WithTimeout(tb.ctx, 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := chromedp.Run(ctx, evaluate(`JSON.stringify(window.__chat ?? null)`, &s)); err != nil {
+	if err := tb.page.eval(ctx, `JSON.stringify(window.__chat ?? null)`, &s); err != nil {
 		return "unavailable: " + err.Error()
 	}
 	return s
@@ -142,14 +189,9 @@ func (tb *tab) snapshot() string {
 
 // prompt types text into the composer and presses Enter, as a person does,
 // and waits until the page has sent it. The text goes in as one input (as a
-// paste or an IME would put it) and Enter as one keyDown: chromedp.SendKeys
-// sends Enter's character as a separate event, which no keyboard does and
-// which a keydown handler cannot cancel.
+// paste or an IME would put it) and Enter as one keydown (page.typeEnter).
 func (tb *tab) prompt(text string) {
 	tb.t.Helper()
-	enter := func(t input.KeyType) *input.DispatchKeyEventParams {
-		return input.DispatchKeyEvent(t).WithKey("Enter").WithCode("Enter").WithWindowsVirtualKeyCode(13)
-	}
 	const users = `document.querySelectorAll("#transcript [data-role=user]")`
 	var before int
 	tb.eval(users+".length", &before)
@@ -158,12 +200,7 @@ func (tb *tab) prompt(text string) {
 	if disabled {
 		tb.t.Fatalf("%s: cannot type %q: the composer is disabled; page state: %s", tb.name, text, tb.snapshot())
 	}
-	tb.run(
-		chromedp.Focus("#prompt", chromedp.ByQuery),
-		input.InsertText(text),
-		enter(input.KeyDown).WithText("\r"),
-		enter(input.KeyUp),
-	)
+	tb.do("typing "+clip(text), func(ctx context.Context) error { return tb.page.typeEnter(ctx, "#prompt", text) })
 	tb.waitFor("the prompt "+text+" to be sent", fmt.Sprintf(
 		`(u => u.length === %d && u[%d].dataset.sent === "yes" && u[%d].querySelector(".text").textContent === %q)(%s)`,
 		before+1, before, before, text, users))
@@ -177,7 +214,7 @@ func (tb *tab) prompt(text string) {
 // reload reloads the tab and waits until the chat is ready again.
 func (tb *tab) reload() {
 	tb.t.Helper()
-	tb.run(chromedp.Reload())
+	tb.do("reloading", tb.page.reload)
 	tb.waitReady()
 }
 

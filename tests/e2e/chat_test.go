@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/chromedp/chromedp"
 	"github.com/relaywasm/relaywasm/librelay"
 )
 
@@ -133,7 +132,7 @@ func TestRefusedCredential(t *testing.T) {
 	if got.Status != "Error" || !got.PromptDisabled {
 		t.Errorf("status %q, composer disabled: %v; want Error and disabled", got.Status, got.PromptDisabled)
 	}
-	tb.run(chromedp.EmulateViewport(1280, 800))
+	tb.viewport(1280, 800, false)
 	if err := writeShot(tb, "refused.png"); err != nil {
 		t.Error(err)
 	}
@@ -166,7 +165,7 @@ func TestStopAnswer(t *testing.T) {
 
 	tb.prompt("count 1000")
 	tb.waitFor("the answer to be under way", lastAgentChunks+" >= 5")
-	tb.run(chromedp.Click("#stop", chromedp.ByQuery))
+	tb.click("#stop")
 	tb.waitFor("the answer to end", lastAgentDone)
 	got := tb.transcript()
 	if len(got) != 2 || got[1].Stop != "cancelled" || len(got[1].Seqs) >= 1000 {

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/relaywasm/relaywasm/tests/webdriver"
 )
 
 // repoRoot is the module's root, relative to this package.
@@ -41,8 +43,15 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "e2e: no relay.wasm to test with:", err)
 		return 1
 	}
+	if engine == webdriver.WebKit {
+		if webDir, err = pageWithRecorder(webDir, tmp); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e: giving the page its recorder:", err)
+			return 1
+		}
+	}
 	// Shown with -v or on failure: which module the page ran.
 	fmt.Fprintln(os.Stderr, "e2e: relay.wasm, relay.js and wasm_exec.js from", moduleDir)
+	defer closeShared()
 	return m.Run()
 }
 

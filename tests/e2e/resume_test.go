@@ -2,11 +2,10 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"testing"
 
-	"github.com/chromedp/cdproto/network"
-	"github.com/chromedp/chromedp"
 	"github.com/relaywasm/relaywasm/demo/stack"
 )
 
@@ -26,7 +25,7 @@ func countUnderWay(t *testing.T, n int) (*stack.Stack, *tab) {
 	t.Helper()
 	s := startStack(t, streamRate)
 	tb := openChat(t, newBrowser(t), "tab", s.PageURL())
-	tb.run(chromedp.EmulateViewport(1280, 800))
+	tb.viewport(1280, 800, false)
 	startCount(tb, n)
 	return s, tb
 }
@@ -121,20 +120,19 @@ func TestOfflineAndBack(t *testing.T) {
 	}
 }
 
-// setOffline switches the tab's network emulation: navigator.onLine and the
-// online/offline events (OverrideNetworkState), and whether connections can
-// be made at all (EmulateNetworkConditionsByRule).
+// setOffline takes the tab's network away or gives it back (page.offline);
+// in an engine whose automation cannot, the test is skipped, saying so.
 func setOffline(tb *tab, offline bool) {
 	tb.t.Helper()
-	tb.run(
-		network.OverrideNetworkState(offline, 0, -1, -1),
-		chromedp.ActionFunc(func(ctx context.Context) error {
-			_, err := network.EmulateNetworkConditionsByRule([]*network.Conditions{{
-				Offline: offline, DownloadThroughput: -1, UploadThroughput: -1,
-			}}).Do(ctx)
-			return err
-		}),
-	)
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	err := tb.page.offline(ctx, offline)
+	if errors.Is(err, errNoNetworkEmulation) {
+		tb.t.Skipf("%s: its automation has no network emulation (taking the network away)", engine)
+	}
+	if err != nil {
+		tb.t.Fatalf("%s: setting offline=%v in %s: %v", tb.name, offline, engine, err)
+	}
 }
 
 // Two tabs stream at once, each in its own conversation (its own stored
@@ -215,13 +213,14 @@ func TestEvictionStartsNewSession(t *testing.T) {
 	check("after a reload")
 }
 
-// writeShot writes a screenshot of the tab as it is to out/.
+// writeShot writes a screenshot of the tab as it is to out/, the engine's
+// name first (shotName).
 func writeShot(tb *tab, name string) error {
-	var buf []byte
-	ctx, cancel := context.WithTimeout(tb.ctx, waitLimit)
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
-	if err := chromedp.Run(ctx, chromedp.FullScreenshot(&buf, 100)); err != nil {
+	buf, err := tb.page.screenshot(ctx)
+	if err != nil {
 		return err
 	}
-	return writeOut(name, buf)
+	return writeOut(shotName(name), buf)
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/relaywasm/relaywasm/demo/devruntime"
+	"github.com/relaywasm/relaywasm/demo/relay"
 	"github.com/relaywasm/relaywasm/demo/stack"
 )
 
@@ -22,10 +23,17 @@ const startupWait = 30 * time.Second
 // nothing, so s.PageURL() needs no configuration.
 func startStack(t *testing.T, rate float64) *stack.Stack {
 	t.Helper()
+	return startStackWith(t, rate, nil, logger())
+}
+
+// startStackWith is startStack with the relay's config edited (nil: as
+// it is) and the parts' logs going to log.
+func startStackWith(t *testing.T, rate float64, editRelay func(*relay.Config), log *slog.Logger) *stack.Stack {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), startupWait)
 	defer cancel()
 	s, err := stack.Start(ctx, stack.Config{
-		WebDir: webDir, ModuleDir: moduleDir, Logger: logger(),
+		WebDir: webDir, ModuleDir: moduleDir, Logger: log, EditRelay: editRelay,
 		EditRuntime: func(c *devruntime.Config) {
 			c.AgentRate = rate
 			// Come back quickly after a relay restart; the page's own

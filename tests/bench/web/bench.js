@@ -271,6 +271,22 @@ function watchInstantiate(marks) {
   };
 }
 
+// keepMemory keeps the linear memory of every module instantiated in the
+// page (relay.wasm exports Go's as "mem"), for bench.memory.
+const memories = [];
+function keepMemory() {
+  for (const name of ["instantiateStreaming", "instantiate"]) {
+    const original = WebAssembly[name];
+    WebAssembly[name] = async (...args) => {
+      const r = await original.apply(WebAssembly, args);
+      const exports = (r.instance ?? r).exports;
+      if (exports?.mem instanceof WebAssembly.Memory) memories.push(exports.mem);
+      return r;
+    };
+  }
+}
+keepMemory();
+
 const reloading = sessionStorage.getItem(RELOAD_KEY);
 
 window.bench = {
@@ -280,6 +296,9 @@ window.bench = {
   },
   setup,
   stream,
+  // memory is the largest linear memory of the page's modules, in bytes:
+  // Go's wasm memory only grows, so it is the high-water mark.
+  memory: () => Math.max(0, ...memories.map((m) => m.buffer.byteLength)),
   roundTrips,
   arm,
   // reloaded resolves with the timeline of this page's load, when it is a

@@ -1,0 +1,345 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/cdproto/input"
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/device"
+	"github.com/relaywasm/relaywasm/tests/chromium"
+	"github.com/relaywasm/relaywasm/tests/webdriver"
+)
+
+// engine is the browser engine this run drives: $ENGINE (chromium, firefox
+// or webkit; `make test-browser ENGINE=…`), Chromium when unset. A run is
+// one engine; `make test` runs the package once per engine. Chromium is
+// driven through chromedp (tests/chromium), Firefox over WebDriver BiDi and
+// WebKit over classic WebDriver (tests/webdriver).
+var engine = func() webdriver.Engine {
+	if e := os.Getenv("ENGINE"); e != "" {
+		return webdriver.Engine(e)
+	}
+	return webdriver.Chromium
+}()
+
+// page is what the tests do to a tab, engine by engine.
+type page interface {
+	eval(ctx context.Context, expr string, out any) error
+	reload(ctx context.Context) error
+	// navigate loads url in the tab and waits for its load event.
+	navigate(ctx context.Context, url string) error
+	// viewport sets the viewport in CSS pixels; phone also asks for a
+	// phone's pixel ratio (and, in Chromium, its touch and user agent).
+	viewport(ctx context.Context, width, height int, phone bool) error
+	screenshot(ctx context.Context) ([]byte, error)
+	// typeEnter puts text into the field sel and presses Enter.
+	typeEnter(ctx context.Context, sel, text string) error
+	click(ctx context.Context, sel string) error
+	// offline takes the network away (navigator.onLine, the offline
+	// event, no new connections) or gives it back; errNoNetworkEmulation
+	// where the engine's automation cannot.
+	offline(ctx context.Context, off bool) error
+	problems(ctx context.Context) []string
+}
+
+// wdBrowser is a WebDriver browser as the tests' parent context carries it
+// (newBrowser's result and every tab's ctx), so that openTab(t, one.ctx, …)
+// opens a second tab of the same browser in every engine.
+type wdBrowser struct {
+	b webdriver.Browser
+
+	mu        sync.Mutex
+	firstUsed bool
+}
+
+type wdBrowserKey struct{}
+
+// engineRecorded reads $ENGINE again inside a test, where go test records
+// what a test reads: its cached results are then per engine. (The package
+// variable is set before the recording starts.)
+func engineRecorded() { os.Getenv("ENGINE") }
+
+// startEngine starts a browser of the run's engine for newBrowser.
+func startEngine(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	var b webdriver.Browser
+	if shared := sharedBrowser(t); shared != nil {
+		var err error
+		if b, err = shared.Isolated(ctx); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		var err error
+		if b, err = webdriver.Start(ctx, engine, webdriver.Options{Scratch: t.TempDir(), Width: 1280, Height: 800}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { b.Close() })
+	t.Logf("engine: %s", b.Version())
+	return context.WithValue(context.Background(), wdBrowserKey{}, &wdBrowser{b: b})
+}
+
+// shared is the run's one Firefox, started by the first test that needs
+// it and closed by TestMain: each test gets a user context of it (Isolator),
+// which is a fresh profile as far as the page can tell, in milliseconds
+// rather than the seconds Firefox takes to start.
+var shared struct {
+	once sync.Once
+	b    webdriver.Browser
+	err  error
+}
+
+// sharedBrowser is the run's shared browser, or nil when the engine gives
+// each test a process of its own.
+func sharedBrowser(t *testing.T) webdriver.Isolator {
+	t.Helper()
+	if engine != webdriver.Firefox {
+		return nil
+	}
+	shared.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+		defer cancel()
+		scratch, err := os.MkdirTemp("", "firefox-")
+		if err != nil {
+			shared.err = err
+			return
+		}
+		shared.b, shared.err = webdriver.Start(ctx, engine, webdriver.Options{Scratch: scratch, Width: 1280, Height: 800})
+	})
+	if shared.err != nil {
+		t.Fatal(shared.err)
+	}
+	return shared.b.(webdriver.Isolator)
+}
+
+// closeShared closes the shared browser, if a test started it.
+func closeShared() {
+	if shared.b != nil {
+		shared.b.Close()
+	}
+}
+
+// openEngineTab opens url in a tab of parent's WebDriver browser: the
+// browser's own first tab, then new ones.
+func openEngineTab(t *testing.T, parent context.Context, url string) (page, error) {
+	wb, _ := parent.Value(wdBrowserKey{}).(*wdBrowser)
+	if wb == nil {
+		return nil, fmt.Errorf("no %s browser in the parent context (newBrowser's or a tab's)", engine)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	wb.mu.Lock()
+	first := !wb.firstUsed
+	wb.firstUsed = true
+	wb.mu.Unlock()
+	wt := wb.b.Tab()
+	if !first {
+		var err error
+		if wt, err = wb.b.NewTab(ctx); err != nil {
+			return nil, err
+		}
+		t.Cleanup(func() { wt.Close() })
+	}
+	if err := wt.Navigate(ctx, url); err != nil {
+		return nil, err
+	}
+	return &wdPage{tab: wt}, nil
+}
+
+// wdPage is a tab of Firefox or WebKit.
+type wdPage struct{ tab webdriver.Tab }
+
+func (p *wdPage) eval(ctx context.Context, expr string, out any) error {
+	return p.tab.Eval(ctx, expr, out)
+}
+func (p *wdPage) reload(ctx context.Context) error { return p.tab.Reload(ctx) }
+func (p *wdPage) navigate(ctx context.Context, url string) error {
+	return p.tab.Navigate(ctx, url)
+}
+
+func (p *wdPage) viewport(ctx context.Context, width, height int, phone bool) error {
+	scale := 1.0
+	if phone {
+		scale = 3 // an iPhone 12's
+	}
+	return p.tab.SetViewport(ctx, width, height, scale)
+}
+
+// screenshot waits two animation frames first: WebKit's screenshot can be
+// blank or one frame late otherwise (shared/notes/engines.md).
+func (p *wdPage) screenshot(ctx context.Context) ([]byte, error) {
+	if err := p.tab.Eval(ctx, `new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(() => r(true))))`, nil); err != nil {
+		return nil, err
+	}
+	return p.tab.Screenshot(ctx)
+}
+
+// typeEnter does from script what a keyboard does: the text as one input
+// event (as a paste or an IME gives it) and Enter as a keydown the page may
+// cancel. The page does not ask whether an event is trusted.
+func (p *wdPage) typeEnter(ctx context.Context, sel, text string) error {
+	return p.tab.Eval(ctx, fmt.Sprintf(`(() => {
+		const el = document.querySelector(%q);
+		el.focus();
+		el.value = %q;
+		el.dispatchEvent(new InputEvent("input", {bubbles: true, inputType: "insertText", data: el.value}));
+		const key = (type) => new KeyboardEvent(type, {key: "Enter", code: "Enter", keyCode: 13, bubbles: true, cancelable: true});
+		el.dispatchEvent(key("keydown"));
+		el.dispatchEvent(key("keyup"));
+		return true;
+	})()`, sel, text), nil)
+}
+
+func (p *wdPage) click(ctx context.Context, sel string) error {
+	return p.tab.Eval(ctx, fmt.Sprintf(`(document.querySelector(%q).click(), true)`, sel), nil)
+}
+
+func (p *wdPage) problems(ctx context.Context) []string { return p.tab.Problems(ctx) }
+
+func (p *wdPage) offline(ctx context.Context, off bool) error {
+	o, ok := p.tab.(webdriver.Offliner)
+	if !ok {
+		return errNoNetworkEmulation
+	}
+	return o.SetOffline(ctx, off)
+}
+
+// errNoNetworkEmulation is an engine whose automation cannot take the
+// network away (WebKitWebDriver).
+var errNoNetworkEmulation = errors.New("no network emulation")
+
+// cdpPage is a Chromium tab through chromedp.
+type cdpPage struct{ tab *chromium.Tab }
+
+func (p *cdpPage) do(ctx context.Context, actions ...chromedp.Action) error {
+	// ctx carries the deadline; the tab's context the target.
+	c, cancel := context.WithCancel(p.tab.Context())
+	defer cancel()
+	if d, ok := ctx.Deadline(); ok {
+		var cd context.CancelFunc
+		c, cd = context.WithDeadline(c, d)
+		defer cd()
+	}
+	return chromedp.Run(c, actions...)
+}
+
+func (p *cdpPage) eval(ctx context.Context, expr string, out any) error {
+	return p.do(ctx, evaluate(expr, out))
+}
+func (p *cdpPage) reload(ctx context.Context) error { return p.do(ctx, chromedp.Reload()) }
+func (p *cdpPage) navigate(ctx context.Context, url string) error {
+	return p.do(ctx, chromedp.Navigate(url))
+}
+
+func (p *cdpPage) viewport(ctx context.Context, width, height int, phone bool) error {
+	if phone && width == 390 && height == 844 {
+		return p.do(ctx, chromedp.Emulate(device.IPhone12))
+	}
+	if phone {
+		return p.do(ctx, chromedp.EmulateViewport(int64(width), int64(height), chromedp.EmulateScale(3), chromedp.EmulateMobile, chromedp.EmulateTouch))
+	}
+	return p.do(ctx, chromedp.EmulateViewport(int64(width), int64(height)))
+}
+
+func (p *cdpPage) screenshot(ctx context.Context) ([]byte, error) {
+	var buf []byte
+	err := p.do(ctx, chromedp.FullScreenshot(&buf, 100))
+	return buf, err
+}
+
+// typeEnter sends the text as one input (as a paste or an IME would put it)
+// and Enter as one keyDown: chromedp.SendKeys sends Enter's character as a
+// separate event, which no keyboard does and which a keydown handler cannot
+// cancel.
+func (p *cdpPage) typeEnter(ctx context.Context, sel, text string) error {
+	enter := func(t input.KeyType) *input.DispatchKeyEventParams {
+		return input.DispatchKeyEvent(t).WithKey("Enter").WithCode("Enter").WithWindowsVirtualKeyCode(13)
+	}
+	return p.do(ctx,
+		chromedp.Focus(sel, chromedp.ByQuery),
+		input.InsertText(text),
+		enter(input.KeyDown).WithText("\r"),
+		enter(input.KeyUp),
+	)
+}
+
+func (p *cdpPage) click(ctx context.Context, sel string) error {
+	return p.do(ctx, chromedp.Click(sel, chromedp.ByQuery))
+}
+
+func (p *cdpPage) problems(context.Context) []string { return p.tab.Problems() }
+
+// offline switches the tab's network emulation: navigator.onLine and the
+// online/offline events (OverrideNetworkState), and whether connections can
+// be made at all (EmulateNetworkConditionsByRule).
+func (p *cdpPage) offline(ctx context.Context, off bool) error {
+	return p.do(ctx,
+		network.OverrideNetworkState(off, 0, -1, -1),
+		chromedp.ActionFunc(func(ctx context.Context) error {
+			_, err := network.EmulateNetworkConditionsByRule([]*network.Conditions{{
+				Offline: off, DownloadThroughput: -1, UploadThroughput: -1,
+			}}).Do(ctx)
+			return err
+		}),
+	)
+}
+
+// darkScheme asks for prefers-color-scheme: dark, where the engine's
+// automation can (Chromium's Emulation domain); false where it cannot.
+func (tb *tab) darkScheme() bool {
+	tb.t.Helper()
+	if engine != webdriver.Chromium {
+		return false
+	}
+	tb.run(emulation.SetEmulatedMedia().WithFeatures([]*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: "dark"}}))
+	return true
+}
+
+// skipUnless skips the test outside Chromium, naming the engine and the
+// automation feature it lacks.
+func skipUnless(t *testing.T, feature string) {
+	t.Helper()
+	engineRecorded()
+	if engine != webdriver.Chromium {
+		t.Skipf("%s: its automation has no %s (Chromium's DevTools protocol has)", engine, feature)
+	}
+}
+
+// pageWithRecorder copies the page's directory into tmp with
+// webdriver.Recorder as the first script of index.html: WebKitWebDriver
+// has no log endpoint, so in WebKit the page records its own uncaught
+// exceptions, unhandled rejections and console.error calls. The page is
+// otherwise the same files.
+func pageWithRecorder(src, tmp string) (string, error) {
+	dst := filepath.Join(tmp, "web")
+	if err := os.CopyFS(dst, os.DirFS(src)); err != nil {
+		return "", err
+	}
+	index := filepath.Join(dst, "index.html")
+	b, err := os.ReadFile(index)
+	if err != nil {
+		return "", err
+	}
+	html := string(b)
+	at := strings.Index(html, "<head>")
+	if at < 0 {
+		return "", fmt.Errorf("%s has no <head>", index)
+	}
+	at += len("<head>")
+	html = html[:at] + "\n<script>" + webdriver.Recorder + "</script>" + html[at:]
+	return dst, os.WriteFile(index, []byte(html), 0o644)
+}
+
+// shotName is a screenshot's file name in out/: the engine's name first.
+func shotName(name string) string { return string(engine) + "-" + name }

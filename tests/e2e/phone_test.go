@@ -1,0 +1,222 @@
+package e2e
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/network"
+	cdppage "github.com/chromedp/cdproto/page"
+	"github.com/chromedp/chromedp"
+	"github.com/relaywasm/relaywasm/demo/relay"
+)
+
+// What phones do to a page (shared/notes/engines.md), each with nothing
+// lost and nothing shown twice. Chromium can freeze a page, cache it and cut
+// its network through DevTools; where an engine's automation cannot, the
+// test says so by name.
+
+// deleteAllDatabases deletes every IndexedDB database of the tab's origin
+// and returns their names.
+const deleteAllDatabases = `(async () => {
+	const dbs = await indexedDB.databases();
+	await Promise.all(dbs.map((d) => new Promise((resolve, reject) => {
+		const r = indexedDB.deleteDatabase(d.name);
+		r.onsuccess = () => resolve();
+		r.onerror = () => reject(r.error);
+	})));
+	return dbs.map((d) => d.name);
+})()`
+
+// The browser deleted the page's storage between two loads, as Safari does
+// after seven days without a visit: the next load starts a fresh stream and
+// a fresh conversation, with states that say nothing went wrong (no error
+// code, IndexedDB still the storage), no error on the page, and it chats.
+// Runs in every engine.
+func TestStorageVanishedBetweenLoads(t *testing.T) {
+	s := startStack(t, 0)
+	tb := openChat(t, newBrowser(t), "tab", s.PageURL())
+	tb.prompt("ping")
+	tb.waitFor("pong", lastAgentDone)
+	before := tb.chat()
+
+	// Away to another document of the origin, where the storage goes.
+	tb.do("leaving the page", func(ctx context.Context) error { return tb.page.navigate(ctx, s.PageURL()+"style.css") })
+	var deleted []string
+	tb.eval(deleteAllDatabases, &deleted)
+	if len(deleted) == 0 {
+		t.Fatal("the page stored nothing in IndexedDB; deleting it tests nothing")
+	}
+	tb.do("coming back", func(ctx context.Context) error { return tb.page.navigate(ctx, s.PageURL()) })
+	tb.waitReady()
+
+	after := tb.chat()
+	if got := tb.transcript(); len(got) != 0 {
+		t.Errorf("with the storage gone the page shows %s, want a fresh, empty conversation", roles(got))
+	}
+	if after.Attachment == "" || after.Attachment == before.Attachment || after.Redrawn != 0 {
+		t.Errorf("attachment %q (before %q), %d chunks redrawn: want a fresh stream", after.Attachment, before.Attachment, after.Redrawn)
+	}
+	for _, st := range after.States {
+		if st.Code != "" || (st.State != "loading" && st.State != "connecting" && st.State != "open") {
+			t.Errorf("the fresh stream went %s (%s); want loading, connecting and open, no error", st.State, st.Code)
+		}
+	}
+	var storage string
+	tb.eval(`__chat.storage ?? ""`, &storage)
+	if storage != "indexeddb" {
+		t.Errorf("storage %q after the deletion, want indexeddb again", storage)
+	}
+	tb.prompt("ping")
+	tb.waitFor("pong in the fresh conversation", lastAgentDone)
+	checkConversation(t, "tab", tb.transcript(), [2]string{"ping", "pong"})
+}
+
+// logWatch is a slog handler that signals when a message is logged.
+type logWatch struct {
+	msg  string
+	once sync.Once
+	seen chan struct{}
+}
+
+func watchLog(msg string) *logWatch { return &logWatch{msg: msg, seen: make(chan struct{})} }
+
+func (w *logWatch) Enabled(context.Context, slog.Level) bool { return true }
+func (w *logWatch) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == w.msg {
+		w.once.Do(func() { close(w.seen) })
+	}
+	return nil
+}
+func (w *logWatch) WithAttrs([]slog.Attr) slog.Handler { return w }
+func (w *logWatch) WithGroup(string) slog.Handler      { return w }
+
+func (w *logWatch) wait(t *testing.T, what string) {
+	t.Helper()
+	select {
+	case <-w.seen:
+	case <-time.After(waitLimit):
+		t.Fatalf("still waiting for %s (the relay's log %q)", what, w.msg)
+	}
+}
+
+// fastHeartbeat makes the relay give up on a silent browser within about a
+// second instead of 25 s.
+func fastHeartbeat(c *relay.Config) {
+	c.Limits.HeartbeatInterval, c.Limits.HeartbeatTimeout = 300*time.Millisecond, 300*time.Millisecond
+}
+
+// The page is frozen as a background tab is (Chrome's Page Lifecycle),
+// mid-stream, until the relay gives up on it (it answers no heartbeat).
+// Back to active, it reconnects (its resume event probes at once) and the
+// stream completes, every chunk once and in order.
+func TestFrozenPageResumes(t *testing.T) {
+	skipUnless(t, "Page.setWebLifecycleState (freezing a page)")
+	const n = 2000
+	gaveUp := watchLog("browser missed a heartbeat")
+	s := startStackWith(t, streamRate, fastHeartbeat, slog.New(gaveUp))
+	tb := openChat(t, newBrowser(t), "tab", s.PageURL())
+	startCount(tb, n)
+
+	tb.run(cdppage.SetWebLifecycleState(cdppage.SetWebLifecycleStateStateFrozen))
+	gaveUp.wait(t, "the relay to give up on the frozen page")
+	tb.run(cdppage.SetWebLifecycleState(cdppage.SetWebLifecycleStateStateActive))
+	finishCount(tb, n)
+	checkInterrupted(tb, "reconnecting", n)
+	if st := tb.chat(); st.State != "open" || len(st.Evictions) != 0 {
+		t.Errorf("after the freeze: state %q and %d evictions, want open and none", st.State, len(st.Evictions))
+	}
+}
+
+// The socket dies without a close, as on a phone in flight mode: Chromium's
+// network emulation drops every frame and fires no offline event. The page
+// becoming visible again probes it; the probe goes unanswered, the client
+// gives the socket up and redials, and once the network is back the stream
+// completes, every chunk once and in order.
+func TestSilentSocketNoticed(t *testing.T) {
+	skipUnless(t, "network emulation that leaves a socket half-open")
+	const n = 2000
+	s := startStack(t, streamRate)
+	tb := openChat(t, newBrowser(t), "tab", s.PageURL())
+	startCount(tb, n)
+
+	cut := func(off bool) chromedp.Action {
+		return chromedp.ActionFunc(func(ctx context.Context) error {
+			_, err := network.EmulateNetworkConditionsByRule([]*network.Conditions{{
+				Offline: off, DownloadThroughput: -1, UploadThroughput: -1,
+			}}).Do(ctx)
+			return err
+		})
+	}
+	tb.run(cut(true))
+	var online bool
+	tb.eval("navigator.onLine", &online)
+	if !online {
+		t.Fatal("the page was told it is offline; this test is about a socket that dies unannounced")
+	}
+	tb.eval(`(document.dispatchEvent(new Event("visibilitychange")), true)`, nil)
+	tb.waitFor("the client to give the dead socket up", `__chat.state === "reconnecting"`)
+	tb.run(cut(false))
+	finishCount(tb, n)
+	checkInterrupted(tb, "reconnecting", n)
+}
+
+// The page leaves mid-stream and the person comes back (history.back()).
+// Restored from the back/forward cache (pageshow, persisted), its socket was
+// cut there and the client dials again by itself; not restored (Chromium
+// keeps no page that holds a Web Lock or an open socket in the cache, and
+// says why), the new load gets the same stream back — the old page left
+// nothing holding it: its Web Lock released, its attachment reclaimed — and
+// redraws and resumes it. Either way every chunk is shown once, in order.
+func TestBackForwardCache(t *testing.T) {
+	skipUnless(t, "Page.backForwardCacheNotUsed (why a page was not cached)")
+	const n = 2000
+	s := startStack(t, streamRate)
+	tb := openChat(t, newBrowser(t), "tab", s.PageURL())
+	var (
+		mu      sync.Mutex
+		reasons []string
+	)
+	chromedp.ListenTarget(tb.ctx, func(ev any) {
+		if e, ok := ev.(*cdppage.EventBackForwardCacheNotUsed); ok {
+			mu.Lock()
+			for _, x := range e.NotRestoredExplanations {
+				reasons = append(reasons, string(x.Reason))
+			}
+			mu.Unlock()
+		}
+	})
+	startCount(tb, n)
+	before := tb.chat()
+	tb.eval(`(window.__shown = [], addEventListener("pageshow", (e) => __shown.push(e.persisted)), true)`, nil)
+
+	tb.do("leaving the page", func(ctx context.Context) error { return tb.page.navigate(ctx, s.PageURL()+"style.css") })
+	tb.eval(`(history.back(), true)`, nil)
+	tb.waitFor("the page to be back", `location.pathname === "/" && window.__chat && __chat.ready`)
+	var shown []bool
+	tb.eval(`window.__shown ?? null`, &shown)
+	if slices.Contains(shown, true) {
+		t.Log("restored from the back/forward cache")
+		finishCount(tb, n)
+		checkInterrupted(tb, "reconnecting", n)
+	} else {
+		mu.Lock()
+		t.Logf("not restored from the back/forward cache: %s", strings.Join(reasons, ", "))
+		mu.Unlock()
+		finishCount(tb, n)
+		after := tb.chat()
+		if after.Stream != before.Stream || after.Attachment != before.Attachment {
+			t.Errorf("the new load has stream %q, attachment %q; want the left page's %q, %q back", after.Stream, after.Attachment, before.Stream, before.Attachment)
+		}
+		if after.Redrawn == 0 || after.Redrawn+after.Live != n {
+			t.Errorf("%d chunks redrawn + %d delivered, want some redrawn and %d in all", after.Redrawn, after.Live, n)
+		}
+	}
+	if st := tb.chat(); st.State != "open" || len(st.Evictions) != 0 {
+		t.Errorf("back: state %q and %d evictions, want open and none", st.State, len(st.Evictions))
+	}
+}

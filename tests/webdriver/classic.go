@@ -1,0 +1,324 @@
+package webdriver
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+)
+
+// webkitDriverPath is Debian's webkit2gtk-driver; $WEBKIT_WEBDRIVER
+// overrides it.
+func webkitDriverPath() string {
+	if p := os.Getenv("WEBKIT_WEBDRIVER"); p != "" {
+		return p
+	}
+	return "WebKitWebDriver"
+}
+
+// webkit is WebKitGTK driven over classic WebDriver: one session of
+// WebKitWebDriver, a window handle per tab. Classic WebDriver acts on the
+// session's current window, so every tab command switches to its window
+// first, under one lock.
+type webkit struct {
+	x       *xvfb // nil when $DISPLAY was given
+	driver  *exec.Cmd
+	exited  chan struct{}
+	base    string // http://127.0.0.1:P/session/ID
+	version string
+	client  *http.Client
+	first   *classicTab
+
+	mu      sync.Mutex // one command at a time, with its window switch
+	current string     // the window the session is on
+}
+
+func startWebKit(ctx context.Context, o Options) (Browser, error) {
+	w := &webkit{client: &http.Client{}, exited: make(chan struct{})}
+	display := os.Getenv("DISPLAY")
+	if display == "" {
+		x, err := startXvfb()
+		if err != nil {
+			return nil, err
+		}
+		w.x, display = x, x.display
+	}
+	port, err := freePort()
+	if err != nil {
+		w.stopX()
+		return nil, err
+	}
+	w.driver = exec.Command(webkitDriverPath(), fmt.Sprintf("--port=%d", port))
+	w.driver.Env = append(os.Environ(),
+		"DISPLAY="+display, "HOME="+o.Scratch, "TMPDIR="+o.Scratch,
+		"XDG_CONFIG_HOME="+filepath.Join(o.Scratch, "xdg-config"),
+		"XDG_CACHE_HOME="+filepath.Join(o.Scratch, "xdg-cache"),
+		"XDG_DATA_HOME="+filepath.Join(o.Scratch, "xdg-data"))
+	var logs bytes.Buffer
+	w.driver.Stdout, w.driver.Stderr = &logs, &logs
+	if err := w.driver.Start(); err != nil {
+		w.stopX()
+		return nil, fmt.Errorf("starting %s (Debian's webkit2gtk-driver): %w", webkitDriverPath(), err)
+	}
+	go func() { w.driver.Wait(); close(w.exited) }()
+	root := fmt.Sprintf("http://127.0.0.1:%d", port)
+	if err := w.waitReady(ctx, root); err != nil {
+		w.stop()
+		return nil, fmt.Errorf("%w; driver output: %s", err, clip(logs.String(), 2000))
+	}
+	// When args are given at all they must contain --automation, or the
+	// session request hangs with no error (shared/notes/engines.md).
+	caps := map[string]any{"capabilities": map[string]any{"alwaysMatch": map[string]any{
+		"webkitgtk:browserOptions": map[string]any{"args": []string{"--automation"}},
+	}}}
+	var sess struct {
+		SessionID    string `json:"sessionId"`
+		Capabilities struct {
+			BrowserName    string `json:"browserName"`
+			BrowserVersion string `json:"browserVersion"`
+		} `json:"capabilities"`
+	}
+	if err := w.do(ctx, http.MethodPost, root+"/session", caps, &sess); err != nil {
+		w.stop()
+		return nil, fmt.Errorf("opening a WebKit session: %w", err)
+	}
+	w.base = root + "/session/" + sess.SessionID
+	w.version = "WebKitGTK " + sess.Capabilities.BrowserVersion
+	var handle string
+	if err := w.do(ctx, http.MethodGet, w.base+"/window", nil, &handle); err != nil {
+		w.Close()
+		return nil, err
+	}
+	w.current = handle
+	w.first = &classicTab{w: w, handle: handle}
+	if err := w.first.SetViewport(ctx, o.Width, o.Height, 0); err != nil {
+		w.Close()
+		return nil, err
+	}
+	return w, nil
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func (w *webkit) waitReady(ctx context.Context, root string) error {
+	for {
+		var st struct {
+			Ready bool `json:"ready"`
+		}
+		if err := w.do(ctx, http.MethodGet, root+"/status", nil, &st); err == nil && st.Ready {
+			return nil
+		}
+		select {
+		case <-w.exited:
+			return fmt.Errorf("WebKitWebDriver exited before it was ready")
+		case <-ctx.Done():
+			return fmt.Errorf("WebKitWebDriver was not ready: %w", ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func (w *webkit) Engine() Engine  { return WebKit }
+func (w *webkit) Version() string { return w.version }
+func (w *webkit) Tab() Tab        { return w.first }
+
+func (w *webkit) NewTab(ctx context.Context) (Tab, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var r struct {
+		Handle string `json:"handle"`
+	}
+	if err := w.do(ctx, http.MethodPost, w.base+"/window/new", map[string]any{"type": "tab"}, &r); err != nil {
+		return nil, err
+	}
+	return &classicTab{w: w, handle: r.Handle}, nil
+}
+
+func (w *webkit) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if w.base != "" {
+		w.do(ctx, http.MethodDelete, w.base, nil, nil)
+	}
+	w.stop()
+	return nil
+}
+
+func (w *webkit) stop() {
+	w.driver.Process.Signal(os.Interrupt)
+	select {
+	case <-w.exited:
+	case <-time.After(5 * time.Second):
+		w.driver.Process.Kill()
+		<-w.exited
+	}
+	w.stopX()
+}
+
+func (w *webkit) stopX() {
+	if w.x != nil {
+		w.x.close()
+	}
+}
+
+// do sends one WebDriver command and decodes its value into out.
+func (w *webkit) do(ctx context.Context, method, url string, body any, out any) error {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	} else if method == http.MethodPost {
+		rd = strings.NewReader("{}")
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, rd)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := w.client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	var r struct {
+		Value json.RawMessage `json:"value"`
+	}
+	if err := json.Unmarshal(b, &r); err != nil {
+		return fmt.Errorf("%s %s: HTTP %d: %s", method, url, resp.StatusCode, clip(string(b), 300))
+	}
+	if resp.StatusCode != http.StatusOK {
+		var e struct {
+			Error   string `json:"error"`
+			Message string `json:"message"`
+		}
+		json.Unmarshal(r.Value, &e)
+		if e.Error == "javascript error" {
+			return &ScriptError{Message: e.Message}
+		}
+		return fmt.Errorf("%s %s: %s: %s", method, strings.TrimPrefix(url, w.base), e.Error, clip(e.Message, 500))
+	}
+	if out != nil {
+		return json.Unmarshal(r.Value, out)
+	}
+	return nil
+}
+
+type classicTab struct {
+	w      *webkit
+	handle string
+}
+
+// cmd runs one command on this tab's window.
+func (t *classicTab) cmd(ctx context.Context, method, path string, body, out any) error {
+	w := t.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.current != t.handle {
+		if err := w.do(ctx, http.MethodPost, w.base+"/window", map[string]any{"handle": t.handle}, nil); err != nil {
+			return err
+		}
+		w.current = t.handle
+	}
+	return w.do(ctx, method, w.base+path, body, out)
+}
+
+func (t *classicTab) Navigate(ctx context.Context, url string) error {
+	return t.cmd(ctx, http.MethodPost, "/url", map[string]any{"url": url}, nil)
+}
+
+func (t *classicTab) Reload(ctx context.Context) error {
+	return t.cmd(ctx, http.MethodPost, "/refresh", nil, nil)
+}
+
+func (t *classicTab) Eval(ctx context.Context, expr string, out any) error {
+	script := `const done = arguments[arguments.length - 1];
+` + evalWrapper(expr) + `.then((v) => done({v: v}), (e) => done({e: String(e && e.stack ? e.message + "\n" + e.stack : e)}));`
+	var r struct {
+		V *string `json:"v"`
+		E *string `json:"e"`
+	}
+	if err := t.cmd(ctx, http.MethodPost, "/execute/async", map[string]any{"script": script, "args": []any{}}, &r); err != nil {
+		return err
+	}
+	if r.E != nil {
+		return &ScriptError{Message: *r.E}
+	}
+	if r.V == nil {
+		return decode("null", out)
+	}
+	return decode(*r.V, out)
+}
+
+// SetViewport sizes the window so that its viewport has the size asked for:
+// WebKitGTK's window is the viewport plus whatever the browser draws around
+// it, measured once and added. WebKitGTK cannot emulate a device pixel
+// ratio; scale is ignored.
+func (t *classicTab) SetViewport(ctx context.Context, width, height int, scale float64) error {
+	set := func(w, h int) error {
+		return t.cmd(ctx, http.MethodPost, "/window/rect", map[string]any{"width": w, "height": h}, nil)
+	}
+	if err := set(width, height); err != nil {
+		return err
+	}
+	var inner [2]int
+	if err := t.Eval(ctx, `[innerWidth, innerHeight]`, &inner); err != nil {
+		return err
+	}
+	if inner[0] == width && inner[1] == height {
+		return nil
+	}
+	return set(2*width-inner[0], 2*height-inner[1])
+}
+
+func (t *classicTab) Screenshot(ctx context.Context) ([]byte, error) {
+	var data string
+	if err := t.cmd(ctx, http.MethodGet, "/screenshot", nil, &data); err != nil {
+		return nil, err
+	}
+	return base64.StdEncoding.DecodeString(data)
+}
+
+func (t *classicTab) Problems(ctx context.Context) []string { return recorded(ctx, t) }
+
+func (t *classicTab) Close() error {
+	if t == t.w.first {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	t.w.mu.Lock()
+	defer t.w.mu.Unlock()
+	if t.w.current != t.handle {
+		if err := t.w.do(ctx, http.MethodPost, t.w.base+"/window", map[string]any{"handle": t.handle}, nil); err != nil {
+			return err
+		}
+	}
+	err := t.w.do(ctx, http.MethodDelete, t.w.base+"/window", nil, nil)
+	t.w.current = t.w.first.handle
+	t.w.do(ctx, http.MethodPost, t.w.base+"/window", map[string]any{"handle": t.w.first.handle}, nil)
+	return err
+}
