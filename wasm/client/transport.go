@@ -71,6 +71,22 @@ type FrameReader interface {
 	ReadFrames(ctx context.Context) ([]librelay.Frame, error)
 }
 
+// RefFrameReader is a FrameReader whose frames carry a reference of the
+// transport's own (RefFrame.Ref), which the engine hands on, unchanged, in
+// the Message of an acp.message (Message.Ref). The rules are ReadFrames',
+// except that a frame with a Ref may leave its Payload empty when no
+// transcript is kept: the transport's own OnMessages (jsbridge's) finds the
+// message by its Ref. The engine prefers ReadRefFrames to ReadFrames.
+type RefFrameReader interface {
+	ReadRefFrames(ctx context.Context) ([]RefFrame, error)
+}
+
+// A RefFrame is a frame and the transport's reference to it (0: none).
+type RefFrame struct {
+	librelay.Frame
+	Ref uint64
+}
+
 // CloseError is how a Conn reports that the peer closed the socket: the
 // relay's close code (see relayleg) and its reason text.
 type CloseError struct {
