@@ -1,17 +1,20 @@
 //go:build js && wasm
 
 // Package jsbridge is the Go half of relaywasm in the browser: a
-// client.Transport on the page's own WebSocket, a client.Store in IndexedDB,
-// and the JavaScript API that relay.js exposes to applications.
+// client.Transport on the page's own WebSocket, a client.Store adapter over
+// relay.js's IndexedDB store, and the JavaScript API that relay.js exposes
+// to applications.
 //
-// The JavaScript half lives in jsbridge/relayjs (relay.js). It owns the WebSocket
-// event handlers and a few helpers, and installs them at a well-known global
-// (bridgeGlobal) that this package looks up. Splitting the work this way keeps
-// the page's hot path cheap: crossing from JavaScript into Go costs more than
-// the work done per frame, so relay.js queues incoming messages and crosses
-// once per event-loop turn with all of them in one byte buffer, into a Go
-// callback registered once. It also keeps eval and new Function out of the
-// module, which pages with a strict Content-Security-Policy require.
+// The JavaScript half lives in jsbridge/relayjs (relay.js and its modules).
+// It owns the WebSocket event handlers, the IndexedDB store and a few
+// helpers, and installs them as one object at a well-known global
+// (boundary.BridgeGlobal) that this package looks up. Splitting the work
+// this way keeps the page's hot path cheap: crossing from JavaScript into Go
+// costs more than the work done per frame, so relay.js queues incoming
+// messages and crosses once per event-loop turn with all of them in one
+// byte buffer, into a Go callback registered once. It also keeps eval and
+// new Function out of the module, which pages with a strict
+// Content-Security-Policy require.
 //
 // Everything crosses the boundary through github.com/hack-pad/safejs
 // (jsvalue.go), which turns what syscall/js would panic on into errors; the

@@ -1,12 +1,12 @@
-// lifecycle.js: the browser lifecycle, for every attachment of the page: redial at once when
-// the network comes back, close the socket when it goes (a browser does not
-// close a socket on its own when offline), probe the connection when the
-// page becomes visible (a sleeping tab may have lost it unnoticed), and
-// write the stored cursors at once when it is hidden or goes away (pagehide:
-// a reload, a navigation; hidden: a phone may kill a background tab without
-// another event), instead of at the end of the commit window. Nothing else
-// happens on pagehide: no detach, so a reload finds the attachment id still
-// held by the relay and reclaims it.
+// lifecycle.js: the browser lifecycle, for every attachment of the page:
+// redial at once when the network comes back, close the socket when it goes
+// (a browser does not close a socket on its own when offline), probe the
+// connection when the page becomes visible (a sleeping tab may have lost it
+// unnoticed), and write the stored cursors at once when it is hidden or goes
+// away (pagehide: a reload, a navigation; hidden: a phone may kill a
+// background tab without another event), instead of at the end of the commit
+// window. Nothing else happens on pagehide: no detach, so a reload finds the
+// attachment id still held by the relay and reclaims it.
 
 let listening = false;
 

@@ -1,9 +1,10 @@
-// tabs.js: tabs. Each stream (url, instance, name) is held by one attachment at a time
-// in the whole browser profile, through a Web Lock per slot: the first tab
-// gets "name", a second tab (or a duplicated one) "name#2", and so on, so two
-// tabs never reclaim each other's attachment id. A tab remembers its slot in
-// sessionStorage, and a reloaded tab waits a little for the lock its previous
-// page still held while unloading, so it gets its own stream back.
+// tabs.js: one attachment per stream. Each stream (url, instance, name) is
+// held by one attachment at a time in the whole browser profile, through a
+// Web Lock per slot: the first tab gets "name", a second tab (or a duplicated
+// one) "name#2", and so on, so two tabs never reclaim each other's attachment
+// id. A tab remembers its slot in sessionStorage, and a reloaded tab waits a
+// little for the lock its previous page still held while unloading, so it
+// gets its own stream back.
 
 const RELOAD_WAIT_MS = 3000;
 
