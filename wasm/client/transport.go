@@ -66,7 +66,8 @@ type Conn interface {
 // OnMessages and, with Options.History, to the Store's transcript: a
 // transport whose OnMessages is its own (jsbridge) may hand a token that
 // stands for the payload instead of the payload itself, as long as it keeps
-// real payloads whenever a transcript is kept.
+// real payloads whenever a transcript is kept. A transport that needs to find
+// its own objects again says so explicitly instead: RefFrameReader.
 type FrameReader interface {
 	ReadFrames(ctx context.Context) ([]librelay.Frame, error)
 }
