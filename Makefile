@@ -43,11 +43,11 @@ test-browser: browsers wasm
 	ENGINE=$(ENGINE) $(GO) test -timeout 10m ./tests/e2e/
 	ENGINE=$(ENGINE) tests/browser/run.sh
 
-## wasm: relay.wasm with relay.js, relay.d.ts and the wasm_exec.js of the Go that built it, in dist/.
+## wasm: relay.wasm with relay.js (and the modules it imports), relay.d.ts and the wasm_exec.js of the Go that built it, in dist/.
 wasm:
 	@mkdir -p $(DIST)
 	GOOS=js GOARCH=wasm $(GO) build -trimpath -ldflags='-s -w' -o $(DIST)/relay.wasm ./wasm
-	cp jsbridge/relayjs/relay.js jsbridge/relayjs/relay.d.ts $(DIST)/
+	cp jsbridge/relayjs/*.js jsbridge/relayjs/relay.d.ts $(DIST)/
 	cp $(GOROOT)/lib/wasm/wasm_exec.js $(DIST)/
 
 ## size: raw, gzip and brotli sizes of relay.wasm, then its code by package.

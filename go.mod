@@ -18,6 +18,7 @@ require (
 	github.com/gobwas/pool v0.2.1 // indirect
 	github.com/gobwas/ws v1.4.0 // indirect
 	github.com/google/pprof v0.0.0-20240727154555-813a5fbdbec8 // indirect
+	github.com/hack-pad/safejs v0.1.0 // indirect
 	golang.org/x/sys v0.47.0 // indirect
 )
 

@@ -10,11 +10,10 @@ import (
 	"math"
 	"strconv"
 	"sync"
-	"sync/atomic"
-	"syscall/js"
 	"time"
 	"unsafe"
 
+	"github.com/relaywasm/relaywasm/jsbridge/boundary"
 	"github.com/relaywasm/relaywasm/librelay"
 	"github.com/relaywasm/relaywasm/wasm/client"
 )
@@ -58,10 +57,9 @@ type relay struct {
 type attachment struct {
 	handle int
 	relay  *relay
-	att    *client.Attachment   // set once Attach returned
-	sock   atomic.Pointer[conn] // the socket dialled last, whose messages are delivered
-	out    []byte               // reused to build each delivery's entries
-	slow   []byte               // reused for the payloads relay.js has no object of
+	att    *client.Attachment // set once Attach returned
+	out    []byte             // reused to build each delivery's entries
+	slow   []byte             // reused for the payloads relay.js has no object of
 }
 
 // Register exports the API to relay.js, which resolves loadRelay once it is
@@ -72,7 +70,7 @@ func Register() error {
 	if err != nil {
 		return err
 	}
-	fns := map[string]func(js.Value, []js.Value) any{
+	fns := map[string]func([]Value) any{
 		"relay":   apiRelay,
 		"attach":  apiAttach,
 		"send":    apiSend,
@@ -84,13 +82,12 @@ func Register() error {
 		"online":  apiOnline,
 		"probe":   apiProbe,
 		"info":    apiInfo,
-		"hidden":  apiHidden,
 	}
 	obj := make(map[string]any, len(fns))
 	for name, fn := range fns {
 		obj[name] = funcOf(fn)
 	}
-	_, err = call(b, "register", obj)
+	_, err = call(b, "register", obj, boundary.Version)
 	return err
 }
 
@@ -139,7 +136,7 @@ func lookup(h int) *attachment {
 // apiRelay(callID, relayHandle, database, storage, windowMs) opens the Store
 // of a new Relay: IndexedDB unless storage is "memory", writing every
 // windowMs milliseconds (negative: DefaultCommitWindow).
-func apiRelay(_ js.Value, args []js.Value) any {
+func apiRelay(args []Value) any {
 	callID, h, database, storage := jsInt(arg(args, 0)), jsInt(arg(args, 1)), jsString(arg(args, 2)), jsString(arg(args, 3))
 	window := time.Duration(jsFloat(arg(args, 4)) * float64(time.Millisecond))
 	r := &relay{}
@@ -192,7 +189,7 @@ func (r *relay) storageInfo(info map[string]any) {
 
 // apiAttach(callID, relayHandle, attachmentHandle, options) attaches. The
 // options object is relay.js's normalised copy of the application's.
-func apiAttach(_ js.Value, args []js.Value) any {
+func apiAttach(args []Value) any {
 	callID, rh, h := jsInt(arg(args, 0)), jsInt(arg(args, 1)), jsInt(arg(args, 2))
 	api.mu.Lock()
 	r := api.relays[rh]
@@ -224,8 +221,8 @@ func apiAttach(_ js.Value, args []js.Value) any {
 }
 
 // options reads the attach options relay.js passes.
-func (a *attachment) options(v js.Value) (client.Options, error) {
-	opt := func(p string) js.Value { f, _ := get(v, p); return f }
+func (a *attachment) options(v Value) (client.Options, error) {
+	opt := func(p string) Value { f, _ := get(v, p); return f }
 	ms := func(p string) time.Duration { return time.Duration(jsInt(opt(p))) * time.Millisecond }
 	o := client.Options{
 		URL:              jsString(opt("url")),
@@ -284,8 +281,8 @@ func (a *attachment) credential(ctx context.Context) (string, error) {
 	}
 	select {
 	case ev := <-events:
-		if ev.kind != doneOK {
-			return "", errors.New("jsbridge: the token function failed: " + jsString(ev.value))
+		if ev.kind != boundary.DoneOK {
+			return "", errors.New("jsbridge: the token function failed: " + jsField(ev.value, "message"))
 		}
 		return jsString(ev.value), nil
 	case <-ctx.Done():
@@ -294,33 +291,32 @@ func (a *attachment) credential(ctx context.Context) (string, error) {
 }
 
 // deliver hands one batch to the application. relay.js holds the parsed
-// object of nearly every message (frames.go); deliver tells it which, per
-// message two float64s in the bridge's out buffer: flags (1: replay, 2: not
-// parsed by relay.js) and the object's index, or for a message relay.js has
-// no object of its place in a JSON text [[seq, payload], …] passed along,
-// parsed there once. relay.js answers how many messages the handler
-// accepted, at once, or later (-1) when a handler returned a Promise.
+// object of nearly every message, under the message's Ref (frames.go);
+// deliver tells it which, per message two float64s in the bridge's out
+// buffer: flags (boundary.DeliverReplay, DeliverText) and the Ref, or for a
+// message relay.js has no object of (Ref 0) its place in a JSON text
+// [[seq, payload], …] passed along, parsed there once. relay.js answers how
+// many messages the handler accepted, at once, or later (-1) when a handler
+// returned a Promise.
 func (a *attachment) deliver(batch []client.Message) (int, error) {
 	if len(batch) == 0 {
 		return 0, nil
 	}
-	c := a.sock.Load()
 	out, slow := a.out[:0], a.slow[:0]
 	nslow := 0
 	for _, m := range batch {
-		flags := 0.0
+		flags, ref := 0.0, float64(m.Ref)
 		if m.Replay {
-			flags = deliverReplay
+			flags = boundary.DeliverReplay
 		}
-		index, ok := c.take(m.Payload)
-		if !ok {
-			flags += deliverText
-			index = float64(nslow)
+		if m.Ref == 0 {
+			flags += boundary.DeliverText
+			ref = float64(nslow)
 			nslow++
 			slow = appendSlow(slow, m)
 		}
 		out = binary.LittleEndian.AppendUint64(out, math.Float64bits(flags))
-		out = binary.LittleEndian.AppendUint64(out, math.Float64bits(index))
+		out = binary.LittleEndian.AppendUint64(out, math.Float64bits(ref))
 	}
 	a.out, a.slow = out, slow
 	var session, text any // null unless some message was not parsed by relay.js
@@ -330,13 +326,9 @@ func (a *attachment) deliver(batch []client.Message) (int, error) {
 		session = batch[0].Session
 		text = unsafe.String(unsafe.SliceData(slow), len(slow))
 	}
-	sock := 0
-	if c != nil {
-		sock = c.handle
-	}
 	id, events, stop := newWait()
 	defer stop()
-	res, err := withOut(out, "deliver", a.handle, sock, len(batch), id, session, text)
+	res, err := withOut(out, "deliver", a.handle, len(batch), id, session, text)
 	if err != nil {
 		return 0, err
 	}
@@ -350,12 +342,6 @@ func (a *attachment) deliver(batch []client.Message) (int, error) {
 	}
 	return n, nil
 }
-
-// Flags of a delivery entry (relay.js deliver).
-const (
-	deliverReplay = 1
-	deliverText   = 2
-)
 
 // appendSlow adds [seq, payload] to the JSON text of the messages relay.js
 // has no object of (the closing bracket is added at the end).
@@ -407,7 +393,7 @@ func (a *attachment) onEvicted(e client.Eviction) {
 
 // withAttachment runs op on attachment h for call callID, rejecting the call
 // when the attachment is gone or not attached yet.
-func withAttachment(args []js.Value, op func(ctx context.Context, att *client.Attachment) (any, error)) any {
+func withAttachment(args []Value, op func(ctx context.Context, att *client.Attachment) (any, error)) any {
 	callID := jsInt(arg(args, 0))
 	a := lookup(jsInt(arg(args, 1)))
 	api.mu.Lock()
@@ -425,12 +411,8 @@ func withAttachment(args []js.Value, op func(ctx context.Context, att *client.At
 
 // apiSend(callID, handle, n, buffer) sends one ACP message: the n bytes of
 // JSON text relay.js put in the in buffer (buffer: it, when new; null).
-func apiSend(_ js.Value, args []js.Value) any {
-	fresh := js.Null()
-	if len(args) > 3 {
-		fresh = args[3]
-	}
-	payload, err := readIn(nil, jsInt(arg(args, 2)), fresh)
+func apiSend(args []Value) any {
+	payload, err := readIn(nil, jsInt(arg(args, 2)), arg(args, 3))
 	if err != nil {
 		return fail(jsInt(arg(args, 0)), err)
 	}
@@ -440,7 +422,7 @@ func apiSend(_ js.Value, args []js.Value) any {
 }
 
 // apiResume(callID, handle, afterSeq).
-func apiResume(_ js.Value, args []js.Value) any {
+func apiResume(args []Value) any {
 	after := jsSeq(arg(args, 2))
 	return withAttachment(args, func(ctx context.Context, att *client.Attachment) (any, error) {
 		return nil, att.Resume(ctx, after)
@@ -448,7 +430,7 @@ func apiResume(_ js.Value, args []js.Value) any {
 }
 
 // apiHistory(callID, handle) resolves to JSON text [[out, seq, payload], …].
-func apiHistory(_ js.Value, args []js.Value) any {
+func apiHistory(args []Value) any {
 	return withAttachment(args, func(ctx context.Context, att *client.Attachment) (any, error) {
 		h, err := att.History(ctx)
 		if err != nil {
@@ -475,7 +457,7 @@ func apiHistory(_ js.Value, args []js.Value) any {
 
 // apiDetach(callID, handle). It resolves once the stream's state is gone
 // from the Store too.
-func apiDetach(_ js.Value, args []js.Value) any {
+func apiDetach(args []Value) any {
 	store := storeOf(jsInt(arg(args, 1)))
 	return withAttachment(args, func(ctx context.Context, att *client.Attachment) (any, error) {
 		if err := att.Detach(ctx); err != nil {
@@ -488,7 +470,7 @@ func apiDetach(_ js.Value, args []js.Value) any {
 // apiClose(callID, handle) ends the attachment in this page without
 // detaching; the stream stays reclaimable. It resolves once the cursor is
 // stored, so an attach right after it resumes from there.
-func apiClose(_ js.Value, args []js.Value) any {
+func apiClose(args []Value) any {
 	store := storeOf(jsInt(arg(args, 1)))
 	return withAttachment(args, func(ctx context.Context, att *client.Attachment) (any, error) {
 		att.Close()
@@ -506,7 +488,7 @@ func storeOf(h int) *Store {
 }
 
 // apiCancel(callID) cancels a pending call (relay.js: its AbortSignal fired).
-func apiCancel(_ js.Value, args []js.Value) any {
+func apiCancel(args []Value) any {
 	api.mu.Lock()
 	cancel := api.calls[jsInt(arg(args, 0))]
 	api.mu.Unlock()
@@ -518,7 +500,7 @@ func apiCancel(_ js.Value, args []js.Value) any {
 
 // apiOnline(online) passes the browser's online/offline events to every
 // attachment.
-func apiOnline(_ js.Value, args []js.Value) any {
+func apiOnline(args []Value) any {
 	online := true
 	if len(args) > 0 {
 		online = jsBool(args[0])
@@ -529,15 +511,8 @@ func apiOnline(_ js.Value, args []js.Value) any {
 	return nil
 }
 
-// apiHidden() is the page being hidden or going away (pagehide): every
-// Store writes what it has queued now, while the page still runs.
-func apiHidden(js.Value, []js.Value) any {
-	WriteAll()
-	return nil
-}
-
 // apiProbe() checks every connection, when the page becomes visible again.
-func apiProbe(js.Value, []js.Value) any {
+func apiProbe([]Value) any {
 	for _, att := range live() {
 		att.Probe()
 	}
@@ -558,7 +533,7 @@ func live() []*client.Attachment {
 
 // apiInfo(handle) returns [state, cursor, session] for the Attachment's
 // getters, or null once it is gone.
-func apiInfo(_ js.Value, args []js.Value) any {
+func apiInfo(args []Value) any {
 	a := lookup(jsInt(arg(args, 0)))
 	if a == nil {
 		return nil
@@ -572,17 +547,8 @@ func apiInfo(_ js.Value, args []js.Value) any {
 	return []any{att.State().String(), float64(att.Cursor()), att.Session()}
 }
 
-// arg is argument i as relay.js passed it, undefined when it passed fewer:
-// the readers in jsvalue.go then give their zero value, never a panic.
-func arg(args []js.Value, i int) js.Value {
-	if i >= len(args) {
-		return js.Undefined()
-	}
-	return args[i]
-}
-
 // jsSeq reads a seq, which JavaScript holds as a number (exact to 2^53);
 // anything negative or not a number is 0.
-func jsSeq(v js.Value) uint64 {
+func jsSeq(v Value) uint64 {
 	return uint64(max(jsFloat(v), 0))
 }

@@ -1,50 +1,49 @@
 //go:build js && wasm
 
 // Package jsbridge is the Go half of relaywasm in the browser: a
-// client.Transport on the page's own WebSocket, a client.Store in IndexedDB,
-// and the JavaScript API that relay.js exposes to applications.
+// client.Transport on the page's own WebSocket, a client.Store adapter over
+// relay.js's IndexedDB store, and the JavaScript API that relay.js exposes
+// to applications.
 //
-// The JavaScript half lives in jsbridge/relayjs (relay.js). It owns the WebSocket
-// event handlers and a few helpers, and installs them at a well-known global
-// (bridgeGlobal) that this package looks up. Splitting the work this way keeps
-// the page's hot path cheap: crossing from JavaScript into Go costs more than
-// the work done per frame, so relay.js queues incoming messages and crosses
-// once per event-loop turn with all of them in one byte buffer, into a Go
-// callback registered once. It also keeps eval and new Function out of the
-// module, which pages with a strict Content-Security-Policy require.
+// The JavaScript half lives in jsbridge/relayjs (relay.js and its modules).
+// It owns the WebSocket event handlers, the IndexedDB store and a few
+// helpers, and installs them as one object at a well-known global
+// (boundary.BridgeGlobal) that this package looks up. Splitting the work
+// this way keeps the page's hot path cheap: crossing from JavaScript into Go
+// costs more than the work done per frame, so relay.js queues incoming
+// messages and crosses once per event-loop turn with all of them in one
+// byte buffer, into a Go callback registered once. It also keeps eval and
+// new Function out of the module, which pages with a strict
+// Content-Security-Policy require.
 //
-// Everything crosses the boundary through a few helpers of this package over
-// syscall/js (jsvalue.go). syscall/js panics when JavaScript throws or a value
-// has the wrong type; the helpers turn that into a Go error, so a failure in
-// the page never ends the module and a callback never panics into JavaScript.
-// The layer is ours, not a library such as github.com/hack-pad/safejs, for
-// size: safejs formats panic values with fmt, which linked fmt and what it
-// drags in (reflection-based printing, internal/fmtsort, more of time) into
-// relay.wasm. Replacing it took the module from 1,047,835 to 948,881 bytes
-// gzip -9 (3,769,740 to 3,404,524 raw), under its 1.0 MB gzip budget. Keep
-// fmt out of what relay.wasm links (make size lists its packages).
+// Everything crosses the boundary through github.com/hack-pad/safejs
+// (jsvalue.go), which turns what syscall/js would panic on into errors; the
+// constants both sides share, and the boundary's version, are defined once
+// in jsbridge/boundary, from which relay.js's boundary.js is generated.
 package jsbridge
 
 import (
 	"errors"
 	"slices"
+	"strconv"
 	"sync"
-	"syscall/js"
 
-	"github.com/relaywasm/relaywasm/librelay"
+	"github.com/hack-pad/safejs"
+	"github.com/relaywasm/relaywasm/jsbridge/boundary"
 )
-
-// bridgeGlobal names the object relay.js installs on globalThis. Its version
-// changes with the contract between relay.js and relay.wasm.
-const bridgeGlobal = "__relaywasm_bridge_v1"
 
 // ErrNoBridge: relay.js was not loaded into the page, so there is nothing to
 // open sockets with. loadRelay in relay.js loads it before the module starts.
-var ErrNoBridge = errors.New("jsbridge: relay.js is not loaded (globalThis." + bridgeGlobal + " is missing)")
+var ErrNoBridge = errors.New("jsbridge: relay.js is not loaded (globalThis." + boundary.BridgeGlobal + " is missing)")
+
+// ErrOtherBuild: the page's relay.js speaks another version of the boundary
+// than this relay.wasm: they are from different builds. relay.js is told,
+// and loadRelay rejects with wasm_load_failed.
+var ErrOtherBuild = errors.New("jsbridge: relay.js and relay.wasm are from different builds (boundary version " + strconv.Itoa(boundary.Version) + " here)")
 
 var (
 	bridgeOnce sync.Once
-	bridgeVal  js.Value
+	bridgeVal  Value
 	bridgeErr  error
 )
 
@@ -52,7 +51,7 @@ var (
 // callbacks with it on first use. The callbacks live as long as the process:
 // they are the only way events reach Go, and creating them per socket or per
 // request is what the design avoids.
-func theBridge() (js.Value, error) {
+func theBridge() (Value, error) {
 	bridgeOnce.Do(initBridge)
 	return bridgeVal, bridgeErr
 }
@@ -60,25 +59,25 @@ func theBridge() (js.Value, error) {
 // initBridge is not a closure inside theBridge so that theBridge stays small
 // enough to inline everywhere without copying this body each time.
 func initBridge() {
-	b, err := global(bridgeGlobal)
-	if err != nil || b.IsUndefined() || b.IsNull() {
+	b, err := global(boundary.BridgeGlobal)
+	if err != nil || !isObject(b) {
 		bridgeErr = ErrNoBridge
 		return
 	}
-	args := make([]any, 0, 6)
-	for _, fn := range []func(js.Value, []js.Value) any{onFrames, onSocket, onDone, onTurn} {
-		args = append(args, funcOf(fn))
+	version, _ := get(b, "version")
+	if jsInt(version) != boundary.Version {
+		_, _ = call(b, "refuse", boundary.Version) // a relay.js without refuse still sees the module exit
+		bridgeErr = ErrOtherBuild
+		return
 	}
-	// What relay.js must know to hand frames over as Go would read them.
-	args = append(args, librelay.TypeACPMessage, librelay.MaxFrameBytes)
-	if _, err := call(b, "init", args...); err != nil {
+	if _, err := call(b, "init", funcOf(onFrames), funcOf(onSocket), funcOf(onDone)); err != nil {
 		bridgeErr = err
 		return
 	}
 	bridgeVal = b
 }
 
-// JavaScript reports asynchronous outcomes (IndexedDB events, settled
+// JavaScript reports asynchronous outcomes (the store's operations, settled
 // Promises) to one Go callback, onDone, as (id, kind, value). newWait hands
 // out the id and a buffered channel the callback sends on without blocking,
 // so the callback stays non-blocking however slow the waiting goroutine is.
@@ -90,18 +89,12 @@ var waits = struct {
 
 // A jsEvent is one outcome reported to onDone.
 type jsEvent struct {
-	kind  int
-	value js.Value
+	kind  int // boundary.DoneOK or boundary.DoneFailed
+	value Value
 }
 
-// Kinds every reporter uses; IndexedDB's open adds its own.
-const (
-	doneOK     = 0 // success, complete, fulfilled (value: the result)
-	doneFailed = 1 // error, abort, rejected (value: the error)
-)
-
-// maxPendingEvents is how many events one id can have outstanding (an
-// IndexedDB open: upgradeneeded, blocked, then success).
+// maxPendingEvents is how many events one id can have outstanding (a
+// store's fallback id hears of the fall back once).
 const maxPendingEvents = 4
 
 // newWait registers a waiter. stop must be called once the caller no longer
@@ -121,7 +114,7 @@ func newWait() (id int, events <-chan jsEvent, stop func()) {
 }
 
 // onDone receives (id, kind, value) from relay.js.
-func onDone(_ js.Value, args []js.Value) any {
+func onDone(args []Value) any {
 	if len(args) < 3 {
 		return nil
 	}
@@ -137,43 +130,8 @@ func onDone(_ js.Value, args []js.Value) any {
 	return nil
 }
 
-// onTurn is relay.js telling Go that the event-loop turn in which later() was
-// called has ended. The Store batches its writes on it.
-func onTurn(js.Value, []js.Value) any {
-	turnWaiters.mu.Lock()
-	ws := turnWaiters.list
-	turnWaiters.list = nil
-	turnWaiters.mu.Unlock()
-	for _, w := range ws {
-		select {
-		case w <- struct{}{}:
-		default:
-		}
-	}
-	return nil
-}
-
-var turnWaiters struct {
-	mu   sync.Mutex
-	list []chan struct{}
-}
-
-// nextTurn arranges for ch to receive (without blocking the sender) once the
-// current event-loop turn has ended.
-func nextTurn(ch chan struct{}) error {
-	b, err := theBridge()
-	if err != nil {
-		return err
-	}
-	turnWaiters.mu.Lock()
-	turnWaiters.list = append(turnWaiters.list, ch)
-	turnWaiters.mu.Unlock()
-	_, err = call(b, "later")
-	return err
-}
-
-// Bytes cross the boundary through two buffers of relay.js, each one
-// js.Value Go keeps rather than a new one (with its finalizer) per call:
+// Bytes cross the boundary through two buffers of relay.js (crossing.js),
+// each one Value Go keeps rather than a new one (with its finalizer) per call:
 //
 //   - in, which JavaScript fills (a flushed batch of messages, a message to
 //     send) and Go copies out of during the call that says so. relay.js
@@ -187,16 +145,16 @@ func nextTurn(ch chan struct{}) error {
 // onMessage): those take in's, never out's.
 var crossing struct {
 	inMu sync.Mutex
-	in   js.Value
+	in   Value
 
 	outMu  sync.Mutex
-	out    js.Value
+	out    Value
 	outLen int
 }
 
 // readIn copies n bytes of the in buffer to the end of dst. fresh is the
 // buffer when relay.js passed a new one, or null.
-func readIn(dst []byte, n int, fresh js.Value) ([]byte, error) {
+func readIn(dst []byte, n int, fresh Value) ([]byte, error) {
 	crossing.inMu.Lock()
 	defer crossing.inMu.Unlock()
 	if isObject(fresh) {
@@ -204,7 +162,7 @@ func readIn(dst []byte, n int, fresh js.Value) ([]byte, error) {
 	}
 	old := len(dst)
 	dst = slices.Grow(dst, n)[:old+n]
-	if _, err := copyBytesToGo(dst[old:], crossing.in); err != nil {
+	if _, err := safejs.CopyBytesToGo(dst[old:], crossing.in); err != nil {
 		return dst[:old], err
 	}
 	return dst, nil
@@ -219,10 +177,10 @@ const (
 
 // withOut copies b into the out buffer and makes the call that reads it,
 // call(bridge, method, args…), while no other can fill the buffer.
-func withOut(b []byte, method string, args ...any) (js.Value, error) {
+func withOut(b []byte, method string, args ...any) (Value, error) {
 	bridge, err := theBridge()
 	if err != nil {
-		return js.Undefined(), err
+		return safejs.Undefined(), err
 	}
 	crossing.outMu.Lock()
 	defer crossing.outMu.Unlock()
@@ -231,12 +189,13 @@ func withOut(b []byte, method string, args ...any) (js.Value, error) {
 	if crossing.outLen < len(b) || crossing.outLen > bigOut && len(b) <= smallOut {
 		arr, err := call(bridge, "outBuffer", len(b))
 		if err != nil {
-			return js.Undefined(), err
+			return safejs.Undefined(), err
 		}
-		crossing.out, crossing.outLen = arr, length(arr)
+		n, _ := arr.Length()
+		crossing.out, crossing.outLen = arr, n
 	}
-	if _, err := copyBytesToJS(crossing.out, b); err != nil {
-		return js.Undefined(), err
+	if _, err := safejs.CopyBytesToJS(crossing.out, b); err != nil {
+		return safejs.Undefined(), err
 	}
 	return call(bridge, method, args...)
 }

@@ -7,8 +7,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"math"
-	"unsafe"
 
+	"github.com/relaywasm/relaywasm/jsbridge/boundary"
 	"github.com/relaywasm/relaywasm/librelay"
 	"github.com/relaywasm/relaywasm/wasm/client"
 )
@@ -30,160 +30,109 @@ import (
 // The payload is parsed exactly once, by JSON.parse, and never encoded
 // again.
 //
-// A flushed batch is a sequence of records, little-endian:
-//
-//	recText     [0][u32 n][n bytes]                  a message as it arrived
-//	recACP      [1][f64 index][f64 seq][field × 5]   an acp.message JSON.parse read
-//	recACPText  [2][f64 index][u32 n][n bytes]       one relay.js parsed too, as it arrived
-//	recACPKeep  [3][as recACP][u32 n][n bytes]       recACP and its payload's text
-//
-// index numbers the socket's parsed messages (relay.js keeps them by it);
-// seq is a safe integer (relay.js sends anything else as text). The one
-// frame read differently than Go's codec would is one whose seq is written
-// as a number that is not an integer literal ("seq": 2.0): JSON.parse reads
-// the number it is, Go's codec refuses it. The fields
-// are instance, session, id, re and trace, each [u32 n][n bytes] or
-// [sameField] for the value of the socket's previous recACP: a stream
-// repeats its instance and session on every frame.
-const (
-	recText    = 0
-	recACP     = 1
-	recACPText = 2
-	recACPKeep = 3
-	sameField  = math.MaxUint32
-)
-
-// A mark says that the acp.message whose payload starts at p stands for
-// relay.js's parsed message index: its payload is a token (recACP) or the
-// payload bytes themselves (recACPText, recACPKeep). deliver finds a message's mark by
-// the payload's address, which the engine hands on unchanged.
-type mark struct {
-	p     *byte
-	index float64
-}
+// A flushed batch is a sequence of records (jsbridge/boundary defines them).
+// The ref of a parsed acp.message is relay.js's handle for the object it
+// keeps; it travels with the frame to the engine (client.RefFrame) and back
+// in the delivered client.Message (Message.Ref), and deliver hands it to
+// relay.js, which passes that object to onMessage. The one frame read
+// differently than Go's codec would is one whose seq is written as a number
+// that is not an integer literal ("seq": 2.0): JSON.parse reads the number it
+// is, Go's codec refuses it. A stream repeats its instance and session on
+// every frame, so a RecACP field the same as the previous one is
+// boundary.SameField.
 
 // frameConn is the socket of an attachment made through the JavaScript
-// API: a client.FrameReader, so the engine takes the frames relay.js parsed
-// instead of parsing messages itself.
+// API: a client.RefFrameReader, so the engine takes the frames relay.js
+// parsed, with their refs, instead of parsing messages itself.
 type frameConn struct{ *conn }
 
-// errReadFrames: a frameConn's messages are records only ReadFrames reads.
-var errReadFrames = errors.New("jsbridge: this socket is read with ReadFrames")
+// errReadFrames: a frameConn's messages are records only ReadRefFrames reads.
+var errReadFrames = errors.New("jsbridge: this socket is read with ReadRefFrames")
 
-// Read implements client.Conn; the engine reads a FrameReader with
-// ReadFrames only.
+// Read implements client.Conn; the engine reads a RefFrameReader with
+// ReadRefFrames only.
 func (c frameConn) Read(context.Context) ([][]byte, error) { return nil, errReadFrames }
 
-// ReadFrames implements client.FrameReader.
-func (c frameConn) ReadFrames(ctx context.Context) ([]librelay.Frame, error) {
+// ReadRefFrames implements client.RefFrameReader.
+func (c frameConn) ReadRefFrames(ctx context.Context) ([]client.RefFrame, error) {
 	batch, err := c.next(ctx)
 	if err != nil {
 		return nil, err
 	}
-	frames, marks := c.dec.decode(batch)
-	if len(marks) > 0 {
-		c.mu.Lock()
-		c.marks = append(c.marks, marks...)
-		c.mu.Unlock()
-	}
-	return frames, nil
+	return c.dec.decode(batch), nil
 }
 
-// take finds the mark of a delivered message's payload, and forgets it and
-// every older one: the engine delivers a socket's messages in the order they
-// arrived, so a message marked before one being delivered will never be.
-func (c *conn) take(payload []byte) (index float64, ok bool) {
-	if c == nil || len(payload) == 0 {
-		return 0, false
-	}
-	p := unsafe.SliceData(payload)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for i, m := range c.marks {
-		if m.p == p {
-			clear(c.marks[:i+1]) // let the payloads go
-			c.marks = c.marks[i+1:]
-			return m.index, true
-		}
-	}
-	return 0, false
-}
-
-// recDecoder turns records into frames. It keeps the previous recACP's
-// fields, which the next one may repeat by sameField.
+// recDecoder turns records into frames. It keeps the previous RecACP's
+// fields, which the next one may repeat by boundary.SameField.
 type recDecoder struct {
 	prev      [5]string // instance, session, id, re, trace
-	prevValid bool      // the previous recACP's frame passed Validate
+	prevValid bool      // the previous RecACP's frame passed Validate
 }
 
-// decode returns the frames of a batch and the marks of the acp.messages
-// among them. Nothing returned aliases batch. A message that is not a valid
-// frame is left out, as the engine drops one that does not parse.
-func (d *recDecoder) decode(batch []byte) (frames []librelay.Frame, marks []mark) {
-	frames = make([]librelay.Frame, 0, 1+len(batch)/256)
-	var tokens []byte // one byte per recACP: its payload, unique by address
-	var kept []byte   // the payloads of recACPKeep, one after the other
+// decode returns the frames of a batch, each with its ref when relay.js
+// keeps its parsed object. Nothing returned aliases batch. A message that is
+// not a valid frame is left out, as the engine drops one that does not
+// parse. Without a transcript (ModeParse) an acp.message's payload stays in
+// relay.js: its frame has the ref and no Payload.
+func (d *recDecoder) decode(batch []byte) []client.RefFrame {
+	frames := make([]client.RefFrame, 0, 1+len(batch)/256)
+	var kept []byte // the payloads of RecACPKeep, one after the other
 	for len(batch) > 0 {
 		kind := batch[0]
 		batch = batch[1:]
-		var index float64
-		if kind != recText {
+		var ref float64
+		if kind != boundary.RecText {
 			if len(batch) < 8 {
-				return frames, marks
+				return frames
 			}
-			index = math.Float64frombits(binary.LittleEndian.Uint64(batch))
+			ref = math.Float64frombits(binary.LittleEndian.Uint64(batch))
 			batch = batch[8:]
 		}
 		var f librelay.Frame
 		var ok bool
 		switch kind {
-		case recText, recACPText:
+		case boundary.RecText, boundary.RecACPText:
 			var msg []byte
 			if msg, batch, ok = cut(batch); !ok {
-				return frames, marks
+				return frames
 			}
 			var err error
 			if f, err = librelay.ParseFrame(msg); err != nil {
 				continue
 			}
-		case recACP, recACPKeep:
+		case boundary.RecACP, boundary.RecACPKeep:
 			if f, batch, ok = d.envelope(batch); !ok {
-				return frames, marks
+				return frames
 			}
 			var payload []byte
-			if kind == recACPKeep {
+			if kind == boundary.RecACPKeep {
 				if payload, batch, ok = cut(batch); !ok {
-					return frames, marks
+					return frames
 				}
 			}
 			if !d.prevValid {
 				continue
 			}
-			if kind == recACPKeep {
+			if kind == boundary.RecACPKeep {
 				if kept == nil {
 					kept = make([]byte, 0, len(batch)+len(payload)) // every payload left fits
 				}
 				kept = append(kept, payload...)
 				f.Payload = kept[len(kept)-len(payload) : len(kept) : len(kept)]
-				break
 			}
-			if len(tokens) == cap(tokens) {
-				tokens = make([]byte, 0, max(16, 2*cap(tokens)))
-			}
-			tokens = append(tokens, 0)
-			f.Payload = tokens[len(tokens)-1 : len(tokens) : len(tokens)]
 		default:
-			return frames, marks // cannot happen: relay.js writes only the kinds above
+			return frames // cannot happen: relay.js writes only the kinds above
 		}
-		if kind != recText && f.Type == librelay.TypeACPMessage && len(f.Payload) > 0 {
-			marks = append(marks, mark{p: unsafe.SliceData(f.Payload), index: index})
+		rf := client.RefFrame{Frame: f}
+		if kind != boundary.RecText && f.Type == librelay.TypeACPMessage {
+			rf.Ref = uint64(ref)
 		}
-		frames = append(frames, f)
+		frames = append(frames, rf)
 	}
-	return frames, marks
+	return frames
 }
 
-// envelope reads a recACP after its index: the frame, with no payload yet.
+// envelope reads a RecACP after its ref: the frame, with no payload yet.
 func (d *recDecoder) envelope(b []byte) (f librelay.Frame, rest []byte, ok bool) {
 	if len(b) < 8 {
 		return f, nil, false
@@ -198,7 +147,7 @@ func (d *recDecoder) envelope(b []byte) (f librelay.Frame, rest []byte, ok bool)
 		}
 		n := binary.LittleEndian.Uint32(b)
 		b = b[4:]
-		if n == sameField {
+		if n == boundary.SameField {
 			continue
 		}
 		if uint64(n) > uint64(len(b)) {
@@ -230,8 +179,7 @@ func cut(b []byte) (msg, rest []byte, ok bool) {
 }
 
 // apiTransport is the Transport of an attachment made through the
-// JavaScript API: its sockets are frameConns, and the attachment's deliver
-// looks the delivered messages up on the current one.
+// JavaScript API: its sockets are frameConns.
 type apiTransport struct {
 	a    *attachment
 	keep bool // a transcript is kept: relay.js hands the payloads' text over too
@@ -239,14 +187,13 @@ type apiTransport struct {
 
 // Dial implements client.Transport.
 func (t apiTransport) Dial(ctx context.Context, url string, protocols []string) (client.Conn, error) {
-	mode := modeParse
+	mode := boundary.ModeParse
 	if t.keep {
-		mode = modeParseKeep
+		mode = boundary.ModeParseKeep
 	}
 	c, err := dial(ctx, url, protocols, mode)
 	if err != nil {
 		return nil, err
 	}
-	t.a.sock.Store(c)
 	return frameConn{c}, nil
 }

@@ -6,8 +6,8 @@ import (
 	"context"
 	"errors"
 	"sync"
-	"syscall/js"
 
+	"github.com/relaywasm/relaywasm/jsbridge/boundary"
 	"github.com/relaywasm/relaywasm/wasm/client"
 )
 
@@ -37,24 +37,12 @@ var (
 
 // Dial implements client.Transport.
 func (Transport) Dial(ctx context.Context, url string, protocols []string) (client.Conn, error) {
-	return dial(ctx, url, protocols, modeText)
+	return dial(ctx, url, protocols, boundary.ModeText)
 }
 
-// How relay.js hands a socket's messages over (relay.js dial, put).
-const (
-	// modeText: each message as it arrived, for the engine to parse
-	// (Transport, for Go code that has its own OnMessage).
-	modeText = 0
-	// modeParse: relay.js parses each message with JSON.parse and hands
-	// an acp.message over as its envelope only, keeping the parsed
-	// payload for deliver (the JavaScript API without a transcript).
-	modeParse = 1
-	// modeParseKeep: as modeParse, but an acp.message comes with its
-	// payload's text too, because the transcript keeps it (history > 0).
-	modeParseKeep = 2
-)
-
-// dial opens a socket whose messages relay.js hands over in mode.
+// dial opens a socket whose messages relay.js hands over in mode
+// (boundary.ModeText: as they arrived, for Go code with its own OnMessage;
+// ModeParse and ModeParseKeep: parsed by relay.js, for the JavaScript API).
 func dial(ctx context.Context, url string, protocols []string, mode int) (*conn, error) {
 	b, err := theBridge()
 	if err != nil {
@@ -106,7 +94,7 @@ func socketByHandle(h int) *conn {
 // takes the whole of pending at once, swapping buffers so neither the
 // callback nor the read allocates in the steady state.
 type conn struct {
-	bridge js.Value
+	bridge Value
 	handle int
 	opened chan error    // the outcome of the dial, sent once
 	wake   chan struct{} // the reader's doorbell, never blocks the sender
@@ -116,7 +104,6 @@ type conn struct {
 	pending []byte // records not yet read
 	spare   []byte // the buffer the previous read returned, reused next
 	err     error  // why the socket ended; reported once pending is empty
-	marks   []mark // acp.message frames handed to the engine whose object relay.js keeps
 
 	msgs [][]byte   // Read's result, reused
 	dec  recDecoder // ReadFrames's, across batches
@@ -162,7 +149,7 @@ func (c *conn) split(batch []byte) [][]byte {
 	for len(batch) > 0 {
 		var msg []byte
 		var ok bool
-		if batch[0] != recText {
+		if batch[0] != boundary.RecText {
 			break // cannot happen: relay.js writes only text records in modeText
 		}
 		if msg, batch, ok = cut(batch[1:]); !ok {
@@ -228,7 +215,7 @@ func (c *conn) ring() {
 // onFrames receives one flushed batch from relay.js: (handle, byte length,
 // the in buffer when new or null). It copies the bytes and returns; it must
 // never block.
-func onFrames(_ js.Value, args []js.Value) any {
+func onFrames(args []Value) any {
 	if len(args) < 3 {
 		return nil
 	}
@@ -250,15 +237,9 @@ func onFrames(_ js.Value, args []js.Value) any {
 	return nil
 }
 
-// Kinds of socket event relay.js reports through onSocket.
-const (
-	socketOpen  = 0
-	socketClose = 1
-)
-
 // onSocket receives a socket's open and close events: (handle, kind, code,
 // text), text being the selected subprotocol or the close reason.
-func onSocket(_ js.Value, args []js.Value) any {
+func onSocket(args []Value) any {
 	if len(args) < 4 {
 		return nil
 	}
@@ -268,12 +249,12 @@ func onSocket(_ js.Value, args []js.Value) any {
 		return nil
 	}
 	switch jsInt(args[1]) {
-	case socketOpen:
+	case boundary.SocketOpen:
 		c.mu.Lock()
 		c.isOpen = true
 		c.mu.Unlock()
 		c.opened <- nil
-	case socketClose:
+	case boundary.SocketClose:
 		sockets.mu.Lock()
 		delete(sockets.m, h)
 		sockets.mu.Unlock()

@@ -9,7 +9,9 @@ import "github.com/relaywasm/relaywasm/jsbridge"
 
 func main() {
 	if err := jsbridge.Register(); err != nil {
-		// relay.js was not loaded first; it is what starts this module.
+		// relay.js was not loaded first (it is what starts this module), or
+		// it is from another build (jsbridge.ErrOtherBuild; relay.js is told,
+		// and loadRelay rejects with wasm_load_failed).
 		println("relay.wasm:", err.Error())
 		return
 	}

@@ -6,12 +6,14 @@ import (
 	"path"
 	"slices"
 	"strings"
+
+	relayjs "github.com/relaywasm/relaywasm/jsbridge/relayjs"
 )
 
 // ModuleFiles are the files of the built module (`make wasm` writes them to
-// dist/) that the page loads from its own directory: relay.js imports
-// wasm_exec.js and fetches relay.wasm beside itself.
-var ModuleFiles = []string{"relay.wasm", "relay.js", "relay.d.ts", "wasm_exec.js"}
+// dist/) that the page loads from its own directory: relay.js imports its
+// modules and wasm_exec.js and fetches relay.wasm beside itself.
+var ModuleFiles = append([]string{"relay.wasm", "wasm_exec.js"}, relayjs.Names...)
 
 // static serves the page's directory at / and, at the same root, the
 // module's files from their own directory. It is a dev server: nothing is

@@ -1,7 +1,7 @@
 // Package relayjs ships the JavaScript half of relaywasm: relay.js, the ES
-// module an application imports (it loads relay.wasm, owns the WebSocket
-// event handlers and installs the helpers jsbridge calls), and relay.d.ts,
-// its TypeScript declarations.
+// module an application imports, the modules it imports (one per concern,
+// relay.js says which), and relay.d.ts, its TypeScript declarations. The
+// files are shipped as they are: no build step, no bundler needed.
 //
 // The files are embedded so that what a server hands out, what `make wasm`
 // copies into dist/ and what the browser tests import are the same bytes as
@@ -12,17 +12,25 @@ package relayjs
 
 import "embed"
 
-// RelayJS is the source of relay.js.
+//go:generate go run ../boundary/gen
+
+// Names are the files of this folder that ship, relay.js first.
+var Names = []string{
+	"relay.js", "relay.d.ts", "boundary.js", "bridge.js", "crossing.js", "errors.js",
+	"lifecycle.js", "load.js", "records.js", "sockets.js", "store.js", "tabs.js",
+}
+
+// Files holds the files Names lists, for serving them as they are.
 //
-//go:embed relay.js
-var RelayJS string
+//go:embed *.js relay.d.ts
+var Files embed.FS
 
 // RelayDTS is the source of relay.d.ts.
 //
 //go:embed relay.d.ts
 var RelayDTS string
 
-// Files holds relay.js and relay.d.ts, for serving them as they are.
+// BoundaryJS is the committed boundary.js (generated from jsbridge/boundary).
 //
-//go:embed relay.js relay.d.ts
-var Files embed.FS
+//go:embed boundary.js
+var BoundaryJS string

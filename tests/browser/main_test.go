@@ -3,15 +3,17 @@
 // Package browser holds the tests that need a real browser: the jsbridge
 // transport, the IndexedDB store and the JavaScript API, run inside headless
 // Chromium by wasmbrowsertest (see run.sh). The test binary is the page's Go
-// program; relay.js is loaded into the same page from its embedded source,
-// so the tests exercise the module that ships.
+// program; relay.js and its modules are loaded into the same page from their
+// embedded sources, so the tests exercise the modules that ship.
 package browser
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"regexp"
 	"sync"
 	"syscall/js"
 	"testing"
@@ -25,12 +27,14 @@ import (
 var relayModule js.Value
 
 func TestMain(m *testing.M) {
-	mod, err := importModule(relayjs.RelayJS)
+	source, err := moduleSource(relayjs.Files, "relay.js", map[string]string{})
+	if err == nil {
+		relayModule, err = importModule(source)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "loading relay.js:", err)
 		os.Exit(1)
 	}
-	relayModule = mod
 	// What wasm/main.go does in relay.wasm: hand relay.js the API. The test
 	// binary is the page's Go program, so loadRelay finds it running.
 	if err := jsbridge.Register(); err != nil {
@@ -39,6 +43,33 @@ func TestMain(m *testing.M) {
 	}
 	os.Exit(m.Run())
 }
+
+// moduleSource returns the source of the module name in files, its imports
+// of the folder's other modules ("./x.js") made Blob URLs of their own
+// (urls holds those made so far): a module imported from a Blob URL cannot
+// resolve a relative one.
+func moduleSource(files fs.FS, name string, urls map[string]string) (string, error) {
+	b, err := fs.ReadFile(files, name)
+	if err != nil {
+		return "", err
+	}
+	var failed error
+	source := localImport.ReplaceAllStringFunc(string(b), func(m string) string {
+		dep := localImport.FindStringSubmatch(m)[1]
+		if _, ok := urls[dep]; !ok {
+			src, err := moduleSource(files, dep, urls)
+			if err != nil {
+				failed = err
+				return m
+			}
+			urls[dep] = blobURL(src)
+		}
+		return `from "` + urls[dep] + `"`
+	})
+	return source, failed
+}
+
+var localImport = regexp.MustCompile(`from "\./([a-z]+\.js)"`)
 
 // importModule evaluates source as an ES module and returns its namespace.
 // The module is imported by a second, tiny module (a <script type=module>)

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/relaywasm/relaywasm/jsbridge"
@@ -194,5 +195,27 @@ func TestTransportDialRefused(t *testing.T) {
 	}
 	if _, err := (jsbridge.Transport{}).Dial(ctx, "not a url", nil); err == nil {
 		t.Fatal("dialing a bad URL succeeded")
+	}
+}
+
+// JavaScript can throw any value; relay.js makes it an Error before Go sees
+// it (safejs, through which jsbridge calls JavaScript, reads an exception's
+// message and cannot describe a string or a BigInt). A dial whose WebSocket
+// constructor throws one fails with what was thrown, and the module goes on.
+func TestThrownValuesThatAreNotErrors(t *testing.T) {
+	for _, c := range []struct {
+		name, text string
+		bigint     bool
+	}{{"a string", "thrown text", false}, {"a BigInt", "4242", true}} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := testContext(t)
+			undo := faults(t).Call("throwOnWebSocket", c.text, c.bigint)
+			_, err := jsbridge.Transport{}.Dial(ctx, env(t, "RELAY_ATTACH_URL"), nil)
+			undo.Invoke()
+			if err == nil || !strings.Contains(err.Error(), c.text) {
+				t.Fatalf("Dial = %v, want an error saying %q", err, c.text)
+			}
+			dialRelay(t, ctx, env(t, "RELAY_TOKEN")) // the module still works
+		})
 	}
 }

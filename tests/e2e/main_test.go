@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	relayjs "github.com/relaywasm/relaywasm/jsbridge/relayjs"
 	"github.com/relaywasm/relaywasm/tests/webdriver"
 )
 
@@ -67,9 +68,12 @@ func findModule(tmp string) (string, error) {
 		return "", err
 	}
 	wasmExec := filepath.Join(goroot, "lib", "wasm", "wasm_exec.js")
-	relayJS := filepath.Join(repoRoot, "jsbridge", "relayjs", "relay.js")
+	sources := []string{wasmExec}
+	for _, name := range relayjs.Names { // relay.js and the modules it imports
+		sources = append(sources, filepath.Join(repoRoot, "jsbridge", "relayjs", name))
+	}
 	dist := filepath.Join(repoRoot, "dist")
-	if fresh, _ := distIsFresh(dist, wasmExec, relayJS); fresh {
+	if fresh, _ := distIsFresh(dist, sources); fresh {
 		return dist, nil
 	}
 	out := filepath.Join(tmp, "module")
@@ -82,7 +86,7 @@ func findModule(tmp string) (string, error) {
 	if msg, err := build.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("building relay.wasm: %v\n%s", err, msg)
 	}
-	for _, src := range []string{relayJS, wasmExec} {
+	for _, src := range sources {
 		if err := copyFile(src, filepath.Join(out, filepath.Base(src))); err != nil {
 			return "", err
 		}
@@ -90,11 +94,11 @@ func findModule(tmp string) (string, error) {
 	return out, nil
 }
 
-// distIsFresh reports whether dist/ has the current relay.js and
-// wasm_exec.js byte for byte and a relay.wasm newer than every Go file the
+// distIsFresh reports whether dist/ has the current sources (relay.js, its
+// modules and wasm_exec.js) byte for byte and a relay.wasm newer than every Go file the
 // module is built from.
-func distIsFresh(dist, wasmExec, relayJS string) (bool, error) {
-	for _, src := range []string{relayJS, wasmExec} {
+func distIsFresh(dist string, sources []string) (bool, error) {
+	for _, src := range sources {
 		want, err := os.ReadFile(src)
 		if err != nil {
 			return false, err

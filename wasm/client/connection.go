@@ -12,7 +12,7 @@ import (
 // inbound is one batch read from the socket, already parsed, or the error
 // that ended the socket.
 type inbound struct {
-	frames []librelay.Frame
+	frames []RefFrame
 	err    error
 }
 
@@ -59,14 +59,21 @@ func (r *runner) dial(ctx context.Context) (Conn, error) {
 // readLoop parses what the socket delivers and hands it over a batch at a
 // time. A frame that does not parse is dropped, as librelay's Reader would:
 // one garbled frame does not prove the connection is unusable. A Conn that
-// parses frames itself (FrameReader) hands them over as they are.
+// parses frames itself (RefFrameReader, FrameReader) hands them over as
+// they are.
 func readLoop(ctx context.Context, conn Conn, out chan<- inbound) {
+	rr, refs := conn.(RefFrameReader)
 	fr, parses := conn.(FrameReader)
 	for {
 		var in inbound
-		if parses {
-			in.frames, in.err = fr.ReadFrames(ctx)
-		} else {
+		switch {
+		case refs:
+			in.frames, in.err = rr.ReadRefFrames(ctx)
+		case parses:
+			var frames []librelay.Frame
+			frames, in.err = fr.ReadFrames(ctx)
+			in.frames = withoutRefs(frames)
+		default:
 			in = readMessages(ctx, conn)
 		}
 		err := in.err
@@ -86,14 +93,22 @@ func readMessages(ctx context.Context, conn Conn) inbound {
 	msgs, err := conn.Read(ctx)
 	in := inbound{err: err}
 	if len(msgs) > 0 {
-		in.frames = make([]librelay.Frame, 0, len(msgs))
+		in.frames = make([]RefFrame, 0, len(msgs))
 	}
 	for _, m := range msgs {
 		if f, perr := librelay.ParseFrame(m); perr == nil {
-			in.frames = append(in.frames, f)
+			in.frames = append(in.frames, RefFrame{Frame: f})
 		}
 	}
 	return in
+}
+
+func withoutRefs(frames []librelay.Frame) []RefFrame {
+	out := make([]RefFrame, len(frames))
+	for i, f := range frames {
+		out[i].Frame = f
+	}
+	return out
 }
 
 // serve runs one connection: hello, welcome, resume, then frames both ways

@@ -4,7 +4,7 @@ import "github.com/relaywasm/relaywasm/librelay"
 
 // handleBatch acts on one batch of frames, then hands the application every
 // message the batch made deliverable in one call, and the Store one commit.
-func (r *runner) handleBatch(frames []librelay.Frame) error {
+func (r *runner) handleBatch(frames []RefFrame) error {
 	for i := range frames {
 		if err := r.handleFrame(&frames[i]); err != nil {
 			return err
@@ -16,12 +16,12 @@ func (r *runner) handleBatch(frames []librelay.Frame) error {
 
 // handleFrame makes the one decision per frame the protocol asks for:
 // control (relay.*) is for this client, everything else is the stream.
-func (r *runner) handleFrame(f *librelay.Frame) error {
+func (r *runner) handleFrame(f *RefFrame) error {
 	switch {
 	case f.Type == librelay.TypeWelcome && !r.welcomed && f.ReplyTo == r.helloID:
-		return r.welcome(f)
+		return r.welcome(&f.Frame)
 	case f.Type == librelay.TypeError:
-		return r.relayError(f)
+		return r.relayError(&f.Frame)
 	case f.Type == librelay.TypeHeartbeat:
 		if f.IsRequest() {
 			return r.writeFrame(&librelay.Frame{Type: librelay.TypeAck, ReplyTo: f.ID})
@@ -32,13 +32,13 @@ func (r *runner) handleFrame(f *librelay.Frame) error {
 			r.hbDue.stop()
 		}
 	case librelay.IsControl(f.Type):
-		if reply, owed := librelay.Unsupported(*f); owed {
+		if reply, owed := librelay.Unsupported(f.Frame); owed {
 			return r.writeFrame(&reply)
 		}
 	case !r.welcomed:
 		// Nothing is routed to a socket before its welcome.
 	case f.Type == librelay.TypeResumed:
-		return r.resumed(f)
+		return r.resumed(&f.Frame)
 	default:
 		return r.cargo(f)
 	}
@@ -47,13 +47,13 @@ func (r *runner) handleFrame(f *librelay.Frame) error {
 
 // cargo takes a stream frame in order: a sequenced frame only when it is the
 // next one, so the application never sees a gap, a duplicate or a reordering.
-func (r *runner) cargo(f *librelay.Frame) error {
+func (r *runner) cargo(f *RefFrame) error {
 	isACP := f.Type == librelay.TypeACPMessage
 	if f.Seq == 0 {
 		if isACP {
-			r.pending = append(r.pending, pendingMsg{deliver: true, msg: Message{Payload: f.Payload, Session: f.Session}})
+			r.pending = append(r.pending, pendingMsg{deliver: true, msg: Message{Payload: f.Payload, Session: f.Session, Ref: f.Ref}})
 		} else if f.IsRequest() {
-			reply := librelay.NewError(*f, librelay.CodeUnsupportedType, "this client handles only "+librelay.TypeACPMessage)
+			reply := librelay.NewError(f.Frame, librelay.CodeUnsupportedType, "this client handles only "+librelay.TypeACPMessage)
 			return r.writeFrame(&reply)
 		}
 		return nil
@@ -65,7 +65,7 @@ func (r *runner) cargo(f *librelay.Frame) error {
 		return r.gap()
 	}
 	r.accepted = f.Seq
-	r.pending = append(r.pending, pendingMsg{deliver: isACP, msg: Message{Payload: f.Payload, Seq: f.Seq, Session: f.Session, Replay: f.Seq <= r.saved.Cursor}})
+	r.pending = append(r.pending, pendingMsg{deliver: isACP, msg: Message{Payload: f.Payload, Seq: f.Seq, Session: f.Session, Replay: f.Seq <= r.saved.Cursor, Ref: f.Ref}})
 	return nil
 }
 

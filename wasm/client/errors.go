@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"slices"
 
 	"github.com/relaywasm/relaywasm/librelay"
 	"github.com/relaywasm/relaywasm/librelay/relayleg"
@@ -17,37 +18,74 @@ type Error struct {
 
 func (e *Error) Error() string { return "relaywasm: " + e.msg }
 
+// sentinels are the *Error values below, in order: Codes lists their codes,
+// so a new one cannot be left out of relay.d.ts (tests/browser checks it).
+var sentinels []*Error
+
+// define is not inlined: inlined into each sentinel's initializer it made
+// the package's init about 7 KB bigger in relay.wasm.
+//
+//go:noinline
+func define(code, msg string) *Error {
+	e := &Error{code, msg}
+	sentinels = append(sentinels, e)
+	return e
+}
+
+// Codes Code returns for a failure that is none of the sentinels.
+const (
+	CodeCanceled      = "canceled"        // a context was canceled
+	CodeTimeout       = "timeout"         // a context's deadline passed
+	CodeClosedByRelay = "closed_by_relay" // a close code that names no reason
+	CodeOther         = "error"           // anything else
+)
+
+// Codes lists every code Code can return: the sentinels', the reasons the
+// relay's close codes name (relayleg), and the four above.
+func Codes() []string {
+	var out []string
+	for _, e := range sentinels {
+		out = append(out, e.code)
+	}
+	for c := relayleg.CloseCode(1000); c < 5000; c++ {
+		if r := c.Reason(); r != "" && !slices.Contains(out, r) {
+			out = append(out, r)
+		}
+	}
+	return append(out, CodeCanceled, CodeTimeout, CodeClosedByRelay, CodeOther)
+}
+
 // Code is the stable, machine-readable name of the failure.
 func (e *Error) Code() string { return e.code }
 
 // Failures that end an attachment. None is retried: each says the next dial
 // would fail the same way, or that the application asked for the end.
 var (
-	ErrUnauthorized       = &Error{relayleg.CodeUnauthorized, "the relay refused the credential"}
-	ErrBadRelaySignature  = &Error{"bad_relay_signature", "the relay could not prove it holds the pinned key"}
-	ErrUnsupportedVersion = &Error{librelay.CodeVersion, "the relay selected a protocol version this client does not speak"}
-	ErrSuperseded         = &Error{relayleg.CodeSuperseded, "another client reclaimed this attachment"}
-	ErrDetached           = &Error{"detached", "the attachment was detached"}
-	ErrClosed             = &Error{"closed", "the attachment is closed"}
+	ErrUnauthorized       = define(relayleg.CodeUnauthorized, "the relay refused the credential")
+	ErrBadRelaySignature  = define("bad_relay_signature", "the relay could not prove it holds the pinned key")
+	ErrUnsupportedVersion = define(librelay.CodeVersion, "the relay selected a protocol version this client does not speak")
+	ErrSuperseded         = define(relayleg.CodeSuperseded, "another client reclaimed this attachment")
+	ErrDetached           = define("detached", "the attachment was detached")
+	ErrClosed             = define("closed", "the attachment is closed")
 )
 
 // Failures reported to the caller of one operation.
 var (
-	ErrBadOptions    = &Error{"bad_options", "invalid options"}
-	ErrBadPayload    = &Error{"bad_payload", "payload is not a single JSON value"}
-	ErrBadCursor     = &Error{"bad_cursor", "cannot resume after a seq that was never delivered"}
-	ErrSendQueueFull = &Error{"send_queue_full", "too many messages are waiting for the connection"}
-	ErrSendFailed    = &Error{"send_failed", "the connection dropped while the message was being written; it may not have arrived"}
+	ErrBadOptions    = define("bad_options", "invalid options")
+	ErrBadPayload    = define("bad_payload", "payload is not a single JSON value")
+	ErrBadCursor     = define("bad_cursor", "cannot resume after a seq that was never delivered")
+	ErrSendQueueFull = define("send_queue_full", "too many messages are waiting for the connection")
+	ErrSendFailed    = define("send_failed", "the connection dropped while the message was being written; it may not have arrived")
 )
 
 // Failures that end one connection; the attachment redials after each.
 var (
-	ErrUnknownInstance  = &Error{librelay.CodeUnknownInstance, "no runtime is connected to the relay for this instance"}
-	ErrRuntimeGone      = &Error{relayleg.CodeRuntimeGone, "the runtime disconnected from the relay"}
-	ErrHeartbeatTimeout = &Error{relayleg.CodeHeartbeatTimeout, "the relay did not answer a heartbeat in time"}
-	ErrProtocol         = &Error{"protocol_error", "the relay sent something this client cannot follow"}
-	ErrUnreachable      = &Error{"unreachable", "the relay could not be reached"}
-	ErrOffline          = &Error{"offline", "the browser reports no network"}
+	ErrUnknownInstance  = define(librelay.CodeUnknownInstance, "no runtime is connected to the relay for this instance")
+	ErrRuntimeGone      = define(relayleg.CodeRuntimeGone, "the runtime disconnected from the relay")
+	ErrHeartbeatTimeout = define(relayleg.CodeHeartbeatTimeout, "the relay did not answer a heartbeat in time")
+	ErrProtocol         = define("protocol_error", "the relay sent something this client cannot follow")
+	ErrUnreachable      = define("unreachable", "the relay could not be reached")
+	ErrOffline          = define("offline", "the browser reports no network")
 )
 
 // ErrNotSent is what a Transport's Conn.Write wraps when it knows the message
@@ -101,15 +139,15 @@ func Code(err error) string {
 		if r := relayleg.CloseCode(ce.Code).Reason(); r != "" {
 			return r
 		}
-		return "closed_by_relay"
+		return CodeClosedByRelay
 	}
 	switch {
 	case errors.Is(err, context.Canceled):
-		return "canceled"
+		return CodeCanceled
 	case errors.Is(err, context.DeadlineExceeded):
-		return "timeout"
+		return CodeTimeout
 	}
-	return "error"
+	return CodeOther
 }
 
 // fatal reports whether err ends the attachment instead of one connection.

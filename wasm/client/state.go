@@ -52,6 +52,11 @@ type Message struct {
 	// by an explicit Resume to an earlier cursor. Messages a resume after a
 	// drop or a reload brings are new to the application and are not marked.
 	Replay bool
+	// Ref is the transport's own reference to the message, as its
+	// RefFrameReader handed it over (RefFrame.Ref); 0 from any other
+	// transport. The engine only carries it: jsbridge uses it to tell
+	// relay.js which of the messages it parsed to hand to onMessage.
+	Ref uint64
 }
 
 // Eviction reports content that is gone: the producer could not replay the

@@ -66,9 +66,26 @@ type Conn interface {
 // OnMessages and, with Options.History, to the Store's transcript: a
 // transport whose OnMessages is its own (jsbridge) may hand a token that
 // stands for the payload instead of the payload itself, as long as it keeps
-// real payloads whenever a transcript is kept.
+// real payloads whenever a transcript is kept. A transport that needs to find
+// its own objects again says so explicitly instead: RefFrameReader.
 type FrameReader interface {
 	ReadFrames(ctx context.Context) ([]librelay.Frame, error)
+}
+
+// RefFrameReader is a FrameReader whose frames carry a reference of the
+// transport's own (RefFrame.Ref), which the engine hands on, unchanged, in
+// the Message of an acp.message (Message.Ref). The rules are ReadFrames',
+// except that a frame with a Ref may leave its Payload empty when no
+// transcript is kept: the transport's own OnMessages (jsbridge's) finds the
+// message by its Ref. The engine prefers ReadRefFrames to ReadFrames.
+type RefFrameReader interface {
+	ReadRefFrames(ctx context.Context) ([]RefFrame, error)
+}
+
+// A RefFrame is a frame and the transport's reference to it (0: none).
+type RefFrame struct {
+	librelay.Frame
+	Ref uint64
 }
 
 // CloseError is how a Conn reports that the peer closed the socket: the

@@ -81,3 +81,14 @@ export function countChunks(name) {
     };
   });
 }
+
+// throwOnWebSocket makes new WebSocket(…) throw something that is not an
+// Error: the text itself, or a BigInt when bigint is true.
+export function throwOnWebSocket(text, bigint) {
+  const orig = globalThis.WebSocket;
+  globalThis.WebSocket = function () {
+    throw bigint ? BigInt(text) : text;
+  };
+  globalThis.WebSocket.OPEN = orig.OPEN;
+  return () => { globalThis.WebSocket = orig; };
+}

@@ -1,0 +1,148 @@
+// sockets.js: the page's WebSockets, owned here, and the delivery of the
+// messages relay.js parsed.
+//
+// relay.wasm dials through dial and writes through send; the sockets' events
+// go to Go through go.socket, and their messages are queued and flushed to Go
+// once per event-loop turn, as records (records.js), through go.frames.
+// Every message that arrived before a close reaches Go before the close.
+
+import { DELIVER_REPLAY, DELIVER_TEXT, FIELDS, MODE_TEXT, SOCKET_CLOSE, SOCKET_OPEN } from "./boundary.js";
+import { atTurnEnd, fresh, go, outbuf, shrink } from "./crossing.js";
+import { encode, REFS_PER_SOCKET } from "./records.js";
+
+const sockets = new Map(); // handle -> socket record
+let nextSocket = 1;
+const decoder = new TextDecoder();
+
+/**
+ * dial opens a WebSocket whose messages go to Go in mode (MODE_*), and
+ * returns its handle. Throws (a SyntaxError) for a URL or subprotocol the
+ * browser refuses outright. The socket is known by its handle until Go
+ * closes it (close), or until it closes unopened: Go may still deliver its
+ * messages after the close event.
+ */
+export function dial(url, protocols, mode) {
+  const ws = new WebSocket(url, protocols);
+  ws.binaryType = "arraybuffer";
+  const handle = nextSocket++;
+  const s = {
+    handle,
+    ws,
+    mode,
+    queue: [],
+    dirty: false,
+    opened: false,
+    closed: false, // the close was handed to Go (once: see onerror)
+    frames: [], // parsed acp.messages: ref s.base + i is frames[i]
+    base: handle * REFS_PER_SOCKET,
+    prev: FIELDS.map(() => ""), // the last REC_ACP's fields
+  };
+  sockets.set(handle, s);
+  ws.onopen = () => {
+    s.opened = true;
+    go.socket(handle, SOCKET_OPEN, 0, ws.protocol);
+  };
+  ws.onmessage = (ev) => {
+    s.queue.push(ev.data);
+    if (!s.dirty) {
+      s.dirty = true;
+      atTurnEnd(() => flush(s));
+    }
+  };
+  ws.onclose = (ev) => {
+    if (s.closed) return;
+    s.closed = true;
+    flush(s); // synchronously: the messages before the close go first
+    // A socket whose messages relay.js parsed stays known until Go has
+    // delivered them and closes it; one that never opened has none.
+    if (!s.opened || s.mode === MODE_TEXT) sockets.delete(handle);
+    go.socket(handle, SOCKET_CLOSE, ev.code, ev.reason);
+  };
+  // WebKit fires error and never close for a connection it refuses to make
+  // (a port on Fetch's bad-ports list, such as ws://host:1), where Chromium
+  // and Firefox fire both in one task, as the spec says. A socket that is
+  // CLOSED after its error and saw no close in that task gets one (1006, as
+  // the spec's would be), or Go's dial waits forever.
+  ws.onerror = () => {
+    setTimeout(() => {
+      if (!s.closed && ws.readyState === WebSocket.CLOSED) ws.onclose({ code: 1006, reason: "" });
+    }, 0);
+  };
+  return handle;
+}
+
+function flush(s) {
+  s.dirty = false;
+  const q = s.queue;
+  if (q.length === 0) return;
+  s.queue = [];
+  const n = encode(s, q);
+  go.frames(s.handle, n, fresh());
+  shrink();
+}
+
+/**
+ * send writes the n bytes Go put in the out buffer as one text message;
+ * false when the socket is not open, so Go knows the message did not leave.
+ */
+export function send(handle, n) {
+  const s = sockets.get(handle);
+  if (!s || s.ws.readyState !== WebSocket.OPEN) return false;
+  s.ws.send(decoder.decode(outbuf.bytes.subarray(0, n)));
+  return true;
+}
+
+/**
+ * close starts the closing handshake, and forgets the socket: Go is done
+ * with it. Throws for a code script may not send (only 1000 and 3000–4999).
+ */
+export function close(handle, code, reason) {
+  const s = sockets.get(handle);
+  if (!s) return;
+  sockets.delete(handle);
+  s.queue = [];
+  s.ws.close(code, reason);
+}
+
+/**
+ * messages reads a delivery out of the out buffer: n entries [flags, ref],
+ * ref being a parsed message's, or with DELIVER_TEXT the place of [seq,
+ * payload] in the JSON text slow (a message relay.js did not parse; session
+ * is then the one it arrived on). It returns the messages ({seq, session,
+ * payload}) and whether each is a replay, or a shorter list when a ref is
+ * unknown (which cannot happen; refusing the message fetches it again).
+ */
+export function messages(n, session, slow) {
+  const texts = slow === null ? null : JSON.parse(slow);
+  const batch = new Array(n);
+  const replay = new Uint8Array(n);
+  let pruned = null;
+  for (let i = 0; i < n; i++) {
+    const flags = outbuf.entries[2 * i];
+    const ref = outbuf.entries[2 * i + 1];
+    replay[i] = flags & DELIVER_REPLAY ? 1 : 0;
+    if (flags & DELIVER_TEXT) {
+      const [seq, payload] = texts[ref];
+      batch[i] = { seq, session, payload };
+      continue;
+    }
+    const s = sockets.get(Math.floor(ref / REFS_PER_SOCKET));
+    if (s && s !== pruned) {
+      // The socket's messages before the first one delivered now will
+      // never be delivered: Go delivers a socket's messages in order.
+      pruned = s;
+      if (ref > s.base) {
+        s.frames.splice(0, ref - s.base);
+        s.base = ref;
+      }
+    }
+    const f = s?.frames[ref - s.base];
+    if (f === undefined) {
+      console.error("relay.js: relay.wasm delivered a message this page does not hold");
+      batch.length = i;
+      return [batch, replay];
+    }
+    batch[i] = f;
+  }
+  return [batch, replay];
+}

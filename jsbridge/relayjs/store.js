@@ -1,0 +1,498 @@
+// store.js: stream state in IndexedDB, all of it: the schema, opening,
+// the commit window, writes, trimming, reads, and the fall back to memory.
+// jsbridge.Store (Go) is a thin adapter over it, with the same operations as
+// client.Store (load, commit, history, clear) plus flush.
+//
+// Schema (names in jsbridge/boundary):
+//
+//   STORE_STATE:  [url, instance, name]        -> {session, cursor, total, keep}
+//   STORE_CHUNKS: [url, instance, name, start] -> Uint8Array of packed entries
+//
+// A chunk is the transcript entries one write appended to a stream, packed
+// by Go (this module never looks inside one); start counts the stream's
+// entries since it began (total), so chunks sort in order and dropping the
+// oldest is one range delete. A chunk is one record rather than one per
+// entry because IndexedDB's cost is per record.
+//
+// Commits only queue. The commits of a commit window, for every stream of
+// the store, go to IndexedDB in one readwrite transaction (about a
+// millisecond of the page's main thread each, whatever it carries), and
+// within it a stream's state and chunk are written together, so the stored
+// cursor and transcript always agree. A commit with a new attachment id is
+// written at once; flush, a read and clear write first; and writeAll (the
+// page is hidden or goes away) issues every store's transaction before it
+// returns and commits it at once.
+//
+// When IndexedDB is missing or fails, the store keeps working in memory,
+// seeded with what it knows, and reports why once (fallback).
+
+import {
+  DEFAULT_COMMIT_WINDOW_MS,
+  FALLBACK_BLOCKED,
+  FALLBACK_FAILED,
+  FALLBACK_QUOTA,
+  FALLBACK_UNAVAILABLE,
+  STORE_CHUNKS,
+  STORE_DATABASE,
+  STORE_STATE,
+  STORE_VERSION,
+} from "./boundary.js";
+import { atTurnEnd } from "./crossing.js";
+import { asError } from "./errors.js";
+
+const OPEN_TIMEOUT_MS = 5000; // some private modes never answer an open
+const MAX_CHUNK_KEY = 2 ** 53; // above every start
+const NOW = 1; // a flush or a read waits for the write
+const FINAL = 2; // the page is going away
+
+const all = new Set(); // the page's IndexedDB stores, for writeAll
+
+/** writeAll has every store write what it has queued, now (pagehide, hidden). */
+export function writeAll() {
+  for (const s of all) s.hurry(FINAL);
+}
+
+export class Store {
+  /**
+   * A store on the database (STORE_DATABASE when ""), or in memory from the
+   * start when memory is true. onFallback() is called once when it falls
+   * back; opened resolves once the open has settled either way.
+   */
+  constructor(database, memory, onFallback) {
+    this.window = DEFAULT_COMMIT_WINDOW_MS;
+    this.onFallback = onFallback;
+    this.fallback = null; // [reason, error name, message] once fallen back
+    this.db = null;
+    this.mem = memory ? new Map() : null; // stream -> {session, cursor, keep, chunks: [{n, bytes}]}
+    this.keys = []; // stream number -> [url, instance, name]
+    this.known = new Map(); // stream -> {session, cursor, total, keep, totalKnown}
+    this.pending = []; // queued commits
+    this.writing = false; // a write is scheduled or running
+    this.inFlight = false;
+    this.urgent = 0;
+    this.timer = null;
+    this.drained = []; // resolved when nothing is queued or written
+    this.opened = memory ? Promise.resolve() : this.#open(database || STORE_DATABASE);
+  }
+
+  get backend() {
+    return this.mem ? "memory" : "indexeddb";
+  }
+
+  setWindow(ms) {
+    this.window = Math.max(ms, 0);
+  }
+
+  /** stream numbers a stream's key for the calls below. */
+  stream(url, instance, name) {
+    this.keys.push([url, instance, name]);
+    return this.keys.length - 1;
+  }
+
+  async load(stream) {
+    await this.#settle();
+    if (this.mem) {
+      const st = this.mem.get(stream);
+      return st ? [st.session, st.cursor] : ["", 0];
+    }
+    try {
+      const tx = this.db.transaction(STORE_STATE, "readonly");
+      const rec = readState(await request(tx.objectStore(STORE_STATE).get(this.keys[stream])));
+      // A queued write knows better, and reads the total itself.
+      if (!this.pending.some((c) => c.stream === stream)) this.known.set(stream, { ...rec, totalKnown: true });
+      return [rec.session, rec.cursor];
+    } catch (e) {
+      throw this.#readFailed(e);
+    }
+  }
+
+  /** commit queues a stream's new state and its n new entries (bytes: packed, or null). */
+  commit(stream, session, cursor, keep, n, bytes) {
+    const c = { stream, session, cursor, keep, n, bytes };
+    if (this.mem) {
+      memCommit(this.mem, c);
+      return;
+    }
+    const rec = this.known.get(stream) ?? { session: "", cursor: 0, total: 0, keep: 0, totalKnown: false };
+    const newSession = rec.session !== session;
+    this.known.set(stream, { ...rec, session, cursor });
+    this.pending.push(c);
+    if (!this.writing) {
+      this.writing = true;
+      this.#wait();
+    }
+    // The attachment id is what makes the stream reclaimable after a crash:
+    // it does not wait for the window.
+    if (newSession) this.hurry(NOW);
+  }
+
+  /** history resolves to [keep, the stream's chunks one after the other, or null]. */
+  async history(stream) {
+    await this.#settle();
+    if (this.mem) {
+      const st = this.mem.get(stream);
+      return st ? [st.keep, concat(st.chunks.map((c) => c.bytes))] : [0, null];
+    }
+    try {
+      const tx = this.db.transaction([STORE_STATE, STORE_CHUNKS], "readonly");
+      const key = this.keys[stream];
+      const state = request(tx.objectStore(STORE_STATE).get(key));
+      const chunks = request(tx.objectStore(STORE_CHUNKS).getAll(chunkRange(key, 0, MAX_CHUNK_KEY, false)));
+      const keep = readState(await state).keep;
+      return [keep, concat(await chunks)];
+    } catch (e) {
+      throw this.#readFailed(e);
+    }
+  }
+
+  async clear(stream) {
+    await this.#settle();
+    if (this.mem) {
+      this.mem.delete(stream);
+      return;
+    }
+    const key = this.keys[stream];
+    const tx = this.db.transaction([STORE_STATE, STORE_CHUNKS], "readwrite");
+    tx.objectStore(STORE_STATE).delete(key);
+    tx.objectStore(STORE_CHUNKS).delete(chunkRange(key, 0, MAX_CHUNK_KEY, false));
+    await completed(tx);
+    this.known.set(stream, { session: "", cursor: 0, total: 0, keep: 0, totalKnown: true });
+  }
+
+  /** flush resolves once every commit so far is written (or the store is in memory). */
+  flush() {
+    return this.#settle();
+  }
+
+  /**
+   * hurry has the queued commits written without waiting for the window:
+   * FINAL starts the transaction before it returns; NOW once the running
+   * script (Go's included) yields, so that the commits of one turn still go
+   * together.
+   */
+  hurry(how) {
+    if (!this.writing || this.mem) return;
+    this.urgent = Math.max(this.urgent, how);
+    if (this.inFlight) return; // the next write starts when this one ends
+    clearTimeout(this.timer);
+    this.timer = null;
+    if (how === FINAL) this.#write();
+    else queueMicrotask(() => this.#write());
+  }
+
+  #settle() {
+    if (!this.writing || this.mem) return this.opened;
+    return new Promise((resolve) => {
+      this.drained.push(resolve);
+      this.hurry(NOW);
+    });
+  }
+
+  // #wait starts the window; a window of 0 ends with the event-loop turn.
+  #wait() {
+    if (this.window > 0) this.timer = setTimeout(() => this.#write(), this.window);
+    else atTurnEnd(() => this.#write());
+  }
+
+  // #write writes what is queued in one transaction, starting it before it
+  // returns (writeAll relies on that), unless the open has not settled yet.
+  #write() {
+    if (this.inFlight || !this.writing) return;
+    this.timer = null;
+    if (!this.db && !this.mem) {
+      this.opened.then(() => this.#write());
+      return;
+    }
+    const batch = this.pending;
+    const final = this.urgent === FINAL;
+    this.pending = [];
+    this.urgent = 0;
+    if (this.mem) {
+      for (const c of batch) memCommit(this.mem, c);
+      this.#drain();
+      return;
+    }
+    this.inFlight = true;
+    const streams = coalesce(batch);
+    writeStreams(this.db, this.keys, this.known, streams, final, (err) => {
+      this.inFlight = false;
+      if (err) {
+        this.#fallBack(batch);
+      } else {
+        for (const c of streams) this.#wrote(c);
+      }
+      if (!this.mem && this.pending.length > 0) {
+        if (this.urgent) this.#write();
+        else this.#wait();
+        return;
+      }
+      this.#drain();
+      if (err) this.#report(reasonFor(err), err);
+    });
+  }
+
+  // #wrote records what a completed transaction wrote for one stream.
+  #wrote(c) {
+    const rec = this.known.get(c.stream);
+    rec.keep = c.keep;
+    if (c.keep <= 0) {
+      rec.total = 0;
+      rec.totalKnown = true;
+    } else if (c.total >= 0) {
+      rec.total = c.total + c.n;
+      rec.totalKnown = true;
+    } else {
+      rec.totalKnown = false;
+    }
+  }
+
+  #drain() {
+    this.writing = false;
+    for (const d of this.drained.splice(0)) d();
+  }
+
+  // #fallBack moves the store to memory after a failure: the memory starts
+  // from the state of every stream this store has seen and replays the
+  // failed batch and anything queued since. Transcripts already in
+  // IndexedDB are not carried over.
+  #fallBack(batch) {
+    if (this.mem) return;
+    this.mem = new Map();
+    for (const [stream, rec] of this.known) {
+      this.mem.set(stream, { session: rec.session, cursor: rec.cursor, keep: 0, chunks: [] });
+    }
+    for (const c of [...(batch ?? []), ...this.pending]) memCommit(this.mem, c);
+    this.pending = [];
+    all.delete(this);
+  }
+
+  #readFailed(e) {
+    const err = asError(e);
+    this.#fallBack(null);
+    this.#report(reasonFor(err), err);
+    return err;
+  }
+
+  #report(reason, err) {
+    if (this.fallback) return;
+    this.fallback = [reason, err?.name ?? "Error", err?.message ?? String(err)];
+    this.onFallback?.();
+  }
+
+  async #open(database) {
+    const failed = (reason, e) => {
+      this.mem = new Map();
+      this.#report(reason, asError(e));
+    };
+    const factory = globalThis.indexedDB;
+    if (!factory) return failed(FALLBACK_UNAVAILABLE, new Error("this page has no indexedDB"));
+    let req;
+    try {
+      req = factory.open(database, STORE_VERSION);
+    } catch (e) {
+      return failed(FALLBACK_UNAVAILABLE, e); // e.g. a SecurityError in an opaque origin
+    }
+    const outcome = await new Promise((resolve) => {
+      const timer = setTimeout(() => resolve([FALLBACK_FAILED, new DOMException("opening IndexedDB took too long", "TimeoutError")]), OPEN_TIMEOUT_MS);
+      const settle = (v) => {
+        clearTimeout(timer);
+        resolve(v);
+      };
+      req.onupgradeneeded = () => {
+        try {
+          createSchema(req.result);
+        } catch (e) {
+          settle([FALLBACK_FAILED, e]);
+        }
+      };
+      req.onblocked = () => settle([FALLBACK_BLOCKED, new DOMException("another connection blocks opening IndexedDB", "BlockedError")]);
+      req.onerror = (ev) => {
+        ev.preventDefault?.();
+        settle([FALLBACK_FAILED, req.error]);
+      };
+      req.onsuccess = () => settle(req.result);
+    });
+    if (Array.isArray(outcome)) {
+      // An open given up on may still succeed: close it then, so that it
+      // does not block the next page in turn.
+      req.onsuccess = () => req.result.close();
+      return failed(outcome[0], outcome[1]);
+    }
+    // Never block a newer page that upgrades the schema; this page's next
+    // transaction fails and the store falls back to memory.
+    outcome.onversionchange = () => outcome.close();
+    this.db = outcome;
+    all.add(this);
+  }
+}
+
+function createSchema(db) {
+  for (const name of [STORE_STATE, STORE_CHUNKS]) {
+    if (!db.objectStoreNames.contains(name)) db.createObjectStore(name);
+  }
+}
+
+// coalesce merges the commits of one stream, keeping the streams' order:
+// the last state wins and the chunks are concatenated (no chunk is kept
+// when the last keep is 0).
+function coalesce(batch) {
+  const out = [];
+  const at = new Map();
+  for (const c of batch) {
+    const i = at.get(c.stream);
+    if (i === undefined) {
+      at.set(c.stream, out.length);
+      out.push({ ...c, parts: c.bytes ? [c.bytes] : [] });
+      continue;
+    }
+    const m = out[i];
+    Object.assign(m, { session: c.session, cursor: c.cursor, keep: c.keep });
+    if (c.keep <= 0) {
+      m.parts = [];
+      m.n = 0;
+    } else if (c.bytes) {
+      m.parts.push(c.bytes);
+      m.n += c.n;
+    }
+  }
+  return out;
+}
+
+// writeStreams writes coalesced commits in one readwrite transaction and
+// calls done(null), or done(error) when it failed. A stream whose total
+// this store does not know reads it first. final: issue every request now
+// and commit at once (trimming waits for the next write).
+function writeStreams(db, keys, known, streams, final, done) {
+  let tx;
+  let failed = null;
+  const fail = (e) => {
+    failed ??= asError(e);
+    try {
+      tx.abort();
+    } catch {
+      // already finished or aborted: onabort reports it
+    }
+  };
+  try {
+    tx = db.transaction([STORE_STATE, STORE_CHUNKS], "readwrite");
+  } catch (e) {
+    done(asError(e));
+    return;
+  }
+  tx.oncomplete = () => done(null);
+  tx.onabort = () => done(failed ?? asError(tx.error ?? new DOMException("the transaction was aborted", "AbortError")));
+  let reads = 0;
+  try {
+    const states = tx.objectStore(STORE_STATE);
+    const chunks = tx.objectStore(STORE_CHUNKS);
+    for (const c of streams) {
+      const key = keys[c.stream];
+      const rec = known.get(c.stream);
+      c.total = rec?.totalKnown ? rec.total : -1;
+      const put = (total) => {
+        if (c.keep <= 0) {
+          if (total !== 0) chunks.delete(chunkRange(key, 0, MAX_CHUNK_KEY, false));
+          total = 0;
+        } else if (c.n > 0) {
+          chunks.put(concat(c.parts), [...key, total]);
+          total += c.n;
+          if (!final) trim(chunks, key, total - c.keep, fail);
+        }
+        states.put({ session: c.session, cursor: c.cursor, total, keep: c.keep }, key);
+      };
+      if (c.total >= 0) {
+        put(c.total);
+        continue;
+      }
+      reads++;
+      const req = states.get(key);
+      req.onsuccess = () => {
+        try {
+          c.total = typeof req.result?.total === "number" ? req.result.total : 0;
+          put(c.total);
+        } catch (e) {
+          fail(e);
+        }
+      };
+    }
+    if (final && reads === 0) tx.commit?.();
+  } catch (e) {
+    fail(e);
+  }
+}
+
+// trim deletes the chunks of key that hold only entries before index first.
+// The chunk holding entry first starts at or before it; every chunk before
+// that one ends before first.
+function trim(store, key, first, fail) {
+  if (first <= 0) return;
+  const req = store.openKeyCursor(chunkRange(key, 0, first, false), "prev");
+  req.onsuccess = () => {
+    try {
+      const from = req.result?.key[3] ?? 0;
+      if (from > 0) store.delete(chunkRange(key, 0, from, true));
+    } catch (e) {
+      fail(e);
+    }
+  };
+}
+
+function chunkRange(key, from, to, upperOpen) {
+  return IDBKeyRange.bound([...key, from], [...key, to], false, upperOpen);
+}
+
+// memCommit applies a commit to a store in memory, keeping whole chunks
+// while the newer ones hold fewer than keep entries (Go trims the rest).
+function memCommit(mem, c) {
+  const st = mem.get(c.stream) ?? { session: "", cursor: 0, keep: 0, chunks: [] };
+  mem.set(c.stream, st);
+  st.session = c.session;
+  st.cursor = c.cursor;
+  st.keep = c.keep;
+  if (c.keep <= 0) {
+    st.chunks = [];
+    return;
+  }
+  if (c.bytes && c.n > 0) st.chunks.push({ n: c.n, bytes: c.bytes });
+  let n = st.chunks.reduce((sum, ch) => sum + ch.n, 0);
+  while (st.chunks.length > 1 && n - st.chunks[0].n >= c.keep) n -= st.chunks.shift().n;
+}
+
+function readState(v) {
+  const num = (x) => (typeof x === "number" ? x : 0);
+  if (v === null || typeof v !== "object") return { session: "", cursor: 0, total: 0, keep: 0 };
+  return { session: typeof v.session === "string" ? v.session : "", cursor: num(v.cursor), total: num(v.total), keep: num(v.keep) };
+}
+
+function reasonFor(err) {
+  return err?.name === "QuotaExceededError" ? FALLBACK_QUOTA : FALLBACK_FAILED;
+}
+
+function concat(parts) {
+  if (parts.length === 0) return null;
+  if (parts.length === 1) return parts[0];
+  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+  let off = 0;
+  for (const p of parts) {
+    out.set(p, off);
+    off += p.length;
+  }
+  return out;
+}
+
+function request(req) {
+  return new Promise((resolve, reject) => {
+    req.onsuccess = () => resolve(req.result);
+    req.onerror = (ev) => {
+      ev.stopPropagation(); // the transaction's own abort is reported by who waits for it
+      reject(asError(req.error));
+    };
+  });
+}
+
+function completed(tx) {
+  return new Promise((resolve, reject) => {
+    tx.oncomplete = () => resolve();
+    tx.onabort = () => reject(asError(tx.error ?? new DOMException("the transaction was aborted", "AbortError")));
+  });
+}

@@ -1,0 +1,135 @@
+//go:build !js
+
+package browser
+
+import (
+	"context"
+	"io/fs"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	cdpruntime "github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+
+	"github.com/relaywasm/relaywasm/jsbridge/boundary"
+	relayjs "github.com/relaywasm/relaywasm/jsbridge/relayjs"
+	"github.com/relaywasm/relaywasm/tests/chromium"
+)
+
+// A relay.js and a relay.wasm from different builds refuse each other, and
+// loadRelay says so with wasm_load_failed. This runs natively (the rest of
+// the package runs in the page): it builds relay.wasm, serves it with
+// relay.js's modules, and loads them in Chromium as a page does, once with
+// the modules as they are, and then with boundary.js as another build would
+// have it: another boundary version (relay.wasm refuses the bridge and tells
+// relay.js), and a bridge under another name (a relay.wasm that cannot find
+// the bridge exits without registering, as one from before the boundary was
+// versioned would).
+func TestBuildsRefuseEachOther(t *testing.T) {
+	if _, err := os.Stat(chromium.Path()); err != nil {
+		t.Skipf("no Chromium at %s (make test installs it)", chromium.Path())
+	}
+	wasm := buildModule(t)
+	b, err := chromium.Start(chromium.Options{Profile: filepath.Join(t.TempDir(), "profile"), Scratch: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+
+	version := "export const VERSION = " + strconv.Itoa(boundary.Version) + ";"
+	global := `export const BRIDGE_GLOBAL = "` + boundary.BridgeGlobal + `";`
+	for _, c := range []struct {
+		name     string
+		old, new string // boundary.js as served: old replaced by new
+		want     string // what loadRelay settles with
+	}{
+		{"one build", "", "", "loaded"},
+		{"another boundary version", version, "export const VERSION = " + strconv.Itoa(boundary.Version+1) + ";", "wasm_load_failed: relay.wasm speaks boundary version " + strconv.Itoa(boundary.Version)},
+		{"a bridge relay.wasm cannot find", global, `export const BRIDGE_GLOBAL = "__relaywasm_bridge_other";`, "wasm_load_failed: relay.wasm exited before it registered"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if !strings.Contains(relayjs.BoundaryJS, c.old) {
+				t.Fatalf("boundary.js has no %q to replace", c.old)
+			}
+			srv := httptest.NewServer(modulePage(t, wasm, strings.Replace(relayjs.BoundaryJS, c.old, c.new, 1)))
+			defer srv.Close()
+			tab, err := chromium.OpenTab(b.Context(), srv.URL+"/")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tab.Close()
+			ctx, cancel := context.WithTimeout(tab.Context(), time.Minute)
+			defer cancel()
+			var got string
+			if err := chromedp.Run(ctx, chromedp.Evaluate("window.loaded", &got, func(p *cdpruntime.EvaluateParams) *cdpruntime.EvaluateParams {
+				return p.WithAwaitPromise(true)
+			})); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.HasPrefix(got, c.want) {
+				t.Fatalf("loadRelay settled with %q, want %q…", got, c.want)
+			}
+		})
+	}
+}
+
+// buildModule builds relay.wasm from this tree into a temporary folder.
+func buildModule(t *testing.T) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "relay.wasm")
+	build := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, "./wasm")
+	build.Dir = "../.."
+	build.Env = append(os.Environ(), "GOOS=js", "GOARCH=wasm")
+	if msg, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building relay.wasm: %v\n%s", err, msg)
+	}
+	return out
+}
+
+// modulePage serves a page that loads relay.js and puts what loadRelay
+// settles with in window.loaded: "loaded", or the rejection's code and
+// message. boundaryJS is served as boundary.js; the other modules are the
+// embedded ones, wasm_exec.js the Go toolchain's.
+func modulePage(t *testing.T, wasm, boundaryJS string) http.Handler {
+	t.Helper()
+	goroot, err := exec.Command("go", "env", "GOROOT").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wasmExec := filepath.Join(strings.TrimSpace(string(goroot)), "lib", "wasm", "wasm_exec.js")
+	const page = `<!doctype html><script type="module">
+import { loadRelay } from "./relay.js";
+window.loaded = loadRelay({ storage: "memory" }).then(() => "loaded", (e) => e.code + ": " + e.message);
+</script>`
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch name := strings.TrimPrefix(r.URL.Path, "/"); {
+		case name == "":
+			w.Header().Set("Content-Type", "text/html")
+			_, _ = w.Write([]byte(page))
+		case name == "relay.wasm":
+			w.Header().Set("Content-Type", "application/wasm")
+			http.ServeFile(w, r, wasm)
+		case name == "wasm_exec.js":
+			w.Header().Set("Content-Type", "text/javascript")
+			http.ServeFile(w, r, wasmExec)
+		case name == "boundary.js":
+			w.Header().Set("Content-Type", "text/javascript")
+			_, _ = w.Write([]byte(boundaryJS))
+		default:
+			b, err := fs.ReadFile(relayjs.Files, name)
+			if err != nil {
+				http.NotFound(w, r)
+				return
+			}
+			w.Header().Set("Content-Type", "text/javascript")
+			_, _ = w.Write(b)
+		}
+	})
+}
