@@ -31,7 +31,7 @@ test: chromium brotli wasm vet
 wasm:
 	@mkdir -p $(DIST)
 	GOOS=js GOARCH=wasm $(GO) build -trimpath -ldflags='-s -w' -o $(DIST)/relay.wasm ./wasm
-	cp jsbridge/relayjs/relay.js jsbridge/relayjs/relay.d.ts $(DIST)/
+	cp jsbridge/relayjs/relay.js jsbridge/relayjs/stream.js jsbridge/relayjs/relay.d.ts $(DIST)/
 	cp $(GOROOT)/lib/wasm/wasm_exec.js $(DIST)/
 
 ## size: raw, gzip and brotli sizes of relay.wasm, then its code by package.

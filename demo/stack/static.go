@@ -11,7 +11,7 @@ import (
 // ModuleFiles are the files of the built module (`make wasm` writes them to
 // dist/) that the page loads from its own directory: relay.js imports
 // wasm_exec.js and fetches relay.wasm beside itself.
-var ModuleFiles = []string{"relay.wasm", "relay.js", "relay.d.ts", "wasm_exec.js"}
+var ModuleFiles = []string{"relay.wasm", "relay.js", "stream.js", "relay.d.ts", "wasm_exec.js"}
 
 // static serves the page's directory at / and, at the same root, the
 // module's files from their own directory. It is a dev server: nothing is

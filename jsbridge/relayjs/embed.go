@@ -17,12 +17,17 @@ import "embed"
 //go:embed relay.js
 var RelayJS string
 
+// StreamJS is the source of stream.js, which relay.js imports (att.stream()).
+//
+//go:embed stream.js
+var StreamJS string
+
 // RelayDTS is the source of relay.d.ts.
 //
 //go:embed relay.d.ts
 var RelayDTS string
 
-// Files holds relay.js and relay.d.ts, for serving them as they are.
+// Files holds relay.js, stream.js and relay.d.ts, for serving them as they are.
 //
-//go:embed relay.js relay.d.ts
+//go:embed relay.js stream.js relay.d.ts
 var Files embed.FS

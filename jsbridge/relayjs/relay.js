@@ -19,6 +19,8 @@
 
 const BRIDGE = "__relaywasm_bridge_v1";
 
+import { openStream } from "./stream.js";
+
 // ---------------------------------------------------------------------------
 // The bridge: what Go calls.
 
@@ -739,6 +741,7 @@ class Attachment {
   #slot;
   #token;
   #last = ["connecting", 0, ""]; // state, cursor, session: kept for after the end
+  _tap = null; // the open stream() (stream.js): it takes the deliveries while set
 
   constructor(handle, slot, options) {
     this._handle = handle;
@@ -783,6 +786,11 @@ class Attachment {
     return B.call("send", () => [this._handle, ...B.text(text)], options.signal);
   }
 
+  /** The ACP SDK's Stream over this attachment (stream.js). */
+  stream(options) {
+    return openStream(this, options, RelayError);
+  }
+
   resume(afterSeq) {
     if (!Number.isSafeInteger(afterSeq) || afterSeq < 0) {
       return Promise.reject(new RelayError("bad_cursor", "afterSeq must be a seq (a non-negative integer)"));
@@ -821,7 +829,7 @@ class Attachment {
       const f = batch[i];
       let r;
       try {
-        r = this.onMessage(f.payload ?? null, { seq: f.seq ?? 0, session: f.session ?? "", replay: replay[i] === 1 });
+        r = (this._tap ?? this).onMessage(f.payload ?? null, { seq: f.seq ?? 0, session: f.session ?? "", replay: replay[i] === 1 });
       } catch (e) {
         report("onMessage", e);
         return this.#delivered(i, waitID, from);
@@ -848,10 +856,12 @@ class Attachment {
 
   _state(state, info) {
     this.#last = [state, this.#last[1], this.#last[2]];
+    this._tap?.state(state, info);
     if (this.onState) guard("onState", () => this.onState(state, info));
   }
 
   _evicted(info) {
+    this._tap?.evicted(info);
     if (this.onEvicted) guard("onEvicted", () => this.onEvicted(info));
   }
 

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"syscall/js"
 	"testing"
@@ -25,7 +26,10 @@ import (
 var relayModule js.Value
 
 func TestMain(m *testing.M) {
-	mod, err := importModule(relayjs.RelayJS)
+	// relay.js imports stream.js beside it; from a Blob URL, "beside" is
+	// the Blob URL of stream.js's embedded source.
+	relaySource := strings.Replace(relayjs.RelayJS, `"./stream.js"`, `"`+blobURL(relayjs.StreamJS)+`"`, 1)
+	mod, err := importModule(relaySource)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "loading relay.js:", err)
 		os.Exit(1)

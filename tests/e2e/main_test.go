@@ -59,8 +59,9 @@ func findModule(tmp string) (string, error) {
 	}
 	wasmExec := filepath.Join(goroot, "lib", "wasm", "wasm_exec.js")
 	relayJS := filepath.Join(repoRoot, "jsbridge", "relayjs", "relay.js")
+	streamJS := filepath.Join(repoRoot, "jsbridge", "relayjs", "stream.js") // relay.js imports it
 	dist := filepath.Join(repoRoot, "dist")
-	if fresh, _ := distIsFresh(dist, wasmExec, relayJS); fresh {
+	if fresh, _ := distIsFresh(dist, wasmExec, relayJS, streamJS); fresh {
 		return dist, nil
 	}
 	out := filepath.Join(tmp, "module")
@@ -73,7 +74,7 @@ func findModule(tmp string) (string, error) {
 	if msg, err := build.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("building relay.wasm: %v\n%s", err, msg)
 	}
-	for _, src := range []string{relayJS, wasmExec} {
+	for _, src := range []string{relayJS, streamJS, wasmExec} {
 		if err := copyFile(src, filepath.Join(out, filepath.Base(src))); err != nil {
 			return "", err
 		}
@@ -84,8 +85,8 @@ func findModule(tmp string) (string, error) {
 // distIsFresh reports whether dist/ has the current relay.js and
 // wasm_exec.js byte for byte and a relay.wasm newer than every Go file the
 // module is built from.
-func distIsFresh(dist, wasmExec, relayJS string) (bool, error) {
-	for _, src := range []string{relayJS, wasmExec} {
+func distIsFresh(dist string, sources ...string) (bool, error) {
+	for _, src := range sources {
 		want, err := os.ReadFile(src)
 		if err != nil {
 			return false, err
