@@ -13,7 +13,7 @@ NATIVE_PKGS := ./tests/...
 
 export PATH := /usr/local/go/bin:$(PATH)
 
-.PHONY: all test demo wasm size fuzz bench vet chromium brotli clean
+.PHONY: all test demo wasm size fuzz bench vet acpsdk npm chromium brotli clean
 
 all: test
 
@@ -22,7 +22,7 @@ demo: wasm
 	$(GO) run ./demo -module $(DIST) -key-file $(DIST)/dev-relay.key $(DEMO_FLAGS)
 
 ## test: every test — unit, conformance, engine chaos, headless Chromium (wasm and e2e).
-test: chromium brotli wasm vet
+test: chromium brotli wasm acpsdk vet
 	$(GO) test -race -timeout 10m $(RACE_PKGS)
 	$(GO) test -timeout 10m $(NATIVE_PKGS)
 	tests/browser/run.sh
@@ -55,9 +55,16 @@ fuzz:
 bench: chromium wasm brotli
 	$(GO) run ./tests/bench/cmd/bench
 
+## acpsdk: the official ACP SDK from tests/acpsdk's committed lockfile, for tests/e2e's SDK tests.
+acpsdk: npm
+	cd tests/acpsdk && npm ci --no-audit --no-fund
+
 vet:
 	$(GO) vet ./...
 	GOOS=js GOARCH=wasm $(GO) vet ./librelay/... ./wasm/... ./jsbridge/... ./tests/browser/...
+
+npm:
+	@command -v npm >/dev/null 2>&1 || $(call apt,nodejs npm)
 
 chromium:
 	@command -v chromium >/dev/null 2>&1 || $(call apt,chromium)

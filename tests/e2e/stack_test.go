@@ -22,10 +22,16 @@ const startupWait = 30 * time.Second
 // nothing, so s.PageURL() needs no configuration.
 func startStack(t *testing.T, rate float64) *stack.Stack {
 	t.Helper()
+	return startStackServing(t, webDir, rate)
+}
+
+// startStackServing is startStack with another page (web) at /.
+func startStackServing(t *testing.T, web string, rate float64) *stack.Stack {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), startupWait)
 	defer cancel()
 	s, err := stack.Start(ctx, stack.Config{
-		WebDir: webDir, ModuleDir: moduleDir, Logger: logger(),
+		WebDir: web, ModuleDir: moduleDir, Logger: logger(),
 		EditRuntime: func(c *devruntime.Config) {
 			c.AgentRate = rate
 			// Come back quickly after a relay restart; the page's own
