@@ -381,3 +381,43 @@ func TestSDKTypes(t *testing.T) {
 		t.Fatalf("tsc --noEmit: %v\n%s", err, out)
 	}
 }
+
+// How a stream ends, at the Stream's own level (what the SDK does with it is
+// above): a write fails with sendACP's code; cancelling the readable ends the
+// stream only; closing the writable closes the attachment, whose readable
+// then errors with closed, and the stored stream stays resumable: attached
+// again, the page loads its session and gets its conversation back.
+func TestSDKStreamEnds(t *testing.T) {
+	_, tb := sdkPage(t, 0)
+	if a := prompted(tb, "ping"); a.StopReason != "end_turn" {
+		t.Fatalf("ping ended %+v", a)
+	}
+	tb.eval(`__acp.end(), __acp.connection`, nil)
+	var got struct {
+		Write    string `json:"write"`    // a write of what is not JSON
+		Open     string `json:"open"`     // the attachment after the readable was cancelled
+		Read     string `json:"read"`     // a read after the writable was closed
+		Closed   string `json:"closed"`   // the attachment after that
+		Cursor   int    `json:"cursor"`   // its cursor when it closed
+		Attached int    `json:"attached"` // the cursor of the attachment made again
+	}
+	tb.eval(`(async () => {
+		const code = (p) => p.then(() => "", (e) => e?.code ?? String(e));
+		let s = __acp.att.stream();
+		const write = await code(s.writable.getWriter().write({ jsonrpc: "2.0", id: 9, method: "x", params: 1n }));
+		await s.readable.cancel();
+		const open = __acp.att.state;
+		s = __acp.att.stream();
+		const r = s.readable.getReader();
+		await s.writable.getWriter().close();
+		const read = await code(r.read());
+		const closed = __acp.att.state, cursor = __acp.att.cursor;
+		await __acp.attach();
+		return { write, open, read, closed, cursor, attached: __acp.att.cursor };
+	})()`, &got)
+	if got.Write != "bad_payload" || got.Open != "open" || got.Read != "closed" || got.Closed != "closed" || got.Cursor == 0 || got.Attached != got.Cursor {
+		t.Fatalf("got %+v; want a write rejected with bad_payload, the attachment open after cancel, a read rejected with closed after the writable closed, the attachment closed, and attached again at the same cursor", got)
+	}
+	tb.eval(`__acp.connect(), __acp.initialize().then(() => __acp.load("s1"))`, nil)
+	checkEntries(t, "the conversation loaded after attaching again", conversation(tb), turn("ping", "pong"))
+}
