@@ -19,7 +19,7 @@
 
 const BRIDGE = "__relaywasm_bridge_v1";
 
-import { openStream } from "./stream.js";
+import { openStream, PAUSED } from "./stream.js";
 
 // ---------------------------------------------------------------------------
 // The bridge: what Go calls.
@@ -838,7 +838,7 @@ class Attachment {
         Promise.resolve(r).then(
           () => this._deliver(batch, replay, waitID, i + 1),
           (e) => {
-            report("onMessage", e);
+            if (e !== PAUSED) report("onMessage", e);
             B.done(waitID, 0, i);
           },
         );

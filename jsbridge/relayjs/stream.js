@@ -33,6 +33,27 @@
 const CANCEL_REQUEST = "$/cancel_request";
 
 /**
+ * PAUSED is what a held delivery is refused with when the page goes away
+ * (pagehide): relay.js reports no handler failure for it. The engine moves
+ * the cursor when a whole batch of messages is accepted, so while the SDK
+ * has read the first messages of a batch and not the next one, the stored
+ * cursor is still before the batch; refusing the one held makes the engine
+ * accept the ones before it, and the write at pagehide (relay.js's listener,
+ * after this one) stores the cursor right after the last message the SDK
+ * read. Should the page come back (back/forward cache), the engine delivers
+ * the held message again, after its redelivery backoff.
+ */
+export const PAUSED = Symbol("relaywasm: delivered again later");
+
+// The open streams' pauses, run on pagehide. The listener is added when this
+// module is evaluated, before relay.js adds its own at the first attach:
+// listeners run in the order they were added.
+const pauses = new Set();
+globalThis.addEventListener?.("pagehide", () => {
+  for (const pause of pauses) pause();
+});
+
+/**
  * openStream opens a stream on att. While att._tap is set, relay.js routes
  * the attachment's deliveries (tap.onMessage), state changes (tap.state) and
  * evictions (tap.evicted) to it; att.onMessage gets every message the stream
@@ -84,6 +105,7 @@ export function openStream(att, options, RelayError) {
     ended = err ?? new RelayError("closed", "the stream is closed");
     if (att._tap === tap) att._tap = null;
     signal?.removeEventListener("abort", onAbort);
+    pauses.delete(pause);
     if (errorReadable) readCtl.error(ended);
     try {
       writeCtl.error(ended);
@@ -104,6 +126,12 @@ export function openStream(att, options, RelayError) {
   };
   const onAbort = () => end(new RelayError("canceled", "the stream's signal aborted"), true);
   signal?.addEventListener("abort", onAbort, { once: true });
+  const pause = () => {
+    const h = held;
+    held = null;
+    h?.reject(PAUSED);
+  };
+  pauses.add(pause);
 
   const readable = new ReadableStream(
     {
@@ -168,14 +196,17 @@ export function openStream(att, options, RelayError) {
     // cursor); anything else is the attachment's onMessage's.
     onMessage(raw, meta) {
       if (ended || !ours(raw)) return att.onMessage(raw, meta);
+      if (wanted) {
+        // A read is waiting: the message is read now, and the delivery
+        // goes on at once.
+        const w = wanted;
+        wanted = null;
+        readCtl.enqueue(restore(raw));
+        w();
+        return undefined;
+      }
       return new Promise((resolve, reject) => {
         held = { raw, meta, resolve, reject };
-        if (wanted) {
-          const w = wanted;
-          wanted = null;
-          take();
-          w();
-        }
       });
     },
     state(state, info) {

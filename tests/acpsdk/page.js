@@ -92,9 +92,11 @@ function onUpdate({ params }) {
 
 A.attach = async () => {
   const relay = await loadRelay();
+  A.url = q.get("relay") ?? `ws://${location.host}/v1/attach`;
+  A.instance = q.get("instance") ?? "demo";
   A.att = await relay.attach({
-    url: q.get("relay") ?? `ws://${location.host}/v1/attach`,
-    instance: q.get("instance") ?? "demo",
+    url: A.url,
+    instance: A.instance,
     token: q.get("token") ?? "dev-token",
     name: "sdk",
     history: 20000,
@@ -173,6 +175,25 @@ A.promptLater = (text) => {
     (e) => A.answers.push({ text, code: e?.code ?? "", message: String(e?.message ?? e) }),
   );
 };
+
+// storedCursor reads the cursor relaywasm keeps in IndexedDB for this page's
+// stream (the Store's schema, jsbridge: database "relaywasm", object store
+// "state" keyed [url, instance, name]), for the tests to wait for the Store
+// to have written what it holds.
+A.storedCursor = () =>
+  new Promise((resolve, reject) => {
+    const open = indexedDB.open("relaywasm");
+    open.onerror = () => reject(open.error);
+    open.onsuccess = () => {
+      const db = open.result;
+      const get = db.transaction("state").objectStore("state").get([A.url, A.instance, A.att.name]);
+      get.onsuccess = () => {
+        db.close();
+        resolve(get.result?.cursor ?? 0);
+      };
+      get.onerror = () => reject(get.error);
+    };
+  });
 
 // start: attach, connect, initialize, and a new session or, after a reload,
 // the kept one loaded.

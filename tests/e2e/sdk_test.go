@@ -200,6 +200,15 @@ func TestSDKReloadMidTurn(t *testing.T) {
 		t.Fatalf("the last chunk read before the reload is %q", last)
 	}
 	before := sentIDs(tb)
+	// The Store writes the cursor a commit window after it moves, and at
+	// pagehide at once, but only once a write in flight has completed, which
+	// a page going away may never see (jsbridge's Store; reported). So the
+	// reload waits for the Store to have written what the engine holds: the
+	// write at pagehide is then the only one, and must store the cursor
+	// right after the last chunk the SDK read (stream.js's PAUSED makes the
+	// engine accept the chunks before the one held, in the batch of which
+	// the SDK read only the first).
+	sdkWait(tb, "the Store to have written the cursor", `__acp.storedCursor().then(c => c === __acp.att.cursor)`)
 
 	tb.run(chromedp.Reload())
 	sdkReady(tb)
