@@ -17,9 +17,9 @@
 // installs them. The version in the name changes whenever the contract between
 // relay.js and relay.wasm does, so a mismatched pair fails loudly.
 
-const BRIDGE = "__relaywasm_bridge_v1";
-
 import { openStream, PAUSED } from "./stream.js";
+
+const BRIDGE = "__relaywasm_bridge_v1";
 
 // ---------------------------------------------------------------------------
 // The bridge: what Go calls.
