@@ -18,7 +18,7 @@ ENGINE  ?= chromium
 
 export PATH := /usr/local/go/bin:$(PATH)
 
-.PHONY: all test test-browser demo wasm size fuzz bench vet browsers chromium brotli clean
+.PHONY: all test test-browser demo wasm size fuzz bench vet acpsdk npm browsers chromium brotli clean
 
 all: test
 
@@ -28,7 +28,7 @@ demo: wasm
 
 ## test: every test — unit, conformance, engine chaos, and the browser suites
 ## (tests/browser and tests/e2e) in Chromium, Firefox and WebKit.
-test: browsers brotli wasm vet
+test: browsers brotli wasm acpsdk vet
 	$(GO) test -race -timeout 10m $(RACE_PKGS)
 	ENGINE=chromium $(GO) test -timeout 10m $(NATIVE_PKGS)
 	@for e in $(filter-out chromium,$(ENGINES)); do \
@@ -39,7 +39,7 @@ test: browsers brotli wasm vet
 	done
 
 ## test-browser: the browser suites in one engine: make test-browser ENGINE=chromium|firefox|webkit.
-test-browser: browsers wasm
+test-browser: browsers wasm acpsdk
 	ENGINE=$(ENGINE) $(GO) test -timeout 10m ./tests/e2e/
 	ENGINE=$(ENGINE) tests/browser/run.sh
 
@@ -71,9 +71,16 @@ fuzz:
 bench: chromium wasm brotli
 	$(GO) run ./tests/bench/cmd/bench
 
+## acpsdk: the official ACP SDK from tests/acpsdk's committed lockfile, for tests/e2e's SDK tests.
+acpsdk: npm
+	cd tests/acpsdk && npm ci --no-audit --no-fund
+
 vet:
 	$(GO) vet ./...
 	GOOS=js GOARCH=wasm $(GO) vet ./librelay/... ./wasm/... ./jsbridge/... ./tests/browser/...
+
+npm:
+	@command -v npm >/dev/null 2>&1 || $(call apt,nodejs npm)
 
 chromium:
 	@command -v chromium >/dev/null 2>&1 || $(call apt,chromium)

@@ -33,6 +33,7 @@ type devAgent struct {
 
 	mu       sync.Mutex
 	sessions map[acp.SessionId]*turn // running turn of each session, or nil
+	talks    map[acp.SessionId]*conversation
 	created  int
 }
 
@@ -46,14 +47,15 @@ var (
 )
 
 func newDevAgent(rate float64) *devAgent {
-	return &devAgent{rate: rate, sessions: make(map[acp.SessionId]*turn)}
+	return &devAgent{rate: rate, sessions: make(map[acp.SessionId]*turn), talks: make(map[acp.SessionId]*conversation)}
 }
 
 func (a *devAgent) Initialize(context.Context, acp.InitializeRequest) (acp.InitializeResponse, error) {
 	return acp.InitializeResponse{
-		ProtocolVersion: acp.ProtocolVersionNumber,
-		AgentInfo:       &acp.Implementation{Name: "relaywasm-dev-agent", Version: "1"},
-		AuthMethods:     []acp.AuthMethod{},
+		ProtocolVersion:   acp.ProtocolVersionNumber,
+		AgentCapabilities: acp.AgentCapabilities{LoadSession: true},
+		AgentInfo:         &acp.Implementation{Name: "relaywasm-dev-agent", Version: "1"},
+		AuthMethods:       []acp.AuthMethod{},
 	}, nil
 }
 
@@ -65,13 +67,15 @@ func (a *devAgent) NewSession(context.Context, acp.NewSessionRequest) (acp.NewSe
 	a.created++
 	id := acp.SessionId("s" + strconv.Itoa(a.created))
 	a.sessions[id] = nil
+	a.talks[id] = &conversation{}
 	return acp.NewSessionResponse{SessionId: id}, nil
 }
 
 // Prompt streams the answer as agent_message_chunk updates and ends the turn.
 // A prompt while a turn runs cancels that turn first, as a chat client expects.
 func (a *devAgent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResponse, error) {
-	chunks, err := plan(promptText(p.Prompt))
+	text := promptText(p.Prompt)
+	chunks, err := plan(text)
 	if err != nil {
 		return acp.PromptResponse{}, acp.NewInvalidParams(map[string]any{"error": err.Error()})
 	}
@@ -80,7 +84,15 @@ func (a *devAgent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptR
 		return acp.PromptResponse{}, err
 	}
 	defer done()
-	if err := a.stream(ctx, p.SessionId, chunks); err != nil {
+	if isPermission(text) {
+		if chunks, err = a.askPermission(ctx, p.SessionId, text); err != nil {
+			if ctx.Err() != nil {
+				return acp.PromptResponse{StopReason: acp.StopReasonCancelled}, nil
+			}
+			return acp.PromptResponse{}, err
+		}
+	}
+	if err := a.stream(ctx, p.SessionId, a.conversation(p.SessionId).begin(text, chunks)); err != nil {
 		if ctx.Err() != nil {
 			return acp.PromptResponse{StopReason: acp.StopReasonCancelled}, nil
 		}
@@ -125,8 +137,10 @@ func (a *devAgent) Cancel(_ context.Context, p acp.CancelNotification) error {
 	return nil
 }
 
-// stream sends each chunk as one session/update, paced by the agent's rate.
-func (a *devAgent) stream(ctx context.Context, id acp.SessionId, chunks chunkPlan) error {
+// stream sends each chunk of the turn as one session/update, paced by the
+// agent's rate, and keeps what it said for session/load.
+func (a *devAgent) stream(ctx context.Context, id acp.SessionId, sp *spoken) error {
+	c, chunks := a.conversation(id), sp.plan
 	var tick <-chan time.Time
 	if a.rate > 0 {
 		t := time.NewTicker(time.Duration(float64(time.Second) / a.rate))
@@ -144,8 +158,7 @@ func (a *devAgent) stream(ctx context.Context, id acp.SessionId, chunks chunkPla
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		update := acp.SessionNotification{SessionId: id, Update: acp.UpdateAgentMessageText(chunks.text(i))}
-		if err := a.conn.SessionUpdate(ctx, update); err != nil {
+		if err := c.say(ctx, a.conn, id, sp, i); err != nil {
 			return err
 		}
 	}

@@ -29,7 +29,7 @@
 // each acp.message payload from the client is one line of the agent's input.
 // It is deterministic so that tests can predict every byte:
 //
-//   - initialize answers protocol version 1 and no capabilities.
+//   - initialize answers protocol version 1 and one capability, loadSession.
 //   - session/new answers session ids "s1", "s2", … per attachment.
 //   - session/prompt streams agent_message_chunk updates and then answers
 //     {stopReason: "end_turn"}. What it streams depends on the prompt's text:
@@ -37,8 +37,19 @@
 //   - "count N" (0 ≤ N ≤ 100,000): N chunks, "1\n", "2\n", … "N\n".
 //   - "count N size S" (S ≤ 256 KiB): N chunks, each "i xxx…x\n" padded
 //     with 'x' to S bytes, for benchmarks with messages of a given size.
+//   - "permission …" (PermissionWord first): the agent first asks the
+//     client with session/request_permission (options "allow" and
+//     "reject"), an agent→client request, and then streams one chunk,
+//     "permission allow", "permission reject" or "permission cancelled".
 //   - anything else: the prompt echoed word by word, the first chunk the
 //     first word and every later chunk a space and the next word.
+//   - session/load {sessionId} replays the session's conversation as
+//     session/update notifications and then answers {}: each prompt as a
+//     user_message_chunk, then the agent_message_chunks of its answer sent
+//     so far (the newest MaxTurns turns). Chunks of a turn still running
+//     follow live after the replay; each chunk is in the replay or after
+//     it, exactly once. A page that reloaded rebuilds its conversation with
+//     initialize and session/load, the ACP way.
 //   - session/cancel ends the running turn, which answers
 //     {stopReason: "cancelled"}; a new prompt on a session cancels the
 //     turn still running on it.

@@ -114,10 +114,11 @@ var FallbackReasons = []string{FallbackUnavailable, FallbackBlocked, FallbackFai
 const (
 	CodeWasmLoadFailed = "wasm_load_failed" // relay.wasm could not be fetched or started, or is from another build
 	CodeWasmExited     = "wasm_exited"      // relay.wasm stopped after it had started
+	CodeStreamOpen     = "stream_open"      // att.stream(): the attachment has a stream open already
 )
 
 // LoaderCodes are the codes only relay.js defines.
-var LoaderCodes = []string{CodeWasmLoadFailed, CodeWasmExited}
+var LoaderCodes = []string{CodeWasmLoadFailed, CodeWasmExited, CodeStreamOpen}
 
 // A constant of boundary.js: its name there and its value.
 type constant struct {
@@ -145,6 +146,7 @@ func constants() []constant {
 		{"FALLBACK_UNAVAILABLE", FallbackUnavailable}, {"FALLBACK_BLOCKED", FallbackBlocked},
 		{"FALLBACK_FAILED", FallbackFailed}, {"FALLBACK_QUOTA", FallbackQuota},
 		{"CODE_WASM_LOAD_FAILED", CodeWasmLoadFailed}, {"CODE_WASM_EXITED", CodeWasmExited},
+		{"CODE_STREAM_OPEN", CodeStreamOpen},
 		{"CODE_CANCELED", client.CodeCanceled}, {"CODE_BAD_OPTIONS", client.ErrBadOptions.Code()},
 		{"CODE_BAD_PAYLOAD", client.ErrBadPayload.Code()}, {"CODE_BAD_CURSOR", client.ErrBadCursor.Code()},
 	}

@@ -33,6 +33,7 @@ export const FALLBACK_FAILED = "indexeddb_failed";
 export const FALLBACK_QUOTA = "quota_exceeded";
 export const CODE_WASM_LOAD_FAILED = "wasm_load_failed";
 export const CODE_WASM_EXITED = "wasm_exited";
+export const CODE_STREAM_OPEN = "stream_open";
 export const CODE_CANCELED = "canceled";
 export const CODE_BAD_OPTIONS = "bad_options";
 export const CODE_BAD_PAYLOAD = "bad_payload";

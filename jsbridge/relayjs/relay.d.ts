@@ -139,6 +139,54 @@ export interface Attachment {
   detach(): Promise<void>;
   /** Ends the attachment in this page only: the stored cursor stays and the stream can be attached again. */
   close(): Promise<void>;
+
+  /**
+   * The Stream the official ACP SDK connects to, unchanged:
+   * `client({...}).connectWith(att.stream(), op)` (@agentclientprotocol/sdk
+   * 2.x; 1.x's `new ClientSideConnection(toClient, att.stream())` takes the
+   * same). One stream is open on an attachment at a time (else stream_open).
+   *
+   * - Ids: each request written gets an id of this stream's own on the wire
+   *   and its response comes back with the SDK's id, so a response reaches
+   *   only the stream whose request it answers. A response to any other
+   *   request (a previous page's, before a reload) goes to onMessage and
+   *   history(), never to the stream. Requests and notifications from the
+   *   agent (session/update, session/request_permission, fs reads) go to the
+   *   stream, and the SDK answers them through it.
+   * - Delivery: what arrives from the moment the stream opens; what came
+   *   before is in history(). While it is open the stream takes the
+   *   messages instead of onMessage. It keeps no queue: a message is handed
+   *   over when the SDK reads, and the cursor moves past it only then, so a
+   *   reload neither loses a message the SDK had not read nor gives it one it
+   *   had. Drops and redials are not seen; writes wait while reconnecting.
+   * - Errors: the readable errors with the RelayError that ended the
+   *   attachment (unauthorized, superseded, detached, closed) or that says
+   *   content is gone (evicted, cursor_evicted, session_replaced; the
+   *   attachment stays open then), so the SDK's connection closes with it.
+   *   A write rejects with sendACP's error (send_failed, …).
+   * - Ending it: cancelling the readable (the SDK does when its connection
+   *   closes) ends the stream only: the attachment stays open, messages go
+   *   to onMessage again, and stream() may be called again. Closing or
+   *   aborting the writable closes the attachment (close(): the stored
+   *   stream stays resumable). options.signal aborting ends the stream with
+   *   canceled.
+   *
+   * After a reload, open the stream right after attach() resolves, then
+   * initialize and session/load the sessionId the page kept (README).
+   */
+  stream<M = any>(options?: StreamOptions): AcpStream<M>;
+}
+
+/** att.stream()'s options. */
+export interface StreamOptions {
+  /** Ends the stream (the readable errors with canceled); the attachment stays open. */
+  signal?: AbortSignal;
+}
+
+/** The ACP SDK's Stream: JSON-RPC messages in and out. */
+export interface AcpStream<M = any> {
+  readable: ReadableStream<M>;
+  writable: WritableStream<M>;
 }
 
 export type State = "connecting" | "open" | "reconnecting" | "offline" | "closed";
@@ -189,6 +237,8 @@ export interface HistoryEntry {
 export class RelayError extends Error {
   readonly name: "RelayError";
   readonly code: ErrorCode;
+  /** Set when att.stream()'s readable errored because content is gone (code is its reason). */
+  readonly eviction?: Eviction;
 }
 
 /** Stable error codes. */
@@ -200,6 +250,10 @@ export type ErrorCode =
   | "superseded" // another client reclaimed this attachment
   | "detached" // detach() was called
   | "closed" // the attachment is closed
+  // Content is gone for good (att.stream()'s readable errors with them; see Eviction).
+  | "evicted"
+  | "cursor_evicted"
+  | "session_replaced"
   // One operation failed.
   | "bad_options"
   | "bad_payload" // sendACP: not a single JSON value
@@ -207,6 +261,7 @@ export type ErrorCode =
   | "send_queue_full"
   | "send_failed" // the connection dropped while writing; the message may not have arrived
   | "canceled" // the AbortSignal fired
+  | "stream_open" // stream(): the attachment has one open already
   | "timeout"
   // One connection ended; the attachment redials by itself (seen in StateInfo.code).
   | "unknown_instance" // no runtime connected for the instance

@@ -12,6 +12,7 @@
 //   lifecycle.js  online, offline, hidden and pagehide
 //   load.js       fetching and starting relay.wasm
 //   errors.js     RelayError, and only Errors across the boundary
+//   stream.js     att.stream(): the official ACP SDK's Stream over an attachment
 //
 // relay.wasm (Go) holds the client engine; these modules own what is
 // cheaper, or only possible, on the JavaScript side. There is no eval and
@@ -23,6 +24,7 @@ import { bridge } from "./bridge.js";
 import { guard, RelayError, report } from "./errors.js";
 import { listenToLifecycle } from "./lifecycle.js";
 import { start } from "./load.js";
+import { openStream, PAUSED } from "./stream.js";
 import { takeSlot } from "./tabs.js";
 
 export { RelayError };
@@ -116,6 +118,7 @@ class Attachment {
   #slot;
   #token;
   #last = ["connecting", 0, ""]; // state, cursor, session: kept for after the end
+  _tap = null; // the open stream() (stream.js): it takes the deliveries while set
 
   constructor(handle, slot, options) {
     this._handle = handle;
@@ -160,6 +163,11 @@ class Attachment {
     return B.call("send", () => [this._handle, ...B.text(text)], options.signal);
   }
 
+  /** The ACP SDK's Stream over this attachment (stream.js). */
+  stream(options) {
+    return openStream(this, options);
+  }
+
   resume(afterSeq) {
     if (!Number.isSafeInteger(afterSeq) || afterSeq < 0) {
       return Promise.reject(new RelayError(CODE_BAD_CURSOR, "afterSeq must be a seq (a non-negative integer)"));
@@ -198,7 +206,7 @@ class Attachment {
       const f = batch[i];
       let r;
       try {
-        r = this.onMessage(f.payload ?? null, { seq: f.seq ?? 0, session: f.session ?? "", replay: replay[i] === 1 });
+        r = (this._tap ?? this).onMessage(f.payload ?? null, { seq: f.seq ?? 0, session: f.session ?? "", replay: replay[i] === 1 });
       } catch (e) {
         report("onMessage", e);
         return this.#delivered(i, waitID, from);
@@ -207,7 +215,7 @@ class Attachment {
         Promise.resolve(r).then(
           () => this._deliver(batch, replay, waitID, i + 1),
           (e) => {
-            report("onMessage", e);
+            if (e !== PAUSED) report("onMessage", e);
             B.done(waitID, DONE_OK, i);
           },
         );
@@ -225,10 +233,12 @@ class Attachment {
 
   _state(state, info) {
     this.#last = [state, this.#last[1], this.#last[2]];
+    this._tap?.state(state, info);
     if (this.onState) guard("onState", () => this.onState(state, info));
   }
 
   _evicted(info) {
+    this._tap?.evicted(info);
     if (this.onEvicted) guard("onEvicted", () => this.onEvicted(info));
   }
 

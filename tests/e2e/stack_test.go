@@ -26,14 +26,27 @@ func startStack(t *testing.T, rate float64) *stack.Stack {
 	return startStackWith(t, rate, nil, logger())
 }
 
+// startStackServing is startStack with another page (web) at /.
+func startStackServing(t *testing.T, web string, rate float64) *stack.Stack {
+	t.Helper()
+	return startStackOf(t, web, rate, nil, logger())
+}
+
 // startStackWith is startStack with the relay's config edited (nil: as
 // it is) and the parts' logs going to log.
 func startStackWith(t *testing.T, rate float64, editRelay func(*relay.Config), log *slog.Logger) *stack.Stack {
 	t.Helper()
+	return startStackOf(t, webDir, rate, editRelay, log)
+}
+
+// startStackOf starts the stack serving web at /, with the relay's config
+// edited and the parts' logs going to log.
+func startStackOf(t *testing.T, web string, rate float64, editRelay func(*relay.Config), log *slog.Logger) *stack.Stack {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), startupWait)
 	defer cancel()
 	s, err := stack.Start(ctx, stack.Config{
-		WebDir: webDir, ModuleDir: moduleDir, Logger: log, EditRelay: editRelay,
+		WebDir: web, ModuleDir: moduleDir, Logger: log, EditRelay: editRelay,
 		EditRuntime: func(c *devruntime.Config) {
 			c.AgentRate = rate
 			// Come back quickly after a relay restart; the page's own

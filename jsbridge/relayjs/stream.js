@@ -1,0 +1,233 @@
+// stream.js: att.stream(), the Stream the official ACP SDK connects to
+// (@agentclientprotocol/sdk: client(...).connectWith(stream, op)).
+//
+// A plain adapter over onMessage and sendACP is wrong after a reload: every
+// page load of the SDK numbers its requests from 0, and the stored stream
+// resumes with the previous page's messages, so the previous page's response
+// to its request 2 would answer this page's request 2. So this stream:
+//
+//   - gives every request written to it an id of its own on the wire (a
+//     prefix no other stream has, and a counter), and restores the SDK's id
+//     on the response; a response to any other request never reaches the
+//     SDK: it goes to the attachment's onMessage (and history()) instead.
+//     Requests and notifications from the agent (permission requests, file
+//     reads, session/update) go to the SDK, which answers them through the
+//     writable.
+//   - delivers what arrives from the moment it opens, one message per read:
+//     the readable has no queue of its own (highWaterMark 0), and the
+//     attachment's delivery of a message waits until the SDK has read it.
+//     The cursor moves only past what the SDK read, so a reload neither
+//     loses a message the SDK had not read nor hands it one it had.
+//   - errors the readable with the RelayError that ended the attachment
+//     (unauthorized, superseded, detached, closed) or that says content is
+//     gone (evicted, cursor_evicted, session_replaced), so the SDK's
+//     connection closes with that reason. Drops and redials are not seen.
+//
+// It is built on what an Attachment has anyway: sendACP, close, onMessage and
+// the attachment's delivery, which waits for a returned Promise. relay.js
+// routes an attachment's deliveries, state changes and evictions through the
+// open stream's tap (att._tap) and does nothing else for it.
+
+import { CODE_BAD_OPTIONS, CODE_STREAM_OPEN } from "./boundary.js";
+import { RelayError } from "./errors.js";
+
+// The JSON-RPC method by which the SDK cancels a request it sent; its
+// params.requestId names the request, so it is rewritten like the id.
+const CANCEL_REQUEST = "$/cancel_request";
+
+/**
+ * PAUSED is what a held delivery is refused with when the page goes away
+ * (pagehide): relay.js reports no handler failure for it. The engine moves
+ * the cursor when a whole batch of messages is accepted, so while the SDK
+ * has read the first messages of a batch and not the next one, the stored
+ * cursor is still before the batch; refusing the one held makes the engine
+ * accept the ones before it, and the write at pagehide (relay.js's listener,
+ * after this one) stores the cursor right after the last message the SDK
+ * read. Should the page come back (back/forward cache), the engine delivers
+ * the held message again, after its redelivery backoff.
+ */
+export const PAUSED = Symbol("relaywasm: delivered again later");
+
+// The open streams' pauses, run on pagehide. The listener is added when this
+// module is evaluated, before relay.js adds its own at the first attach:
+// listeners run in the order they were added.
+const pauses = new Set();
+globalThis.addEventListener?.("pagehide", () => {
+  for (const pause of pauses) pause();
+});
+
+/**
+ * openStream opens a stream on att. While att._tap is set, relay.js routes
+ * the attachment's deliveries (tap.onMessage), state changes (tap.state) and
+ * evictions (tap.evicted) to it; att.onMessage gets every message the stream
+ * does not take.
+ */
+export function openStream(att, options) {
+  if (options !== undefined && (options === null || typeof options !== "object")) {
+    throw new RelayError(CODE_BAD_OPTIONS, "stream options must be an object");
+  }
+  const signal = options?.signal;
+  if (signal?.aborted) throw new RelayError("canceled", "the operation was aborted");
+  if (att._tap) throw new RelayError(CODE_STREAM_OPEN, "the attachment has a stream open already");
+  if (att.state === "closed") throw new RelayError("closed", "the attachment is closed");
+
+  const prefix = `rw-${randomHex()}-`;
+  let next = 0;
+  const sent = new Map(); // wire id -> the SDK's id, for requests awaiting their response
+  const wire = new Map(); // the SDK's id -> wire id, for $/cancel_request
+
+  let readCtl, writeCtl;
+  let ended = null; // the RelayError writes fail with, once the stream is over
+  let held = null; // {raw, meta, resolve, reject}: delivered, not yet read
+  let wanted = null; // resolves the readable's pull that waits for a message
+
+  // take hands the held message to the SDK's pending read: from now on it
+  // counts as read, and the cursor may move past it.
+  const take = () => {
+    const h = held;
+    held = null;
+    readCtl.enqueue(restore(h.raw));
+    h.resolve();
+  };
+
+  // restore gives a response the SDK's id back; only responses to this
+  // stream's requests are ever held (ours).
+  const restore = (m) => {
+    if ("method" in m || !sent.has(m.id)) return m;
+    const id = sent.get(m.id);
+    sent.delete(m.id);
+    wire.delete(id);
+    return { ...m, id };
+  };
+  const ours = (m) => m !== null && typeof m === "object" && !Array.isArray(m) && ("method" in m || sent.has(m.id));
+
+  // end stops the stream: the attachment's messages go to onMessage again,
+  // one held but not read included, and writes fail with err (or "closed").
+  const end = (err, errorReadable) => {
+    if (ended) return;
+    ended = err ?? new RelayError("closed", "the stream is closed");
+    if (att._tap === tap) att._tap = null;
+    signal?.removeEventListener("abort", onAbort);
+    pauses.delete(pause);
+    if (errorReadable) readCtl.error(ended);
+    try {
+      writeCtl.error(ended);
+    } catch {
+      // already closed or errored
+    }
+    wanted?.();
+    wanted = null;
+    if (held) {
+      const h = held;
+      held = null;
+      try {
+        h.resolve(att.onMessage(h.raw, h.meta));
+      } catch (e) {
+        h.reject(e); // the attachment delivers it again later
+      }
+    }
+  };
+  const onAbort = () => end(new RelayError("canceled", "the stream's signal aborted"), true);
+  signal?.addEventListener("abort", onAbort, { once: true });
+  const pause = () => {
+    const h = held;
+    held = null;
+    h?.reject(PAUSED);
+  };
+  pauses.add(pause);
+
+  const readable = new ReadableStream(
+    {
+      start(c) {
+        readCtl = c;
+      },
+      pull() {
+        if (ended) return undefined;
+        if (held) return take();
+        return new Promise((resolve) => (wanted = resolve));
+      },
+      // Cancelling the readable (the SDK does when its connection closes)
+      // ends the stream; the attachment stays open.
+      cancel() {
+        end(null, false);
+      },
+    },
+    { highWaterMark: 0 },
+  );
+
+  const writable = new WritableStream({
+    start(c) {
+      writeCtl = c;
+    },
+    write(m) {
+      if (ended) throw ended;
+      return send(m);
+    },
+    // Closing or aborting the writable closes the attachment (att.close():
+    // the stored stream stays resumable); the readable then errors with
+    // "closed".
+    close() {
+      return att.close();
+    },
+    abort() {
+      return att.close();
+    },
+  });
+
+  // send writes one message, a request with an id of this stream's own.
+  const send = (m) => {
+    if (m === null || typeof m !== "object" || Array.isArray(m)) return att.sendACP(m);
+    if ("method" in m && "id" in m && m.id !== null) {
+      const id = prefix + next++;
+      sent.set(id, m.id);
+      wire.set(m.id, id);
+      return att.sendACP({ ...m, id }).catch((e) => {
+        sent.delete(id);
+        wire.delete(m.id);
+        throw e;
+      });
+    }
+    if (m.method === CANCEL_REQUEST && wire.has(m.params?.requestId)) {
+      return att.sendACP({ ...m, params: { ...m.params, requestId: wire.get(m.params.requestId) } });
+    }
+    return att.sendACP(m);
+  };
+
+  const tap = {
+    // onMessage is the attachment's delivery while the stream is open: what
+    // is ours waits for the SDK's read (the returned Promise holds the
+    // cursor); anything else is the attachment's onMessage's.
+    onMessage(raw, meta) {
+      if (ended || !ours(raw)) return att.onMessage(raw, meta);
+      if (wanted) {
+        // A read is waiting: the message is read now, and the delivery
+        // goes on at once.
+        const w = wanted;
+        wanted = null;
+        readCtl.enqueue(restore(raw));
+        w();
+        return undefined;
+      }
+      return new Promise((resolve, reject) => {
+        held = { raw, meta, resolve, reject };
+      });
+    },
+    state(state, info) {
+      if (state === "closed") end(new RelayError(info?.code ?? "closed", info?.message ?? "the attachment is closed"), true);
+    },
+    evicted(info) {
+      const what = info.reason === "cursor_evicted" ? "the runtime no longer knows this stream" : "messages were lost";
+      const e = new RelayError(info.reason, `${what} (after seq ${info.afterSeq}, resumed from ${info.fromSeq})`);
+      e.eviction = info;
+      end(e, true);
+    },
+  };
+  att._tap = tap;
+  return { readable, writable };
+}
+
+function randomHex() {
+  const b = new Uint32Array(2);
+  globalThis.crypto.getRandomValues(b);
+  return Array.from(b, (v) => v.toString(16).padStart(8, "0")).join("");
+}
