@@ -76,8 +76,13 @@ func describeByte(c byte) string {
 // few hundred bytes of heap for the duration of the scan, never a grown
 // stack that a reader goroutine keeps for the rest of its life.
 func (s *scanner) value(i, depth int) (int, error) {
-	if i < len(s.b) && (s.b[i] == '{' || s.b[i] == '[') {
-		return s.nested(i, depth)
+	if i < len(s.b) {
+		switch s.b[i] {
+		case '"': // most values: straight to the string loop
+			return s.str(i)
+		case '{', '[':
+			return s.nested(i, depth)
+		}
 	}
 	return s.scalar(i)
 }
@@ -105,38 +110,49 @@ func (s *scanner) scalar(i int) (int, error) {
 }
 
 // openings is a stack of one bit per open container, set for an object: all
-// the state a nested scan keeps besides the offset. The first 256 levels
-// live in small, on the scanning goroutine's stack; deeper ones spill to
-// more, on the heap, for the duration of one scan.
+// the state a nested scan keeps besides the offset. The first 64 levels live
+// in low, on the scanning goroutine's stack; deeper ones spill to more, on
+// the heap, for the duration of one scan.
 type openings struct {
-	n     int
-	small [4]uint64
-	more  []uint64
-}
-
-func (o *openings) word(n int) *uint64 {
-	if w := n / 64; w < len(o.small) {
-		return &o.small[w]
-	}
-	return &o.more[n/64-len(o.small)]
+	n    int
+	low  uint64
+	more []uint64
 }
 
 func (o *openings) push(object bool) {
-	if w := o.n / 64; w >= len(o.small) && w-len(o.small) == len(o.more) {
+	if o.n >= 64 {
+		o.pushDeep(object)
+		return
+	}
+	o.low = o.low&^(1<<o.n) | bit(object)<<o.n
+	o.n++
+}
+
+func (o *openings) pushDeep(object bool) {
+	w, k := o.n/64-1, o.n%64
+	if w == len(o.more) {
 		o.more = append(o.more, 0)
 	}
-	bit := uint64(1) << (o.n % 64)
-	if w := o.word(o.n); object {
-		*w |= bit
-	} else {
-		*w &^= bit
-	}
+	o.more[w] = o.more[w]&^(1<<k) | bit(object)<<k
 	o.n++
 }
 
 // pop closes the innermost container; top reports whether it is an object.
-func (o *openings) pop()      { o.n-- }
-func (o *openings) top() bool { return *o.word(o.n - 1)&(uint64(1)<<((o.n-1)%64)) != 0 }
+func (o *openings) pop() { o.n-- }
+func (o *openings) top() bool {
+	k := o.n - 1
+	if k < 64 {
+		return o.low>>k&1 != 0
+	}
+	return o.more[k/64-1]>>(k%64)&1 != 0
+}
+
+func bit(b bool) uint64 {
+	if b {
+		return 1
+	}
+	return 0
+}
 
 // nested scans the object or array at b[i], depth containers already being
 // open around it, with the same grammar, errors and offsets a recursive
@@ -168,6 +184,10 @@ func (s *scanner) nested(i, depth int) (int, error) {
 				}
 			}
 			continue
+		case i < len(b) && b[i] == '"':
+			if i, err = s.str(i); err != nil {
+				return i, err
+			}
 		default:
 			if i, err = s.scalar(i); err != nil {
 				return i, err
