@@ -222,7 +222,7 @@ export interface MessageMeta {
 export interface Eviction {
   afterSeq: number;
   fromSeq: number;
-  reason: "evicted" | "cursor_evicted" | "session_replaced";
+  reason: EvictionReason;
 }
 
 export interface HistoryEntry {
@@ -242,6 +242,9 @@ export class RelayError extends Error {
 }
 
 /** Stable error codes. */
+/** Why content is gone (onEvicted's info.reason; a stream's error code). */
+export type EvictionReason = "evicted" | "cursor_evicted" | "session_replaced";
+
 export type ErrorCode =
   // The attachment ended and will not come back by itself.
   | "unauthorized" // the relay refused the credential

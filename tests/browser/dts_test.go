@@ -21,8 +21,10 @@ import (
 // of relay.d.ts and compared both ways, so a new code cannot be forgotten
 // and a removed one cannot linger.
 func TestDeclarationsListEveryCode(t *testing.T) {
-	want := append(client.Codes(), boundary.LoaderCodes...)
+	// att.stream() errors its readable with the eviction's reason as the code.
+	want := append(append(client.Codes(), boundary.LoaderCodes...), client.EvictionReasons()...)
 	compareUnion(t, "ErrorCode", want)
+	compareUnion(t, "EvictionReason", client.EvictionReasons())
 	compareUnion(t, "StorageFallbackReason", boundary.FallbackReasons)
 }
 

@@ -266,7 +266,7 @@ func (r *runner) adopt(session string) {
 		return
 	}
 	if r.saved.Session != "" && r.saved.Cursor > 0 {
-		r.evicted(Eviction{AfterSeq: r.saved.Cursor, Reason: "session_replaced"})
+		r.evicted(Eviction{AfterSeq: r.saved.Cursor, Reason: EvictedSessionReplaced})
 	}
 	r.saved = Saved{Session: session}
 	r.cursor, r.accepted = 0, 0

@@ -100,7 +100,7 @@ func (r *runner) resumed(f *librelay.Frame) error {
 	}
 	if rs.Evicted || from > r.accepted+1 {
 		r.flush()
-		r.evicted(Eviction{AfterSeq: r.accepted, FromSeq: from, Reason: "evicted"})
+		r.evicted(Eviction{AfterSeq: r.accepted, FromSeq: from, Reason: EvictedRetention})
 		if from > r.accepted+1 {
 			r.skipTo(from - 1)
 		}
@@ -156,7 +156,7 @@ func (r *runner) resumeRefused(e librelay.Error) error {
 		return wrap(ErrProtocol, "the runtime refused the resume: "+e.Code+" "+e.Message, nil)
 	}
 	r.flush()
-	r.evicted(Eviction{AfterSeq: r.accepted, Reason: librelay.CodeCursorEvicted})
+	r.evicted(Eviction{AfterSeq: r.accepted, Reason: EvictedCursor})
 	r.cursor, r.accepted, r.saved.Cursor = 0, 0, 0
 	r.a.cursor.Store(0)
 	r.dirty = true

@@ -1,6 +1,10 @@
 package client
 
-import "time"
+import (
+	"time"
+
+	"github.com/relaywasm/relaywasm/librelay"
+)
 
 // State is where an attachment's connection stands.
 type State int32
@@ -65,9 +69,22 @@ type Message struct {
 type Eviction struct {
 	AfterSeq uint64
 	FromSeq  uint64
-	// Reason is "evicted" (retention dropped frames the client had not seen),
-	// "cursor_evicted" (the runtime no longer knows the stream at all, e.g. it
-	// restarted) or "session_replaced" (the relay granted a new attachment id
-	// because the old one could not be reclaimed).
+	// Reason is one of the Evicted* constants: why the content is gone.
 	Reason string
+}
+
+// Eviction reasons, as Eviction.Reason (and the JavaScript API's
+// onEvicted) spells them.
+const (
+	// EvictedRetention: retention dropped frames the client had not seen.
+	EvictedRetention = "evicted"
+	// EvictedCursor: the runtime no longer knows the stream at all (it restarted).
+	EvictedCursor = librelay.CodeCursorEvicted
+	// EvictedSessionReplaced: the relay granted a new attachment id because the old one could not be reclaimed.
+	EvictedSessionReplaced = "session_replaced"
+)
+
+// EvictionReasons lists every reason an Eviction can give.
+func EvictionReasons() []string {
+	return []string{EvictedRetention, EvictedCursor, EvictedSessionReplaced}
 }
