@@ -18,7 +18,7 @@ ENGINE  ?= chromium
 
 export PATH := /usr/local/go/bin:$(PATH)
 
-.PHONY: all test test-browser demo wasm size fuzz bench vet acpsdk npm browsers chromium brotli clean
+.PHONY: all test test-browser demo demo-app wasm npm size fuzz bench vet acpsdk browsers chromium brotli node clean
 
 all: test
 
@@ -50,6 +50,20 @@ wasm:
 	cp jsbridge/relayjs/*.js jsbridge/relayjs/relay.d.ts $(DIST)/
 	cp $(GOROOT)/lib/wasm/wasm_exec.js $(DIST)/
 
+## npm: the npm package, dist/relaywasm-<version>.tgz (the version is jsbridge/relayjs/package.json's).
+NPM_VERSION = $(shell node -p 'require("./jsbridge/relayjs/package.json").version')
+NPM_TGZ     = $(DIST)/relaywasm-$(NPM_VERSION).tgz
+npm: wasm node
+	rm -rf $(DIST)/npm && mkdir -p $(DIST)/npm
+	cp jsbridge/relayjs/package.json $(DIST)/*.js $(DIST)/*.d.ts $(DIST)/relay.wasm $(DIST)/npm/
+	cd $(DIST) && npm pack --silent ./npm >/dev/null
+	@echo "packed $(NPM_TGZ)"
+
+## demo-app: demo/app (a Vite app that installs the packed tarball) built and served against the dev relay and runtime.
+demo-app: npm
+	cd demo/app && npm ci --no-audit --no-fund && npm install --no-save --no-audit --no-fund ../../$(NPM_TGZ) && npx vite build
+	$(GO) run ./demo -web demo/app/dist -module "" -key-file $(DIST)/dev-relay.key $(DEMO_FLAGS)
+
 ## size: raw, gzip and brotli sizes of relay.wasm, then its code by package.
 size: wasm brotli
 	@raw=$$(stat -c %s $(DIST)/relay.wasm); \
@@ -72,15 +86,12 @@ bench: chromium wasm brotli
 	$(GO) run ./tests/bench/cmd/bench
 
 ## acpsdk: the official ACP SDK from tests/acpsdk's committed lockfile, for tests/e2e's SDK tests.
-acpsdk: npm
+acpsdk: node
 	cd tests/acpsdk && npm ci --no-audit --no-fund
 
 vet:
 	$(GO) vet ./...
 	GOOS=js GOARCH=wasm $(GO) vet ./librelay/... ./wasm/... ./jsbridge/... ./tests/browser/...
-
-npm:
-	@command -v npm >/dev/null 2>&1 || $(call apt,nodejs npm)
 
 chromium:
 	@command -v chromium >/dev/null 2>&1 || $(call apt,chromium)
@@ -90,6 +101,9 @@ browsers: chromium
 	@command -v firefox-esr >/dev/null 2>&1 || $(call apt,firefox-esr)
 	@{ command -v WebKitWebDriver && command -v Xvfb && command -v xauth; } >/dev/null 2>&1 || \
 		$(call apt,webkit2gtk-driver xvfb xauth)
+
+node:
+	@command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || $(call apt,nodejs npm)
 
 brotli:
 	@command -v brotli >/dev/null 2>&1 || $(call apt,brotli)

@@ -1,0 +1,169 @@
+// A small web app as users build them: Vite, TypeScript, the official ACP SDK
+// (@agentclientprotocol/sdk) and relaywasm installed from its npm tarball.
+// The SDK talks ACP over att.stream(); relaywasm reaches the runtime through
+// the relay and keeps the stream across drops and reloads.
+//
+// After a reload the app does what ACP prescribes: initialize, then
+// session/load with the sessionId it kept (in localStorage), and redraws the
+// conversation from the session/update notifications the agent replays.
+//
+// Configuration from the URL, the fragment winning over the query:
+//   relay     the relay's attach URL (default ws(s)://<this host>/v1/attach)
+//   instance  the runtime instance (default "demo")
+//   token     the bearer credential (default "dev-token")
+//   key       the relay's public key to pin (optional)
+//
+// window.__app is a read-only view of the app's state for tests.
+
+import { loadRelay, RelayError } from "relaywasm";
+import { client, PROTOCOL_VERSION } from "@agentclientprotocol/sdk";
+import type { ContentBlock, SessionNotification } from "@agentclientprotocol/sdk";
+
+const query = new URLSearchParams(location.search);
+const fragment = new URLSearchParams(location.hash.slice(1));
+const setting = (name: string, fallback: string) => fragment.get(name) ?? query.get(name) ?? fallback;
+const scheme = location.protocol === "https:" ? "wss" : "ws";
+const config = {
+  relay: setting("relay", `${scheme}://${location.host}/v1/attach`),
+  instance: setting("instance", "demo"),
+  token: setting("token", "dev-token"),
+  key: setting("key", ""),
+};
+const sessionKey = `relaywasm-demo-app:${config.instance}:session`;
+
+const $ = <T extends HTMLElement>(id: string) => document.getElementById(id) as T;
+const ui = {
+  status: $<HTMLParagraphElement>("status"),
+  log: $<HTMLElement>("log"),
+  composer: $<HTMLFormElement>("composer"),
+  prompt: $<HTMLInputElement>("prompt"),
+  send: $<HTMLButtonElement>("send"),
+};
+
+/** What tests read; the app never does. */
+const app = {
+  state: "loading",
+  ready: false,
+  loaded: false, // the conversation came back through session/load
+  sessionId: "",
+  chunks: 0, // agent chunks shown
+  text: "", // every agent chunk's text, in order
+  turns: [] as { role: "user" | "agent"; text: string }[],
+  stopReasons: [] as string[],
+  error: null as null | { code: string; message: string },
+  send: (text: string) => prompt(text),
+};
+(window as unknown as { __app: typeof app }).__app = app;
+
+let current: { role: "user" | "agent"; el: HTMLElement; turn: { role: "user" | "agent"; text: string } } | null = null;
+
+function append(role: "user" | "agent", text: string) {
+  if (current?.role !== role) {
+    const el = document.createElement("div");
+    el.className = `turn ${role}`;
+    const turn = { role, text: "" };
+    app.turns.push(turn);
+    ui.log.append(el);
+    current = { role, el, turn };
+  }
+  current.turn.text += text;
+  current.el.textContent = current.turn.text;
+  if (role === "agent") {
+    app.chunks++;
+    app.text += text;
+  }
+  ui.log.scrollTop = ui.log.scrollHeight;
+}
+
+function note(text: string) {
+  const el = document.createElement("div");
+  el.className = "turn note";
+  el.textContent = text;
+  ui.log.append(el);
+  current = null;
+}
+
+function textOf(block: ContentBlock): string {
+  return block.type === "text" ? block.text : "";
+}
+
+function onUpdate(n: SessionNotification) {
+  const u = n.update;
+  if (u.sessionUpdate === "agent_message_chunk") append("agent", textOf(u.content));
+  else if (u.sessionUpdate === "user_message_chunk") append("user", textOf(u.content));
+}
+
+let prompt: (text: string) => Promise<string> = async () => {
+  throw new Error("not connected yet");
+};
+
+async function main() {
+  const relay = await loadRelay();
+  const att = await relay.attach({
+    url: config.relay,
+    instance: config.instance,
+    token: config.token,
+    relayKey: config.key || undefined,
+    name: "app",
+    onMessage() {}, // everything goes through att.stream()
+    onState(state) {
+      app.state = state;
+      ui.status.textContent = state;
+    },
+  });
+  const acp = client()
+    .onNotification("session/update", ({ params }) => onUpdate(params))
+    .onRequest("session/request_permission", ({ params }) => {
+      // The dev agent asks before some prompts; this app allows once.
+      const allow = params.options.find((o) => o.kind === "allow_once") ?? params.options[0];
+      return { outcome: { outcome: "selected", optionId: allow.optionId } };
+    });
+  await acp.connectWith(att.stream(), async (ctx) => {
+    const init = await ctx.request("initialize", { protocolVersion: PROTOCOL_VERSION, clientCapabilities: {} });
+    const kept = localStorage.getItem(sessionKey);
+    if (kept && init.agentCapabilities?.loadSession) {
+      try {
+        await ctx.request("session/load", { sessionId: kept, cwd: "/", mcpServers: [] });
+        app.sessionId = kept;
+        app.loaded = true;
+      } catch {
+        note("The earlier conversation is gone; starting a new one.");
+      }
+    }
+    if (!app.sessionId) {
+      const s = await ctx.request("session/new", { cwd: "/", mcpServers: [] });
+      app.sessionId = s.sessionId;
+      localStorage.setItem(sessionKey, s.sessionId);
+    }
+    prompt = async (text) => {
+      append("user", text);
+      current = null;
+      const r = await ctx.request("session/prompt", { sessionId: app.sessionId, prompt: [{ type: "text", text }] });
+      current = null;
+      app.stopReasons.push(r.stopReason);
+      return r.stopReason;
+    };
+    app.ready = true;
+    ui.prompt.disabled = ui.send.disabled = false;
+    ui.prompt.focus();
+    await new Promise<never>(() => {}); // the connection lives as long as the page
+  });
+}
+
+ui.composer.addEventListener("submit", (e) => {
+  e.preventDefault();
+  const text = ui.prompt.value.trim();
+  if (!text || !app.ready) return;
+  ui.prompt.value = "";
+  prompt(text).catch(fail);
+});
+
+function fail(e: unknown) {
+  const code = e instanceof RelayError ? e.code : "error";
+  const message = e instanceof Error ? e.message : String(e);
+  app.error = { code, message };
+  ui.status.textContent = `error: ${code}`;
+  note(message);
+}
+
+main().catch(fail);
