@@ -28,7 +28,7 @@ demo: wasm
 
 ## test: every test — unit, conformance, engine chaos, and the browser suites
 ## (tests/browser and tests/e2e) in Chromium, Firefox and WebKit.
-test: browsers brotli wasm acpsdk vet
+test: browsers brotli wasm npm acpsdk vet
 	$(GO) test -race -timeout 10m $(RACE_PKGS)
 	ENGINE=chromium $(GO) test -timeout 10m $(NATIVE_PKGS)
 	@for e in $(filter-out chromium,$(ENGINES)); do \

@@ -1,0 +1,195 @@
+// Package npm checks the npm package the way a web app takes it: the packed
+// tarball (make npm) holds exactly the files meant, installs into a project
+// of its own, resolves as "relaywasm" for Node's ESM resolver (the one
+// bundlers follow) and gives tsc the real types.
+//
+// It needs node and npm (make test installs them) and the tarball that
+// `make npm` writes to dist/; `make test` builds it first.
+package npm
+
+import (
+	"archive/tar"
+	"compress/gzip"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const repoRoot = "../.."
+
+// manifest is the part of jsbridge/relayjs/package.json the tests read.
+type manifest struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+}
+
+func readManifest(t *testing.T) manifest {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(repoRoot, "jsbridge", "relayjs", "package.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m manifest
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatalf("package.json: %v", err)
+	}
+	return m
+}
+
+// tarball is the package `make npm` packed for the current version.
+func tarball(t *testing.T) string {
+	t.Helper()
+	m := readManifest(t)
+	p, err := filepath.Abs(filepath.Join(repoRoot, "dist", m.Name+"-"+m.Version+".tgz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("no packed tarball (%v): run `make npm` first", err)
+	}
+	return p
+}
+
+// meant is the package's file list, derived from the sources rather than
+// kept by hand: every ES module and declaration file of jsbridge/relayjs,
+// the wasm_exec.js of the Go that built the module, relay.wasm, and the
+// manifest.
+func meant(t *testing.T) []string {
+	t.Helper()
+	files := []string{"package.json", "relay.wasm", "wasm_exec.js"}
+	src := filepath.Join(repoRoot, "jsbridge", "relayjs")
+	entries, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if n := e.Name(); !e.IsDir() && (strings.HasSuffix(n, ".js") || strings.HasSuffix(n, ".d.ts")) {
+			files = append(files, n)
+		}
+	}
+	slices.Sort(files)
+	return files
+}
+
+// The tarball holds exactly the files meant, and npm pack --dry-run of the
+// staged package lists the same.
+func TestPackageHoldsExactlyTheFilesMeant(t *testing.T) {
+	want := meant(t)
+	got := tarEntries(t, tarball(t))
+	if !slices.Equal(got, want) {
+		t.Errorf("tarball holds %q, want %q", got, want)
+	}
+	out, err := exec.Command("npm", "pack", "--dry-run", "--json", filepath.Join(repoRoot, "dist", "npm")).Output()
+	if err != nil {
+		t.Fatalf("npm pack --dry-run: %v", stderrOf(err))
+	}
+	var packs []struct {
+		Files []struct {
+			Path string `json:"path"`
+		} `json:"files"`
+	}
+	if err := json.Unmarshal(out, &packs); err != nil || len(packs) != 1 {
+		t.Fatalf("npm pack --dry-run --json: %v (%d packages)", err, len(packs))
+	}
+	var listed []string
+	for _, f := range packs[0].Files {
+		listed = append(listed, f.Path)
+	}
+	slices.Sort(listed)
+	if !slices.Equal(listed, want) {
+		t.Errorf("npm pack --dry-run lists %q, want %q", listed, want)
+	}
+}
+
+func tarEntries(t *testing.T, path string) []string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(zr)
+	var names []string
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, strings.TrimPrefix(h.Name, "package/"))
+	}
+	slices.Sort(names)
+	return names
+}
+
+// Installed into a project of its own as a user would (npm install of the
+// tarball), "relaywasm" and its wasm resolve to the installed files, and
+// tsc type-checks a consumer against the package's declarations.
+func TestTarballInstallsResolvesAndTypes(t *testing.T) {
+	tgz := tarball(t)
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS("testdata/consumer")); err != nil {
+		t.Fatal(err)
+	}
+	npm(t, dir, "ci", "--no-audit", "--no-fund")
+	npm(t, dir, "install", "--no-save", "--no-audit", "--no-fund", tgz)
+
+	out := run(t, dir, "node", "--input-type=module", "-e",
+		`for (const s of ["relaywasm", "relaywasm/relay.wasm", "relaywasm/wasm_exec.js"]) console.log(import.meta.resolve(s))`)
+	lines := strings.Fields(out)
+	for i, want := range []string{"relay.js", "relay.wasm", "wasm_exec.js"} {
+		p := filepath.Join(dir, "node_modules", "relaywasm", want)
+		if i >= len(lines) || lines[i] != "file://"+p {
+			t.Errorf("resolved %q, want file://%s", lines, p)
+		}
+		if _, err := os.Stat(p); err != nil {
+			t.Error(err)
+		}
+	}
+	run(t, dir, filepath.Join(dir, "node_modules", ".bin", "tsc"), "--noEmit", "-p", ".")
+
+	// The check has teeth: a consumer that misuses the API fails it.
+	bad := filepath.Join(dir, "consumer.ts")
+	src, _ := os.ReadFile(bad)
+	os.WriteFile(bad, append(src, []byte("\nexport const wrong: string = await loadRelay();\n")...), 0o644)
+	cmd := exec.Command(filepath.Join(dir, "node_modules", ".bin", "tsc"), "--noEmit", "-p", ".")
+	cmd.Dir = dir
+	if msg, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(msg), "consumer.ts") {
+		t.Errorf("tsc accepted a misuse of loadRelay's type:\n%s", msg)
+	}
+}
+
+func npm(t *testing.T, dir string, args ...string) {
+	t.Helper()
+	run(t, dir, "npm", args...)
+}
+
+func run(t *testing.T, dir, name string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	cmd.Dir = dir
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), stderrOf(err), out)
+	}
+	return string(out)
+}
+
+func stderrOf(err error) error {
+	if ee, ok := errors.AsType[*exec.ExitError](err); ok && len(ee.Stderr) > 0 {
+		return errors.New(strings.TrimSpace(string(ee.Stderr)))
+	}
+	return err
+}
