@@ -18,7 +18,7 @@ ENGINE  ?= chromium
 
 export PATH := /usr/local/go/bin:$(PATH)
 
-.PHONY: all test test-browser demo demo-app wasm npm size fuzz bench vet acpsdk browsers chromium brotli node clean
+.PHONY: all test test-browser demo demo-app app wasm npm size fuzz bench vet acpsdk browsers chromium brotli node clean
 
 all: test
 
@@ -28,7 +28,7 @@ demo: wasm
 
 ## test: every test — unit, conformance, engine chaos, and the browser suites
 ## (tests/browser and tests/e2e) in Chromium, Firefox and WebKit.
-test: browsers brotli wasm npm acpsdk vet
+test: browsers brotli wasm app acpsdk vet
 	$(GO) test -race -timeout 10m $(RACE_PKGS)
 	ENGINE=chromium $(GO) test -timeout 10m $(NATIVE_PKGS)
 	@for e in $(filter-out chromium,$(ENGINES)); do \
@@ -39,7 +39,7 @@ test: browsers brotli wasm npm acpsdk vet
 	done
 
 ## test-browser: the browser suites in one engine: make test-browser ENGINE=chromium|firefox|webkit.
-test-browser: browsers wasm acpsdk
+test-browser: browsers wasm app acpsdk
 	ENGINE=$(ENGINE) $(GO) test -timeout 10m ./tests/e2e/
 	ENGINE=$(ENGINE) tests/browser/run.sh
 
@@ -59,9 +59,13 @@ npm: wasm node
 	cd $(DIST) && npm pack --silent ./npm >/dev/null
 	@echo "packed $(NPM_TGZ)"
 
+## app: demo/app's npm packages from its lockfile, and the packed tarball installed as a user would.
+app: npm
+	cd demo/app && npm ci --no-audit --no-fund && npm install --no-save --no-audit --no-fund ../../$(NPM_TGZ)
+
 ## demo-app: demo/app (a Vite app that installs the packed tarball) built and served against the dev relay and runtime.
-demo-app: npm
-	cd demo/app && npm ci --no-audit --no-fund && npm install --no-save --no-audit --no-fund ../../$(NPM_TGZ) && npx vite build
+demo-app: app
+	cd demo/app && node_modules/.bin/vite build
 	$(GO) run ./demo -web demo/app/dist -module "" -key-file $(DIST)/dev-relay.key $(DEMO_FLAGS)
 
 ## size: raw, gzip and brotli sizes of relay.wasm, then its code by package.

@@ -87,8 +87,19 @@ function textOf(block: ContentBlock): string {
   return block.type === "text" ? block.text : "";
 }
 
+// While a kept session is being loaded, the resumed stream may first hand
+// the SDK updates the page had not shown before it reloaded; session/load
+// replays them (each chunk is in the replay or after it, once), so updates
+// before the replay's first user chunk are dropped.
+let loading = Boolean(localStorage.getItem(sessionKey));
+let replaying = false;
+
 function onUpdate(n: SessionNotification) {
   const u = n.update;
+  if (loading && !replaying) {
+    if (u.sessionUpdate !== "user_message_chunk") return;
+    replaying = true;
+  }
   if (u.sessionUpdate === "agent_message_chunk") append("agent", textOf(u.content));
   else if (u.sessionUpdate === "user_message_chunk") append("user", textOf(u.content));
 }
@@ -127,9 +138,13 @@ async function main() {
         app.sessionId = kept;
         app.loaded = true;
       } catch {
+        ui.log.replaceChildren();
+        current = null;
+        Object.assign(app, { chunks: 0, text: "", turns: [] });
         note("The earlier conversation is gone; starting a new one.");
       }
     }
+    loading = false;
     if (!app.sessionId) {
       const s = await ctx.request("session/new", { cwd: "/", mcpServers: [] });
       app.sessionId = s.sessionId;

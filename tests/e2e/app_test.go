@@ -1,0 +1,149 @@
+package e2e
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// demo/app is a web app as users build them: Vite, TypeScript, the official
+// ACP SDK over att.stream(), and relaywasm installed from the tarball `make
+// npm` packs (`make app`, which `make test` runs: npm ci from the app's
+// committed lockfile, then npm install --no-save of the tarball). These
+// tests type-check it, build it with vite build, serve the output and no
+// module files beside it (the bundle must carry relay.wasm and wasm_exec.js
+// itself), and chat through it. window.__app is what they read.
+
+var appDir = filepath.Join(repoRoot, "demo", "app")
+
+var (
+	appBuild     sync.Once
+	appOut       string
+	appBuildFail string
+)
+
+// builtApp runs tsc --noEmit and vite build once per test run and returns
+// the folder of the built app.
+func builtApp(t *testing.T) string {
+	t.Helper()
+	if _, err := os.Stat(filepath.Join(appDir, "node_modules", "relaywasm", "package.json")); err != nil {
+		t.Fatal("demo/app has no relaywasm installed: run `make app` (npm ci, then the packed tarball)")
+	}
+	appBuild.Do(func() {
+		dir, err := os.MkdirTemp("", "relaywasm-app-")
+		if err != nil {
+			appBuildFail = err.Error()
+			return
+		}
+		appOut = dir
+		bin := filepath.Join(appDir, "node_modules", ".bin")
+		for _, args := range [][]string{
+			{filepath.Join(bin, "tsc"), "--noEmit"},
+			{filepath.Join(bin, "vite"), "build", "--outDir", dir, "--emptyOutDir", "--logLevel", "warn"},
+		} {
+			cmd := exec.Command(args[0], args[1:]...)
+			cmd.Dir = appDir
+			if out, err := cmd.CombinedOutput(); err != nil {
+				appBuildFail = strings.Join(args, " ") + ": " + err.Error() + "\n" + string(out)
+				return
+			}
+		}
+	})
+	if appBuildFail != "" {
+		t.Fatal(appBuildFail)
+	}
+	return appOut
+}
+
+// The built bundle carries the module's files as assets, emitted by the
+// bundler from relay.js's new URL(…, import.meta.url), with no configuration.
+func TestDemoAppBundlesTheModule(t *testing.T) {
+	out := builtApp(t)
+	assets, err := os.ReadDir(filepath.Join(out, "assets"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wasm, exec bool
+	for _, a := range assets {
+		wasm = wasm || strings.HasPrefix(a.Name(), "relay-") && strings.HasSuffix(a.Name(), ".wasm")
+		exec = exec || strings.HasPrefix(a.Name(), "wasm_exec-") && strings.HasSuffix(a.Name(), ".js")
+	}
+	if !wasm || !exec {
+		t.Errorf("vite build emitted %v; want relay-*.wasm and wasm_exec-*.js among the assets", assets)
+	}
+}
+
+func appPage(t *testing.T, rate float64) *tab {
+	t.Helper()
+	out := builtApp(t)
+	s := startStackOf(t, out, rate, nil, logger())
+	tb := openTab(t, newBrowser(t), "app", s.PageURL())
+	appReady(tb)
+	return tb
+}
+
+func appReady(tb *tab) {
+	tb.t.Helper()
+	tb.waitFor("the app to be ready", `window.__app && (__app.ready || __app.error)`)
+	var failed string
+	tb.eval(`__app.error ? JSON.stringify(__app.error) : ""`, &failed)
+	if failed != "" {
+		tb.t.Fatalf("the app failed: %s", failed)
+	}
+}
+
+// A prompt through the built app: the SDK's session/prompt is answered
+// end_turn after every chunk, once and in order.
+func TestDemoAppChats(t *testing.T) {
+	tb := appPage(t, 0)
+	tb.eval(`__app.send("count 300")`, nil)
+	tb.waitFor("the answer to end", `__app.stopReasons.length === 1`)
+	var text, stop string
+	tb.eval(`__app.text`, &text)
+	tb.eval(`__app.stopReasons[0]`, &stop)
+	if stop != "end_turn" || text != countText(300) {
+		t.Errorf("stop %q, text %s; want end_turn and %s", stop, describe(text), describe(countText(300)))
+	}
+}
+
+// A reload in the middle of an answer: the reloaded app loads its session
+// (session/load) and shows the conversation with every chunk once, in order,
+// and the rest of the answer after it.
+func TestDemoAppReloadKeepsTheConversation(t *testing.T) {
+	const n = 3000
+	tb := appPage(t, 400)
+	tb.eval(`void __app.send("count 3000")`, nil)
+	tb.waitFor("the answer to be under way", `__app.chunks >= 300`)
+	tb.do("reloading", tb.page.reload)
+	appReady(tb)
+	var loaded bool
+	tb.eval(`__app.loaded`, &loaded)
+	if !loaded {
+		t.Fatal("the reloaded app did not load its session")
+	}
+	tb.waitFor("the whole answer", `__app.text.length >= `+strconv.Itoa(len(countText(n))))
+	var text string
+	var turns []struct {
+		Role string `json:"role"`
+		Text string `json:"text"`
+	}
+	tb.eval(`__app.text`, &text)
+	tb.eval(`__app.turns`, &turns)
+	if text != countText(n) {
+		t.Errorf("after the reload the answer reads %s, want %s", describe(text), describe(countText(n)))
+	}
+	if len(turns) != 2 || turns[0].Role != "user" || turns[0].Text != "count 3000" || turns[1].Role != "agent" {
+		t.Errorf("turns after the reload: %+v; want the prompt, then the answer", clipTurns(turns))
+	}
+}
+
+func clipTurns[T any](turns []T) []T {
+	if len(turns) > 4 {
+		return turns[:4]
+	}
+	return turns
+}
