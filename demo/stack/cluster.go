@@ -285,6 +285,8 @@ func (c *Cluster) Kill(i int) {
 // with the shared key.
 func (c *Cluster) Restart(i int) error {
 	old := c.Node(i)
+	old.rl.Close() // what is left of it: its sockets and bus are already cut
+	old.table.Close()
 	n, err := c.startNode(i, old.addr)
 	if err != nil {
 		return err

@@ -384,3 +384,31 @@ func (p *proxy) Cut() {
 	}
 	clear(p.conns)
 }
+
+// checkTranscript fails unless the client's transcript holds the received
+// seqs the application was handed, in the same order.
+func (b *browser) checkTranscript() {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), guard)
+	defer cancel()
+	hist, err := b.a.History(ctx)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	var got []uint64
+	for _, e := range hist {
+		if !e.Out {
+			got = append(got, e.Seq)
+		}
+	}
+	b.col.mu.Lock()
+	defer b.col.mu.Unlock()
+	if len(got) != len(b.col.msgs) {
+		b.t.Fatalf("transcript holds %d received frames, the application was handed %d", len(got), len(b.col.msgs))
+	}
+	for i, m := range b.col.msgs {
+		if got[i] != m.Seq {
+			b.t.Fatalf("transcript entry %d is seq %d, the application was handed %d", i, got[i], m.Seq)
+		}
+	}
+}

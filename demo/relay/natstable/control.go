@@ -265,6 +265,7 @@ func (t *Table) nodeGoneLocked(node uint64, fx *effects) {
 // frames of this node's own runtimes to other nodes are dropped meanwhile,
 // and those nodes' clients resume the same way.
 func (t *Table) disconnected(err error) {
+	<-t.ready
 	var fx effects
 	t.mu.Lock()
 	if !t.connected {
@@ -286,6 +287,7 @@ func (t *Table) disconnected(err error) {
 // reconnected: this node has the bus (again). NATS has restored its
 // subscriptions; it says what it holds and asks the others to do the same.
 func (t *Table) reconnected() {
+	<-t.ready
 	t.mu.Lock()
 	was := t.connected
 	t.connected = !t.closed

@@ -105,6 +105,7 @@ type Table struct {
 	connected bool
 	closed    bool
 	done      chan struct{}
+	ready     chan struct{} // closed once nc is set: NATS's callbacks may come first
 	wg        sync.WaitGroup
 	ctlSub    *nats.Subscription
 	ackSub    *nats.Subscription
@@ -167,7 +168,7 @@ func New(cfg Config) (*Table, error) {
 		runtimes: make(map[string]*localRuntime), holders: make(map[string]holder),
 		toRuntime: make(map[string]*stream), atts: make(map[route]*localAtt), toAtt: make(map[route]*stream),
 		streams: make(map[uint64]*stream), nodes: make(map[uint64]int64),
-		recent: make(map[route]int64), moved: make(map[route]int64), done: make(chan struct{}),
+		recent: make(map[route]int64), moved: make(map[route]int64), done: make(chan struct{}), ready: make(chan struct{}),
 	}
 	t.log = t.log.With("node", t.Node())
 	t.clock.Store(time.Now().Unix())
@@ -188,6 +189,7 @@ func New(cfg Config) (*Table, error) {
 		return nil, err
 	}
 	t.nc = nc
+	close(t.ready)
 	if t.ctlSub, err = nc.Subscribe(t.sub.control(), t.control); err == nil {
 		t.ctlSub.SetPendingLimits(-1, 64<<20) // control traffic is small, and a lost claim would be wrong
 		t.ackSub, err = nc.Subscribe(t.sub.ack(t.id), t.handleAck)
