@@ -268,7 +268,7 @@ func (t *Table) disconnected(err error) {
 	<-t.ready
 	var fx effects
 	t.mu.Lock()
-	if !t.connected {
+	if !t.connected || t.closed {
 		t.mu.Unlock()
 		return
 	}
