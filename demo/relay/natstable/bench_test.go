@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -320,6 +321,11 @@ func runNode(natsURL, seed string) int {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
+	}
+	if path := os.Getenv("NATSTABLE_BENCH_CPUPROFILE"); path != "" {
+		f, _ := os.Create(path + "." + strconv.Itoa(os.Getpid()))
+		pprof.StartCPUProfile(f)
+		defer pprof.StopCPUProfile()
 	}
 	fmt.Printf("ADDR %s\n", c.Node(0).Addr())
 	io.Copy(io.Discard, os.Stdin)

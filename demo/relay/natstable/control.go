@@ -181,9 +181,7 @@ func (t *Table) claimLocked(k route, fx *effects) {
 	now := time.Now().UnixNano()
 	if la := t.atts[k]; la != nil {
 		delete(t.atts, k)
-		if la.in != nil {
-			la.in.release()
-		}
+		la.releaseLocked(t, k.instance)
 		fx.superseded = append(fx.superseded, la.ep)
 		t.moved[k] = now
 	} else if _, ok := t.recent[k]; ok {

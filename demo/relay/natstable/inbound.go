@@ -10,10 +10,15 @@ import (
 )
 
 // inbound is one subscription of this node's: the subject of a runtime or
-// of an attachment it holds. NATS runs each subscription's handler on a
-// goroutine of its own, in the order the messages were published, so a
-// socket that makes its sender wait (a full send queue) holds up only its
-// own route, as a local queue does.
+// of an attachment it holds, each handled in the order its messages were
+// published. A runtime's subject has a goroutine of its own (NATS's, for an
+// async subscription); the subjects of one instance's attachments on this
+// node share one (a dispatcher), as the frames of one instance share the
+// runtime connection's reader on a single relay: a socket that makes its
+// sender wait (a full send queue, up to SlowConsumerWait) holds up its
+// instance's other sockets on this node, and nothing else. One goroutine
+// that stays busy while frames flow costs far less than a goroutine per
+// attachment woken for every frame.
 type inbound struct {
 	t   *Table
 	sub *nats.Subscription
@@ -48,6 +53,72 @@ func (t *Table) subscribe(subject string, target func() relay.Endpoint, onGap fu
 	}
 	sub.SetPendingLimits(t.cfg.PendingFrames, t.cfg.PendingBytes)
 	in.sub = sub
+	return in, nil
+}
+
+// dispatcher runs the handlers of one instance's attachment subjects on
+// this node, from one channel NATS delivers into. When the channel is full
+// NATS drops, and the attachments' inbounds see the gap.
+type dispatcher struct {
+	ch    chan *nats.Msg
+	done  chan struct{}
+	users int // under the table's mu
+
+	mu  sync.Mutex
+	ins map[*nats.Subscription]*inbound
+}
+
+// dispatcherLocked returns instance's dispatcher, starting it if none runs;
+// with t.mu held.
+func (t *Table) dispatcherLocked(instance string) *dispatcher {
+	d := t.disp[instance]
+	if d == nil {
+		d = &dispatcher{ch: make(chan *nats.Msg, t.cfg.PendingFrames), done: make(chan struct{}), ins: make(map[*nats.Subscription]*inbound)}
+		t.disp[instance] = d
+		go d.run()
+	}
+	d.users++
+	return d
+}
+
+// leaveLocked gives back a use of instance's dispatcher; the last one ends it.
+func (t *Table) leaveLocked(instance string, d *dispatcher, sub *nats.Subscription) {
+	d.mu.Lock()
+	delete(d.ins, sub)
+	d.mu.Unlock()
+	if d.users--; d.users == 0 {
+		close(d.done)
+		delete(t.disp, instance)
+	}
+}
+
+func (d *dispatcher) run() {
+	for {
+		select {
+		case m := <-d.ch:
+			d.mu.Lock()
+			in := d.ins[m.Sub]
+			d.mu.Unlock()
+			if in != nil {
+				in.handle(m)
+			}
+		case <-d.done:
+			return
+		}
+	}
+}
+
+// subscribeVia subscribes an attachment's subject through d.
+func (t *Table) subscribeVia(d *dispatcher, subject string, target func() relay.Endpoint, onGap func()) (*inbound, error) {
+	in := &inbound{t: t, target: target, onGap: onGap, pubs: make(map[pubKey]*pubState)}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	sub, err := t.nc.ChanSubscribe(subject, d.ch)
+	if err != nil {
+		return nil, err
+	}
+	in.sub = sub
+	d.ins[sub] = in
 	return in, nil
 }
 

@@ -31,14 +31,15 @@ type Config struct {
 	// its runtimes are then gone, and their browsers here get runtime_gone.
 	Heartbeat, Lease time.Duration
 	// Window is how many frames a stream keeps unacknowledged by the node
-	// consuming it before Send waits (default 256); StallTimeout how long
+	// consuming it before Send waits (default 128); StallTimeout how long
 	// it waits for room before dropping (default 5s; the consuming node
 	// closes a slow socket after its own SlowConsumerWait first).
 	Window       int
 	StallTimeout time.Duration
-	// PendingFrames and PendingBytes bound what one subscription holds
-	// while its local endpoint makes it wait (default 4×Window, 16 MiB);
-	// past them NATS drops, and the receiver sees the gap.
+	// PendingFrames bounds the frames waiting on this node for one
+	// instance's sockets here, and for one runtime here (default 65536);
+	// PendingBytes bounds the latter's bytes too (default 16 MiB). Past them
+	// NATS drops, and the receiver sees the gap.
 	PendingFrames, PendingBytes int
 	// Remember is how long the node remembers that an attachment it held
 	// was reclaimed on another node, so that its grace running out does not
@@ -57,9 +58,9 @@ func (c *Config) setDefaults() {
 	}
 	def(&c.Heartbeat, 500*time.Millisecond)
 	def(&c.Lease, 3*time.Second)
-	def(&c.Window, 256)
+	def(&c.Window, 128)
 	def(&c.StallTimeout, 5*time.Second)
-	def(&c.PendingFrames, 4*c.Window)
+	def(&c.PendingFrames, 1<<16)
 	def(&c.PendingBytes, 16<<20)
 	def(&c.Remember, 10*time.Minute)
 	def(&c.ReconnectWait, 250*time.Millisecond)
@@ -97,6 +98,7 @@ type Table struct {
 	holders   map[string]holder        // which node holds each runtime held elsewhere
 	toRuntime map[string]*stream       // streams to those runtimes
 	atts      map[route]*localAtt      // this node's sockets
+	disp      map[string]*dispatcher   // per instance with sockets here
 	toAtt     map[route]*stream        // streams to attachments elsewhere, from this node's runtimes
 	streams   map[uint64]*stream       // every stream, by number, for acks
 	nodes     map[uint64]int64         // other nodes: when last heard (unix nanos)
@@ -132,8 +134,18 @@ type localRuntime struct {
 }
 
 type localAtt struct {
-	ep relay.Endpoint
-	in *inbound
+	ep   relay.Endpoint
+	in   *inbound
+	disp *dispatcher
+}
+
+// releaseLocked lets go of the attachment's subscription; with t.mu held.
+func (la *localAtt) releaseLocked(t *Table, instance string) {
+	if la.in == nil {
+		return
+	}
+	la.in.release()
+	t.leaveLocked(instance, la.disp, la.in.sub)
 }
 
 // runtimeView is what Runtime returns for a runtime on this node: the
@@ -166,7 +178,7 @@ func New(cfg Config) (*Table, error) {
 		cfg: cfg, log: cfg.Logger, sub: subjects{cfg.Prefix}, id: binary.BigEndian.Uint64(idb[:]) | 1,
 		ackEvery: max(1, cfg.Window/4),
 		runtimes: make(map[string]*localRuntime), holders: make(map[string]holder),
-		toRuntime: make(map[string]*stream), atts: make(map[route]*localAtt), toAtt: make(map[route]*stream),
+		toRuntime: make(map[string]*stream), atts: make(map[route]*localAtt), disp: make(map[string]*dispatcher), toAtt: make(map[route]*stream),
 		streams: make(map[uint64]*stream), nodes: make(map[uint64]int64),
 		recent: make(map[route]int64), moved: make(map[route]int64), done: make(chan struct{}), ready: make(chan struct{}),
 	}
@@ -374,14 +386,17 @@ func (t *Table) SetAttachment(instance, session string, ep relay.Endpoint) relay
 	old := t.atts[k]
 	la := &localAtt{ep: ep}
 	if old != nil {
-		la.in = old.in
+		la.in, la.disp = old.in, old.disp
 	} else {
-		in, err := t.subscribe(t.sub.attachment(instance, session), func() relay.Endpoint { return t.localAtt(k) },
+		d := t.dispatcherLocked(instance)
+		in, err := t.subscribeVia(d, t.sub.attachment(instance, session), func() relay.Endpoint { return t.localAtt(k) },
 			func() { t.gapOn(k) })
 		if err != nil {
 			t.log.Error("cannot subscribe to an attachment's subject; only this node's runtimes reach it", "instance", instance, "err", err)
+			t.leaveLocked(instance, d, nil)
+		} else {
+			la.in, la.disp = in, d
 		}
-		la.in = in
 	}
 	t.atts[k] = la
 	delete(t.recent, k)
@@ -407,9 +422,7 @@ func (t *Table) RemoveAttachment(instance, session string, ep relay.Endpoint) bo
 		return false
 	}
 	delete(t.atts, k)
-	if la.in != nil {
-		la.in.release()
-	}
+	la.releaseLocked(t, instance)
 	if len(t.recent) < maxRemembered {
 		t.recent[k] = time.Now().UnixNano()
 	}
