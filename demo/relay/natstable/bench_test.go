@@ -63,6 +63,8 @@ func BenchmarkCrossNode(b *testing.B) {
 	b.ReportMetric(perFrame(same.cpu[0]), "same-cpu-ns/frame")
 	b.ReportMetric(perFrame(cross.cpu[0]), "node-A-cpu-ns/frame")
 	b.ReportMetric(perFrame(cross.cpu[1]), "node-B-cpu-ns/frame")
+	b.ReportMetric(float64(cross.cpu[0])/float64(same.cpu[0]), "A-cpu/same")
+	b.ReportMetric(float64(cross.cpu[1])/float64(same.cpu[0]), "B-cpu/same")
 
 	sameLat, crossLat := latencies(b, rt, a, bn, 2000)
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
@@ -71,6 +73,8 @@ func BenchmarkCrossNode(b *testing.B) {
 	b.ReportMetric(ms(p(sameLat, 0.99)), "same-p99-ms")
 	b.ReportMetric(ms(p(crossLat, 0.5)), "cross-p50-ms")
 	b.ReportMetric(ms(p(crossLat, 0.99)), "cross-p99-ms")
+	b.ReportMetric(float64(p(crossLat, 0.5))/float64(p(sameLat, 0.5)), "p50-cross/same")
+	b.ReportMetric(float64(p(crossLat, 0.99))/float64(p(sameLat, 0.99)), "p99-cross/same")
 	b.ReportMetric(ms(p(crossLat, 0.5)-p(sameLat, 0.5)), "hop-p50-ms")
 	b.ReportMetric(ms(p(crossLat, 0.99)-p(sameLat, 0.99)), "hop-p99-ms")
 }
