@@ -21,10 +21,10 @@ type Endpoint interface {
 // Table is where the relay looks up the far end of a route; it is consulted
 // once per frame and knows nothing of frames' contents. The in-memory table
 // serves one process. When one relay is not enough, a table whose endpoints
-// publish to a message bus (NATS subjects per instance and per (instance,
-// session)) lets a runtime and a browser on different nodes meet, without
-// changing anything else in the relay: attachment ids already verify on any
-// node sharing the attachment key.
+// publish to a message bus (natstable: NATS subjects per instance and per
+// (instance, session)) lets a runtime and a browser on different nodes
+// meet; it tells the relay what happens on other nodes through Hooks, and
+// attachment ids already verify on any node sharing the attachment key.
 //
 // Set* install an endpoint and return the one it replaced, if any; Remove*
 // remove ep only if it is still the one installed, so a late cleanup of a
