@@ -63,6 +63,18 @@ type Hooks struct {
 	End func(ep Endpoint, code, message string)
 }
 
+// Mover is a shared table that knows when an attachment that left this node
+// was reclaimed on another since: its grace running out here then ends the
+// id here and sends no acp.detach.
+type Mover interface {
+	MovedAway(instance, session string) bool
+}
+
+func movedAway(t Table, k route) bool {
+	m, ok := t.(Mover)
+	return ok && m.MovedAway(k.instance, k.session)
+}
+
 func (r *Relay) hooks() Hooks {
 	return Hooks{RuntimeArrived: r.payOwed, RuntimeGone: r.runtimeGone, End: endEndpoint}
 }

@@ -19,8 +19,7 @@ type stream struct {
 	t       *Table
 	subject string
 	no      uint64
-	// instance is set on a stream to a runtime, whose detaches are checked
-	// against attachments that moved to another node.
+	// instance is the instance the stream's route belongs to.
 	instance  string
 	toRuntime bool
 
@@ -48,9 +47,6 @@ func (t *Table) newStream(subject, instance string, toRuntime bool) *stream {
 // counter, so a consumer that is still there sees the gap and its client
 // resumes.
 func (s *stream) Send(f librelay.Frame) bool {
-	if s.toRuntime && f.Type == librelay.TypeACPDetach && s.t.movedAway(s.instance, f.Session) {
-		return true // the attachment lives on another node now: not this node's to end
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.used = s.t.clock.Load()

@@ -11,7 +11,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/relaywasm/relaywasm/demo/relay"
-	"github.com/relaywasm/relaywasm/librelay"
 	"github.com/relaywasm/relaywasm/librelay/relayleg"
 )
 
@@ -130,7 +129,6 @@ type localRuntime struct {
 	ep    relay.Endpoint
 	epoch int64
 	in    *inbound
-	view  *runtimeView
 }
 
 type localAtt struct {
@@ -146,22 +144,6 @@ func (la *localAtt) releaseLocked(t *Table, instance string) {
 	}
 	la.in.release()
 	t.leaveLocked(instance, la.disp, la.in.sub)
-}
-
-// runtimeView is what Runtime returns for a runtime on this node: the
-// runtime itself, except for the detach of an attachment that moved to
-// another node.
-type runtimeView struct {
-	t        *Table
-	instance string
-	ep       relay.Endpoint
-}
-
-func (v *runtimeView) Send(f librelay.Frame) bool {
-	if f.Type == librelay.TypeACPDetach && v.t.movedAway(v.instance, f.Session) {
-		return true
-	}
-	return v.ep.Send(f)
 }
 
 // New connects to NATS and returns the node's table; Close disconnects it.
@@ -261,7 +243,7 @@ func (t *Table) Runtime(instance string) relay.Endpoint {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	if lr := t.runtimes[instance]; lr != nil {
-		return lr.view
+		return lr.ep // itself: the relay probes a local incumbent before a takeover
 	}
 	if s := t.toRuntime[instance]; s != nil {
 		return s
@@ -277,7 +259,7 @@ func (t *Table) SetRuntime(instance string, ep relay.Endpoint) relay.Endpoint {
 	defer t.mu.Unlock()
 	old := t.runtimes[instance]
 	t.epoch = max(t.epoch+1, time.Now().UnixNano())
-	lr := &localRuntime{ep: ep, epoch: t.epoch, view: &runtimeView{t: t, instance: instance, ep: ep}}
+	lr := &localRuntime{ep: ep, epoch: t.epoch}
 	if old != nil {
 		lr.in = old.in
 	} else {
@@ -334,7 +316,7 @@ func (t *Table) localRuntime(instance string) relay.Endpoint {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	if lr := t.runtimes[instance]; lr != nil {
-		return lr.view
+		return lr.ep
 	}
 	return nil
 }
@@ -448,9 +430,9 @@ func (t *Table) gapOn(k route) {
 	}
 }
 
-// movedAway reports whether an attachment that was on this node has been
-// reclaimed on another since.
-func (t *Table) movedAway(instance, session string) bool {
+// MovedAway implements relay.Mover: whether an attachment that was on this
+// node has been reclaimed on another since.
+func (t *Table) MovedAway(instance, session string) bool {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	_, ok := t.moved[route{instance, session}]
