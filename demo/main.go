@@ -40,6 +40,24 @@
 // runtime credential as its token and the instance as its id (README,
 // "A contenox runtime against the dev relay"); -mode relay leaves the
 // instance to it.
+//
+// Several relay nodes route through NATS (demo/relay/natstable):
+//
+//	go run ./demo -nodes 3
+//
+// starts a NATS server in-process on loopback and three relay nodes on
+// -addr's port and the two after it (8080, 8081, 8082), each serving the
+// page, with the runtime on the first; a page opened on any node attaches
+// through that node, and shows which. -nats nats://… routes through an
+// existing NATS instead: one process per node, each with -mode relay (or
+// all, for the node the runtime dials), the same -key-file (it signs the
+// welcomes the page pins) and the same -id-key-file (it keys the attachment
+// ids every node must verify):
+//
+//	go run ./demo -mode relay -nats nats://10.0.0.5:4222 -addr :8081 -key-file k -id-key-file ik
+//
+// The ready file then also has NATS_URL and RELAY_NODES, the nodes' base
+// URLs separated by spaces.
 package main
 
 import (
@@ -53,6 +71,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -71,6 +90,8 @@ type options struct {
 	keyFile, origins, webDir, moduleDir, readyFile  string
 	relayURL, relayKey, logLevel                    string
 	tlsCert, tlsKey, relayCA                        string
+	natsURL, idKeyFile                              string
+	nodes                                           int
 	agentRate                                       float64
 	limits                                          relay.Limits
 	retainFrames, retainBytes                       int
@@ -90,6 +111,9 @@ func parseFlags() options {
 	flag.StringVar(&o.readyFile, "ready-file", "", "write KEY=VALUE lines here once ready")
 	flag.StringVar(&o.relayURL, "relay-url", "", "-mode runtime: the relay's base URL")
 	flag.StringVar(&o.relayKey, "relay-key", "", "-mode runtime: the relay's public key to pin")
+	flag.StringVar(&o.natsURL, "nats", "", "route through this NATS server or cluster (nats://host:port), as one node of several")
+	flag.IntVar(&o.nodes, "nodes", 1, "relay nodes to run, on -addr's port and the ones after it; more than one starts NATS in-process unless -nats names one")
+	flag.StringVar(&o.idKeyFile, "id-key-file", "", "attachment-id key file (hex), shared by every node; created when missing; empty derives it from the relay key")
 	flag.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	flag.StringVar(&o.tlsCert, "tls-cert", "", "PEM certificate chain: serve both legs and the page over TLS (1.3 minimum), as a contenox runtime needs; needs -tls-key")
 	flag.StringVar(&o.tlsKey, "tls-key", "", "PEM private key of -tls-cert")
@@ -143,6 +167,9 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	if o.nodes > 1 || o.natsURL != "" {
+		return runCluster(ctx, o, key, log)
+	}
 	s, err := stack.Start(ctx, stack.Config{
 		Addr: o.addr, WebDir: o.webDir, ModuleDir: o.moduleDir,
 		Instance: o.instance, ClientToken: o.clientToken, RuntimeToken: o.runtimeToken,
@@ -166,6 +193,107 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 	case err := <-s.Err():
 		return err
 	}
+}
+
+// runCluster runs -nodes relay nodes routing through NATS (-nats, or one
+// in-process), and the runtime on the first unless -mode relay.
+func runCluster(ctx context.Context, o options, key ed25519.PrivateKey, log *slog.Logger) error {
+	if o.tlsCert != "" {
+		return errors.New("-tls-cert: relay nodes on NATS are served over plain HTTP for now (put TLS in the load balancer)")
+	}
+	idKey, err := loadSecret(o.idKeyFile, 32)
+	if err != nil {
+		return err
+	}
+	c, err := stack.StartCluster(ctx, stack.ClusterConfig{
+		Nodes: o.nodes, Addr: o.addr, NATS: o.natsURL, WebDir: o.webDir, ModuleDir: o.moduleDir,
+		Instance: o.instance, ClientToken: o.clientToken, RuntimeToken: o.runtimeToken,
+		Key: key, RelayOnly: o.mode == "relay", Logger: log,
+		EditRelay: func(_ int, c *relay.Config) {
+			c.OriginPatterns = splitList(o.origins)
+			c.Limits = o.limits
+			c.AttachmentKey = idKey
+		},
+		EditRuntime: func(c *devruntime.Config) { editRuntime(c, o) },
+	})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	announceCluster(o, c, log)
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down")
+		return nil
+	case err := <-c.Err():
+		return err
+	}
+}
+
+// announceCluster prints each node's page and writes the ready file, whose
+// RELAY_* lines name the first node.
+func announceCluster(o options, c *stack.Cluster, log *slog.Logger) {
+	nodes := c.Nodes()
+	key := librelay.FormatPublicKey(c.PublicKey())
+	var urls []string
+	for _, n := range nodes {
+		urls = append(urls, n.HTTPURL())
+	}
+	lines := [][2]string{
+		{"RELAY_ATTACH_URL", nodes[0].AttachURL()}, {"RELAY_HTTP_URL", nodes[0].HTTPURL()}, {"RELAY_INSTANCE", o.instance},
+		{"RELAY_TOKEN", o.clientToken}, {"RELAY_RUNTIME_TOKEN", o.runtimeToken}, {"RELAY_KEY", key},
+		{"NATS_URL", c.NATSURL()}, {"RELAY_NODES", strings.Join(urls, " ")},
+	}
+	fmt.Printf("\n  relaywasm demo: %d relay node(s) routing through NATS at %s\n", len(nodes), c.NATSURL())
+	for i, n := range nodes {
+		where := ""
+		if i == c.Config().RuntimeNode && o.mode != "relay" {
+			where = "  (the runtime is attached here)"
+		}
+		if isDir(o.webDir) {
+			fmt.Printf("  node %d: open %s/#key=%s%s\n", i, n.HTTPURL(), url.QueryEscape(key), where)
+		} else {
+			fmt.Printf("  node %d: attach at %s%s\n", i, n.AttachURL(), where)
+		}
+	}
+	fmt.Println()
+	if isDir(o.webDir) {
+		lines = append(lines, [2]string{"WEB_URL", nodes[0].HTTPURL() + "/"})
+		if hint := moduleHint(o.moduleDir); hint != "" {
+			fmt.Printf("  %s\n\n", hint)
+			log.Warn(hint)
+		}
+	}
+	if o.readyFile != "" {
+		if err := writeReady(o.readyFile, lines); err != nil {
+			log.Error("cannot write the ready file", "err", err)
+		}
+	}
+}
+
+// loadSecret reads n hex-encoded bytes from path, creating the file with
+// fresh ones when it does not exist; an empty path gives nil.
+func loadSecret(path string, n int) ([]byte, error) {
+	if path == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		secret := make([]byte, n)
+		rand.Read(secret)
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return nil, err
+		}
+		return secret, os.WriteFile(path, []byte(hex.EncodeToString(secret)+"\n"), 0o600)
+	}
+	if err != nil {
+		return nil, err
+	}
+	secret, err := hex.DecodeString(strings.TrimSpace(string(b)))
+	if err != nil || len(secret) < 16 {
+		return nil, fmt.Errorf("%s: not a hex key of at least 16 bytes", path)
+	}
+	return secret, nil
 }
 
 func runRuntimeOnly(ctx context.Context, o options, log *slog.Logger) error {

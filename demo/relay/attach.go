@@ -103,6 +103,10 @@ func (r *Relay) expire(a *attachment) {
 		return
 	}
 	r.endLocked(a)
+	if movedAway(r.table, a.key) {
+		r.mu.Unlock() // its new node ends it; a detach from here would end the session it resumed there
+		return
+	}
 	rt := r.table.Runtime(a.key.instance)
 	if rt == nil && len(r.owed[a.key.instance]) < r.cfg.Limits.AttachmentsPerInstance {
 		r.owed[a.key.instance] = append(r.owed[a.key.instance], a.key.session)

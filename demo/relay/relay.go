@@ -91,6 +91,9 @@ func New(cfg Config) (*Relay, error) {
 	r.mux = http.NewServeMux()
 	r.mux.HandleFunc(relayleg.ConnectPath, r.serveConnect)
 	r.mux.HandleFunc(relayleg.AttachPath, r.serveAttach)
+	if w, ok := cfg.Table.(Watcher); ok {
+		w.Watch(r.hooks())
+	}
 	go r.sweep()
 	return r, nil
 }

@@ -4,6 +4,7 @@ import (
 	"sync"
 
 	"github.com/relaywasm/relaywasm/librelay"
+	"github.com/relaywasm/relaywasm/librelay/relayleg"
 )
 
 // Endpoint is one end of a route: an instance's runtime connection or one
@@ -20,10 +21,10 @@ type Endpoint interface {
 // Table is where the relay looks up the far end of a route; it is consulted
 // once per frame and knows nothing of frames' contents. The in-memory table
 // serves one process. When one relay is not enough, a table whose endpoints
-// publish to a message bus (NATS subjects per instance and per (instance,
-// session)) lets a runtime and a browser on different nodes meet, without
-// changing anything else in the relay: attachment ids already verify on any
-// node sharing the attachment key.
+// publish to a message bus (natstable: NATS subjects per instance and per
+// (instance, session)) lets a runtime and a browser on different nodes
+// meet; it tells the relay what happens on other nodes through Hooks, and
+// attachment ids already verify on any node sharing the attachment key.
 //
 // Set* install an endpoint and return the one it replaced, if any; Remove*
 // remove ep only if it is still the one installed, so a late cleanup of a
@@ -36,6 +37,56 @@ type Table interface {
 	Attachment(instance, session string) Endpoint
 	SetAttachment(instance, session string, ep Endpoint) (replaced Endpoint)
 	RemoveAttachment(instance, session string, ep Endpoint) bool
+}
+
+// Watcher is a Table shared by several relay nodes (natstable, on NATS): it
+// learns of what happens on the other nodes, and New hands it the Hooks
+// through which it tells this node's relay.
+type Watcher interface {
+	Watch(Hooks)
+}
+
+// Hooks are what a shared table tells the relay about other nodes. They are
+// called from the table's own goroutines, never with its locks held.
+type Hooks struct {
+	// RuntimeArrived: instance's runtime is now reached through rt, on
+	// another node; the relay sends it the detaches it owes for instance.
+	RuntimeArrived func(instance string, rt Endpoint)
+	// RuntimeGone: instance's runtime is no longer reachable (it left its
+	// node, that node is gone, or this node lost the bus); the instance's
+	// sockets here get runtime_gone, as when a runtime on this node leaves.
+	RuntimeGone func(instance string)
+	// End closes ep, one of this node's endpoints, with relay.error code:
+	// superseded when another node took over its route (the table has
+	// removed it), runtime_gone when frames on the way to it were lost, so
+	// that its client resumes.
+	End func(ep Endpoint, code, message string)
+}
+
+// Mover is a shared table that knows when an attachment that left this node
+// was reclaimed on another since: its grace running out here then ends the
+// id here and sends no acp.detach.
+type Mover interface {
+	MovedAway(instance, session string) bool
+}
+
+func movedAway(t Table, k route) bool {
+	m, ok := t.(Mover)
+	return ok && m.MovedAway(k.instance, k.session)
+}
+
+func (r *Relay) hooks() Hooks {
+	return Hooks{RuntimeArrived: r.payOwed, RuntimeGone: r.runtimeGone, End: endEndpoint}
+}
+
+// endEndpoint closes one of the relay's own endpoints for a shared table.
+func endEndpoint(ep Endpoint, code, message string) {
+	switch c := ep.(type) {
+	case *runtimeConn:
+		c.closeWith(code, message)
+	case *browserConn:
+		c.closeWith(code, message, code != relayleg.CodeSuperseded)
+	}
 }
 
 // route is an (instance, session) key; session "" is the instance's runtime.

@@ -32,11 +32,13 @@
 import { loadRelay } from "./relay.js";
 
 const config = readConfig(location);
+const relayHost = hostOf(config.url);
 
 const $ = (id) => document.getElementById(id);
 const ui = {
   status: $("status"),
   statusText: $("status-text"),
+  statusNode: $("status-node"), // which relay (node) the page dials: several may serve one runtime
   subtitle: $("subtitle"),
   banner: $("banner"),
   bannerTitle: $("banner-title"),
@@ -60,6 +62,7 @@ const chat = {
   stream: "", // the stored stream's name (chat, chat#2 … in other tabs)
   attachment: "", // the relay's attachment id
   storage: "",
+  relay: relayHost, // the relay node dialled (host:port)
   chunks: 0, // chunk elements shown
   redrawn: 0, // of which drawn from history after a (re)load
   live: 0, // of which delivered by onMessage
@@ -444,11 +447,12 @@ function setState(state, info = {}) {
   const [label, long] = STATES[state] ?? [state, state];
   ui.status.dataset.state = state;
   ui.statusText.textContent = label;
+  ui.statusNode.textContent = relayHost;
   let detail = long;
   if (state === "reconnecting" && info.retryInMs > 0) {
     detail += ` (next try in ${Math.max(1, Math.round(info.retryInMs / 1000))} s)`;
   }
-  ui.status.title = detail;
+  ui.status.title = `${detail} (${config.url})`;
   const note = NOTES[state];
   ui.connNote.hidden = !note;
   ui.connNote.textContent = note ?? "";
@@ -680,6 +684,15 @@ function guarded(fn) {
 function promptText(blocks) {
   if (!Array.isArray(blocks)) return "";
   return blocks.filter((b) => b?.type === "text").map((b) => b.text).join("\n");
+}
+
+// hostOf names the relay node the page dials, as its status shows it.
+function hostOf(url) {
+  try {
+    return new URL(url).host;
+  } catch {
+    return url;
+  }
 }
 
 function readConfig(loc) {

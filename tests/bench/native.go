@@ -47,6 +47,8 @@ var goBenches = []goBench{
 	{"./demo/relay/", "^BenchmarkRoute", func(z Sizes) string { return times(z.RouteFrames) }},
 	// 10,000 attachments, set up once per run: -count gives the repetitions.
 	{"./demo/relay/", "^BenchmarkIdleAttachment$", func(Sizes) string { return "1x" }},
+	// Two relay nodes in child processes on NATS, the peers here.
+	{"./demo/relay/natstable/", "^BenchmarkCrossNode$", func(z Sizes) string { return times(z.RouteFrames) }},
 }
 
 func times(n int) string { return strconv.Itoa(n) + "x" }
@@ -65,6 +67,38 @@ func routeRow(name, what string) benchRow {
 		target: atLeast(100_000, "≥ 100,000 frames/s"),
 	}
 }
+
+// crossRows are issue 16's figures: relay nodes routing through NATS.
+var crossRows = []benchRow{
+	{
+		name: "BenchmarkCrossNode", figure: "relay nodes on NATS: runtime → 100 browsers on another node, ~200 B chunks", unit: "frames/s",
+		value: "cross-frames/s", base: "same-frames/s", ratio: "cross/same", baseName: "browsers on the runtime's node",
+		target: ratioAtLeast(0.5),
+	},
+	{
+		name: "BenchmarkCrossNode", figure: "… one frame to a browser on another node, p50", unit: "ms",
+		value: "cross-p50-ms", base: "same-p50-ms", ratio: "p50-cross/same", baseName: "on the runtime's node",
+		note: func(m metrics) string { return fmt.Sprintf("the hop adds %.2f ms", median(m["hop-p50-ms"])) },
+	},
+	{
+		name: "BenchmarkCrossNode", figure: "… p99", unit: "ms",
+		value: "cross-p99-ms", base: "same-p99-ms", ratio: "p99-cross/same", baseName: "on the runtime's node",
+		target: withinOf(2, "hop adds < 2 ms"),
+		note:   func(m metrics) string { return fmt.Sprintf("the hop adds %.2f ms", median(m["hop-p99-ms"])) },
+	},
+	{
+		name: "BenchmarkCrossNode", figure: "… CPU per frame, the runtime's node", unit: "µs",
+		value: "node-A-cpu-ns/frame", base: "same-cpu-ns/frame", ratio: "A-cpu/same", conv: micro,
+		baseName: "one node routing to its own browsers",
+	},
+	{
+		name: "BenchmarkCrossNode", figure: "… CPU per frame, the browsers' node", unit: "µs",
+		value: "node-B-cpu-ns/frame", base: "same-cpu-ns/frame", ratio: "B-cpu/same", conv: micro,
+		baseName: "one node routing to its own browsers",
+	},
+}
+
+func micro(ns float64) float64 { return ns / 1000 }
 
 var benchRows = []benchRow{
 	codecRow("BenchmarkParseFrame", "ParseFrame (one message)"),
@@ -99,7 +133,7 @@ func nativeFigures(ctx context.Context, cfg Config) ([]Row, error) {
 		cfg.logf("native: go test -bench %s %s: %v", gb.pattern, gb.pkg, time.Since(start).Round(time.Second))
 	}
 	var rows []Row
-	for _, br := range benchRows {
+	for _, br := range append(benchRows, crossRows...) {
 		r, err := br.row(results[br.name])
 		if err != nil {
 			return nil, err

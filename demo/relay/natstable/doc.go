@@ -1,0 +1,87 @@
+// Package natstable is a relay.Table shared by several relay nodes through
+// NATS (github.com/nats-io/nats.go), so that a runtime attached to one node
+// and a browser attached to another meet. Each node has its own Table; the
+// relay is unchanged but for the Hooks through which the table tells it
+// what happened on other nodes.
+//
+// # Subjects
+//
+// Under Config.Prefix ("relay"):
+//
+//	relay.rt.<instance>            frames for the instance's runtime; only the node holding it subscribes
+//	relay.at.<instance>.<session>  frames for one attachment's browser; only the node holding that socket subscribes
+//	relay.ctl                      holds, releases, claims and heartbeats; every node
+//	relay.ack.<node>               how far the streams a node publishes were taken
+//
+// (instance names that are not plain tokens are "~" and their base64url).
+// A frame on the wire is its librelay encoding after a 25-byte header: the
+// publishing node, its stream, and a counter (wire.go).
+//
+// # What each node knows
+//
+// Which node holds each instance's runtime, and nothing else about other
+// nodes. A node taking a runtime announces a hold with an epoch (its clock
+// when it took it; a later hold wins, equal ones go to the larger node id),
+// and the node whose hold is older ends its runtime connection superseded,
+// as a second connection on one relay does. Every node beats on the control
+// subject every Heartbeat with the runtimes it holds, so a lost hold or
+// release is mended within one beat, a node that joins or reconnects asks
+// the others to beat at once, and a node not heard from within Lease is
+// taken for dead: its runtimes are gone. A browser's node announces a claim
+// when it takes an attachment's socket, so that a node still holding an
+// older socket for the id supersedes it (4409) and remembers the id as
+// moved: its grace running out there sends no acp.detach, which would end
+// the session its client resumed elsewhere. Which node holds which socket is
+// never kept anywhere else: a runtime's node publishes to the attachment's
+// subject and NATS delivers to whichever node subscribed, if any.
+//
+// # Order, backpressure and loss
+//
+// NATS delivers in order per publisher, and each node publishes one route's
+// frames from one stream, so frames keep their order per (instance,
+// session) end to end. The bus delivers at most once: a message can be
+// dropped while a subscription is being re-established or past a
+// subscriber's pending limit. The counter shows such a loss to the
+// receiver, which closes the attachment's socket with runtime_gone, so its
+// client redials and resumes from its cursor; what the bus lost is replayed
+// from the runtime's retention. A frame for a runtime lost on the bus is
+// logged and counted (Gaps): what a browser sends is at most once, as over
+// any socket that drops. Each stream keeps at most Window frames
+// unacknowledged by the node consuming it; past that Send waits, as it
+// waits on a full local queue, so a browser on another node slows its
+// runtime down exactly as one on the same node does, and a consumer that
+// is gone (its node's lease ran out, or it let the route go) is not waited
+// for.
+//
+// # Failures
+//
+//   - A node dies: its sockets are cut and nothing else is lost. Its
+//     browsers redial another node and reclaim their ids (they verify on
+//     every node sharing the attachment key); its runtime redials, and its
+//     new node's hold routes every node's browsers to it. Until the lease
+//     runs out a runtime frame to one of its sockets may wait up to the
+//     window.
+//   - This node loses NATS: the runtimes held elsewhere are unreachable, so
+//     their sockets here get runtime_gone, and hellos for them are
+//     unknown_instance until the bus is back; this node's own runtimes keep
+//     routing to their sockets here. Frames are not buffered for the
+//     reconnect (ReconnectBufSize -1): receivers resume instead of getting
+//     stale frames.
+//   - NATS restarts: every node goes through the above; once reconnected,
+//     the nodes beat, learn the holds again, and the redialled clients
+//     attach and resume. Lost during the outage: runtime frames to browsers
+//     on other nodes (recovered by the resume), and the browser frames in
+//     flight on the sockets closed then (at most once, as over any dropped
+//     socket); sends made while the client reconnects wait in its queue.
+//
+// # Costs
+//
+// Per node: one NATS connection; one subscription per runtime held and per
+// attachment held; one goroutine per runtime held and per instance with
+// sockets here (attachment subjects of an instance share one, as they share
+// the runtime's reader on a single relay); a beat per Heartbeat listing the
+// runtimes it holds; a claim per attachment taken. Per frame across nodes:
+// one encode on the sending node, one parse on the receiving node, the
+// header, and an ack every Window/4 frames. Figures: BenchmarkCrossNode and
+// the README.
+package natstable

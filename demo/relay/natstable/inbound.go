@@ -1,0 +1,203 @@
+package natstable
+
+import (
+	"sync"
+
+	"github.com/nats-io/nats.go"
+	"github.com/relaywasm/relaywasm/demo/relay"
+	"github.com/relaywasm/relaywasm/librelay"
+	"github.com/relaywasm/relaywasm/librelay/relayleg"
+)
+
+// inbound is one subscription of this node's: the subject of a runtime or
+// of an attachment it holds, each handled in the order its messages were
+// published. A runtime's subject has a goroutine of its own (NATS's, for an
+// async subscription); the subjects of one instance's attachments on this
+// node share one (a dispatcher), as the frames of one instance share the
+// runtime connection's reader on a single relay: a socket that makes its
+// sender wait (a full send queue, up to SlowConsumerWait) holds up its
+// instance's other sockets on this node, and nothing else. One goroutine
+// that stays busy while frames flow costs far less than a goroutine per
+// attachment woken for every frame.
+type inbound struct {
+	t   *Table
+	sub *nats.Subscription
+	// target is the local endpoint messages are handed to; nil drops them.
+	target func() relay.Endpoint
+	// onGap, when set, is told once that frames were lost on the way.
+	onGap func()
+
+	mu   sync.Mutex
+	pubs map[pubKey]*pubState // per publishing stream: how far it came
+	lost bool
+	buf  []byte
+}
+
+type pubKey struct{ node, stream uint64 }
+
+type pubState struct {
+	n, acked uint64
+}
+
+// maxPublishers bounds the streams an inbound remembers; past it, it starts
+// over (a stream it forgets is taken as new, so a loss exactly then could go
+// unseen). One node holds one stream per route it publishes to, so this is
+// the number of nodes by the times the route changed hands.
+const maxPublishers = 1024
+
+func (t *Table) subscribe(subject string, target func() relay.Endpoint, onGap func()) (*inbound, error) {
+	in := &inbound{t: t, target: target, onGap: onGap, pubs: make(map[pubKey]*pubState)}
+	sub, err := t.nc.Subscribe(subject, in.handle)
+	if err != nil {
+		return nil, err
+	}
+	sub.SetPendingLimits(t.cfg.PendingFrames, t.cfg.PendingBytes)
+	in.sub = sub
+	return in, nil
+}
+
+// dispatcher runs the handlers of one instance's attachment subjects on
+// this node, from one channel NATS delivers into. When the channel is full
+// NATS drops, and the attachments' inbounds see the gap.
+type dispatcher struct {
+	ch    chan *nats.Msg
+	done  chan struct{}
+	users int // under the table's mu
+
+	mu  sync.Mutex
+	ins map[*nats.Subscription]*inbound
+}
+
+// dispatcherLocked returns instance's dispatcher, starting it if none runs;
+// with t.mu held.
+func (t *Table) dispatcherLocked(instance string) *dispatcher {
+	d := t.disp[instance]
+	if d == nil {
+		d = &dispatcher{ch: make(chan *nats.Msg, t.cfg.PendingFrames), done: make(chan struct{}), ins: make(map[*nats.Subscription]*inbound)}
+		t.disp[instance] = d
+		go d.run()
+	}
+	d.users++
+	return d
+}
+
+// leaveLocked gives back a use of instance's dispatcher; the last one ends it.
+func (t *Table) leaveLocked(instance string, d *dispatcher, sub *nats.Subscription) {
+	d.mu.Lock()
+	delete(d.ins, sub)
+	d.mu.Unlock()
+	if d.users--; d.users == 0 {
+		close(d.done)
+		delete(t.disp, instance)
+	}
+}
+
+func (d *dispatcher) run() {
+	for {
+		select {
+		case m := <-d.ch:
+			d.mu.Lock()
+			in := d.ins[m.Sub]
+			d.mu.Unlock()
+			if in != nil {
+				in.handle(m)
+			}
+		case <-d.done:
+			return
+		}
+	}
+}
+
+// subscribeVia subscribes an attachment's subject through d.
+func (t *Table) subscribeVia(d *dispatcher, subject string, target func() relay.Endpoint, onGap func()) (*inbound, error) {
+	in := &inbound{t: t, target: target, onGap: onGap, pubs: make(map[pubKey]*pubState)}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	sub, err := t.nc.ChanSubscribe(subject, d.ch)
+	if err != nil {
+		return nil, err
+	}
+	in.sub = sub
+	d.ins[sub] = in
+	return in, nil
+}
+
+func (in *inbound) handle(m *nats.Msg) {
+	h, body, ok := parseHeader(m.Data)
+	if !ok {
+		return
+	}
+	in.mu.Lock()
+	k := pubKey{h.node, h.stream}
+	p := in.pubs[k]
+	if p == nil {
+		if len(in.pubs) >= maxPublishers {
+			clear(in.pubs)
+		}
+		p = &pubState{}
+		in.pubs[k] = p
+	}
+	gap := p.n != 0 && h.n != p.n+1
+	first := p.n == 0
+	if h.n > p.n {
+		p.n = h.n
+	}
+	report := gap && !in.lost && in.onGap != nil
+	if report {
+		in.lost = true
+	}
+	lost := in.lost
+	in.mu.Unlock()
+
+	if gap {
+		in.t.log.Warn("frames lost on the bus", "subject", m.Subject, "from", nodeToken(h.node), "counter", h.n)
+		in.t.gaps.Add(1)
+	}
+	if report {
+		in.onGap()
+	}
+	if !lost {
+		if ep := in.target(); ep != nil {
+			if f, err := librelay.ParseFrame(body); err == nil {
+				ep.Send(f)
+			}
+		}
+	}
+	if first || h.n%uint64(in.t.ackEvery) == 0 {
+		in.ack(k, p, h.n, false)
+	}
+}
+
+// ack tells the publisher how far its stream was handed on.
+func (in *inbound) ack(k pubKey, p *pubState, n uint64, released bool) {
+	in.mu.Lock()
+	p.acked = n
+	in.buf = appendAck(in.buf[:0], ack{stream: k.stream, n: n, node: in.t.id, released: released})
+	b := in.buf
+	in.mu.Unlock()
+	in.t.nc.Publish(in.t.sub.ack(k.node), b)
+}
+
+// release unsubscribes and tells every publisher seen that this node no
+// longer takes their stream.
+func (in *inbound) release() {
+	in.sub.Unsubscribe()
+	in.mu.Lock()
+	pubs := make(map[pubKey]uint64, len(in.pubs))
+	for k, p := range in.pubs {
+		pubs[k] = p.n
+	}
+	in.mu.Unlock()
+	for k, n := range pubs {
+		in.t.nc.Publish(in.t.sub.ack(k.node), appendAck(nil, ack{stream: k.stream, n: n, node: in.t.id, released: true}))
+	}
+}
+
+// lostFrames is the gap report of an attachment's inbound: its socket is
+// closed with runtime_gone so its client redials and resumes from its
+// cursor, which recovers what the bus lost from the runtime's retention.
+func (t *Table) lostFrames(ep relay.Endpoint) {
+	if h := t.hooks.Load(); h != nil && h.End != nil {
+		h.End(ep, relayleg.CodeRuntimeGone, "frames were lost between relay nodes; resume")
+	}
+}

@@ -1,0 +1,258 @@
+package natstable_test
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/relaywasm/relaywasm/demo/relay"
+	"github.com/relaywasm/relaywasm/demo/relay/natstable"
+	"github.com/relaywasm/relaywasm/demo/relay/relaytest"
+	"github.com/relaywasm/relaywasm/demo/stack"
+	"github.com/relaywasm/relaywasm/librelay"
+	"github.com/relaywasm/relaywasm/librelay/relayleg"
+)
+
+// These tests run three relay nodes on a NATS server embedded in the test
+// process, and speak to them with relaytest's raw peers, which do exactly
+// what the test says.
+
+const guard = 30 * time.Second
+
+func cluster(t *testing.T, edit func(*relay.Config)) *stack.Cluster {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), guard)
+	defer cancel()
+	c, err := stack.StartCluster(ctx, stack.ClusterConfig{
+		Nodes: 3, RelayOnly: true, Instance: "test", ClientToken: "client-token", RuntimeToken: "runtime-token",
+		Logger: slog.New(slog.DiscardHandler),
+		EditTable: func(_ int, c *natstable.Config) {
+			c.Heartbeat, c.Lease = 100*time.Millisecond, 1500*time.Millisecond
+		},
+		EditRelay: func(_ int, c *relay.Config) {
+			if edit != nil {
+				edit(c)
+			}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// env points relaytest's peers at node i.
+func env(c *stack.Cluster, i int) *relaytest.Env {
+	n := c.Node(i)
+	cfg := c.Config()
+	return &relaytest.Env{
+		HTTPURL: n.HTTPURL(), AttachURL: n.AttachURL(), Instance: cfg.Instance,
+		ClientToken: cfg.ClientToken, RuntimeToken: cfg.RuntimeToken, Key: c.PublicKey(),
+		Origin: "http://127.0.0.1", Relay: n.Relay(),
+	}
+}
+
+func waitRoutable(t *testing.T, c *stack.Cluster, nodes ...int) {
+	t.Helper()
+	for _, i := range nodes {
+		waitFor(t, "a node to route to the runtime", func() bool { return c.Node(i).Table().Runtime(c.Config().Instance) != nil })
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(guard)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func msg(b *relaytest.Browser, payload string) librelay.Frame {
+	return librelay.Frame{Type: librelay.TypeACPMessage, Instance: b.Instance, Session: b.Session, Payload: []byte(payload)}
+}
+
+// readCargo reads the runtime's next frame that is not heartbeat traffic.
+func readCargo(t *testing.T, rt *relaytest.Runtime) librelay.Frame {
+	t.Helper()
+	f, err := rt.ReadCargo()
+	if err != nil {
+		t.Fatalf("runtime read: %v", err)
+	}
+	return f
+}
+
+func readBrowser(t *testing.T, b *relaytest.Browser) librelay.Frame {
+	t.Helper()
+	for {
+		f, err := b.Read()
+		if err != nil {
+			t.Fatalf("browser read: %v (close %d)", err, relaytest.CloseCode(err))
+		}
+		if f.Type != librelay.TypeHeartbeat {
+			return f
+		}
+		b.Send(librelay.Frame{Type: librelay.TypeAck, ReplyTo: f.ID})
+	}
+}
+
+// Frames cross nodes both ways, byte for byte, and in order per
+// attachment.
+func TestRoutesAcrossNodes(t *testing.T) {
+	c := cluster(t, nil)
+	rt := env(c, 0).Connect(t)
+	waitRoutable(t, c, 1, 2)
+	b1, b2 := env(c, 1).Attach(t, ""), env(c, 2).Attach(t, "")
+	for i, b := range []*relaytest.Browser{b1, b2} {
+		if err := b.Send(msg(b, `{"n": 1, "s":"\u00e9 x"}`)); err != nil {
+			t.Fatal(err)
+		}
+		f := readCargo(t, rt)
+		if f.Session != b.Session || string(f.Payload) != `{"n":1,"s":"\u00e9 x"}` {
+			t.Fatalf("browser %d: runtime got %+v %s", i, f, f.Payload)
+		}
+	}
+	const n = 2000
+	for i := range n {
+		for _, b := range []*relaytest.Browser{b1, b2} {
+			f := librelay.Frame{Type: librelay.TypeACPMessage, Instance: b.Instance, Session: b.Session, Seq: uint64(i + 1), Payload: []byte(`{}`)}
+			if err := rt.Send(f); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, b := range []*relaytest.Browser{b1, b2} {
+		for i := range n {
+			if f := readBrowser(t, b); f.Seq != uint64(i+1) || f.Session != b.Session {
+				t.Fatalf("frame %d: got seq %d session %q", i+1, f.Seq, f.Session)
+			}
+		}
+	}
+}
+
+// The runtime leaving its node ends the attachments on every node with
+// runtime_gone (4502), as on one node, and a hello on any node is then
+// unknown_instance.
+func TestRuntimeGoneOnEveryNode(t *testing.T) {
+	c := cluster(t, nil)
+	rt := env(c, 0).Connect(t)
+	waitRoutable(t, c, 1, 2)
+	b1, b2 := env(c, 1).Attach(t, ""), env(c, 2).Attach(t, "")
+	rt.Conn.Close()
+	for _, b := range []*relaytest.Browser{b1, b2} {
+		frames, code := b.ReadUntilClosed()
+		if code != relayleg.CloseRuntimeGone || len(frames) == 0 || frames[len(frames)-1].Type != librelay.TypeError {
+			t.Fatalf("closed %d after %+v; want relay.error then 4502", code, frames)
+		}
+	}
+	waitFor(t, "the nodes to forget the runtime", func() bool { return c.Node(1).Table().Runtime("test") == nil })
+	b, _, err := relaytest.DialBrowser(context.Background(), c.Node(1).AttachURL(), "client-token", relaytest.DialOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, _, _ := b.Hello("test", "", librelay.ProtocolVersion)
+	if f.Type != librelay.TypeError || errCode(f) != librelay.CodeUnknownInstance {
+		t.Fatalf("hello with no runtime anywhere: %+v", f)
+	}
+}
+
+// A second runtime connection for the instance on another node supersedes
+// the first, as on one node, and traffic from every node follows it.
+func TestRuntimeSupersededAcrossNodes(t *testing.T) {
+	c := cluster(t, nil)
+	rt1 := env(c, 0).Connect(t)
+	waitRoutable(t, c, 1, 2)
+	b := env(c, 2).Attach(t, "")
+	rt2 := env(c, 1).Connect(t)
+	for {
+		f := readCargo(t, rt1)
+		if f.Type == librelay.TypeError {
+			if errCode(f) != relayleg.CodeSuperseded {
+				t.Fatalf("first runtime got %s", f.Payload)
+			}
+			break
+		}
+	}
+	waitFor(t, "node 2 to route to the new runtime", func() bool {
+		b.Send(msg(b, `{"probe":1}`))
+		f := readCargo(t, rt2)
+		return f.Session == b.Session
+	})
+}
+
+// A browser on node 1 drops without a detach; its grace runs out on node 1
+// and the runtime on node 0 gets acp.detach for it.
+func TestGraceDetachAcrossNodes(t *testing.T) {
+	c := cluster(t, func(c *relay.Config) { c.Limits.Grace = 200 * time.Millisecond })
+	rt := env(c, 0).Connect(t)
+	waitRoutable(t, c, 1)
+	b := env(c, 1).Attach(t, "")
+	b.WS.CloseNow()
+	f := readCargo(t, rt)
+	if f.Type != librelay.TypeACPDetach || f.Session != b.Session {
+		t.Fatalf("runtime got %+v, want acp.detach for %s", f, b.Session)
+	}
+}
+
+// An attachment reclaimed on another node is that node's now: the old node
+// supersedes its live socket (4409), and its grace running out sends no
+// detach, so the runtime keeps the session the client resumed elsewhere.
+func TestReclaimOnAnotherNode(t *testing.T) {
+	const grace = 200 * time.Millisecond
+	c := cluster(t, func(c *relay.Config) { c.Limits.Grace = grace })
+	rt := env(c, 0).Connect(t)
+	waitRoutable(t, c, 1, 2)
+	old := env(c, 1).Attach(t, "")
+	moved := env(c, 2).Attach(t, old.Session)
+	if moved.Session != old.Session {
+		t.Fatalf("node 2 granted %q, want %q reclaimed", moved.Session, old.Session)
+	}
+	if _, code := old.ReadUntilClosed(); code != relayleg.CloseSuperseded {
+		t.Fatalf("old socket closed %d, want 4409", code)
+	}
+	// Node 1's grace for the old socket runs out meanwhile.
+	time.Sleep(5 * grace)
+	moved.Send(msg(moved, `{"after":"grace"}`))
+	for {
+		f := readCargo(t, rt)
+		if f.Type == librelay.TypeACPDetach {
+			t.Fatalf("the old node detached the attachment that moved: %+v", f)
+		}
+		if string(f.Payload) == `{"after":"grace"}` {
+			break
+		}
+	}
+	rt.Send(librelay.Frame{Type: librelay.TypeACPMessage, Instance: "test", Session: moved.Session, Seq: 1, Payload: []byte(`{}`)})
+	if f := readBrowser(t, moved); f.Seq != 1 {
+		t.Fatalf("moved attachment got %+v", f)
+	}
+}
+
+// The attachment limit is each node's: a node at its limit refuses with
+// too_many_attachments (4430) while another takes the attachment.
+func TestLimitsPerNode(t *testing.T) {
+	c := cluster(t, func(c *relay.Config) { c.Limits.AttachmentsPerInstance = 2 })
+	env(c, 0).Connect(t)
+	waitRoutable(t, c, 1, 2)
+	env(c, 1).Attach(t, "")
+	env(c, 1).Attach(t, "")
+	b, _, err := relaytest.DialBrowser(context.Background(), c.Node(1).AttachURL(), "client-token", relaytest.DialOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Hello("test", "", librelay.ProtocolVersion)
+	if _, code := b.ReadUntilClosed(); code != relayleg.CloseTooManyAttachments {
+		t.Fatalf("third attachment on node 1 closed %d, want 4430", code)
+	}
+	env(c, 2).Attach(t, "")
+}
+
+func errCode(f librelay.Frame) string {
+	var e librelay.Error
+	e.UnmarshalJSON(f.Payload)
+	return e.Code
+}

@@ -1,0 +1,148 @@
+package natstable
+
+import (
+	"sync"
+	"time"
+
+	"github.com/relaywasm/relaywasm/librelay"
+)
+
+// stream is the Endpoint of a far end: frames sent to it are published on
+// its subject, numbered, for whichever node holds the far end. It is also
+// the backpressure across the bus: a stream keeps at most Window frames
+// unacknowledged by the node consuming it, and Send waits for room as a
+// full local queue makes it wait, bounded by StallTimeout. A stream with no
+// known consumer (none has acknowledged yet, or it let go, or its node or
+// this node's bus connection is gone) does not wait: frames nobody takes
+// are dropped by NATS as they are dropped by a single relay.
+type stream struct {
+	t       *Table
+	subject string
+	no      uint64
+	// instance is the instance the stream's route belongs to.
+	instance  string
+	toRuntime bool
+
+	mu       sync.Mutex
+	room     sync.Cond
+	buf      []byte
+	sent     uint64 // counter of the last frame published or dropped
+	acked    uint64 // highest counter the consumer acknowledged
+	consumer uint64 // node id of the consumer, 0 when none is known
+	stalled  bool   // the consumer left the window full for StallTimeout
+	closed   bool
+	used     int64 // the table's coarse clock at the last Send
+}
+
+func (t *Table) newStream(subject, instance string, toRuntime bool) *stream {
+	s := &stream{t: t, subject: subject, no: t.streamNo.Add(1), instance: instance, toRuntime: toRuntime, used: t.clock.Load()}
+	s.room.L = &s.mu
+	t.streams[s.no] = s
+	return s
+}
+
+// Send publishes f to the far end. It reports false when the frame was not
+// published: the stream is closed, its consumer left the window full past
+// StallTimeout, or the bus refused it. A dropped frame still takes its
+// counter, so a consumer that is still there sees the gap and its client
+// resumes.
+func (s *stream) Send(f librelay.Frame) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.used = s.t.clock.Load()
+	if !s.waitRoom() {
+		s.sent++
+		return false
+	}
+	b, err := librelay.AppendFrame(appendHeader(s.buf[:0], header{s.t.id, s.no, s.sent + 1}), &f)
+	if err != nil {
+		return false // never written, as by a local queue's writer; no counter taken
+	}
+	s.sent++
+	if cap(b) <= maxKeptBuffer {
+		s.buf = b
+	}
+	return s.t.nc.Publish(s.subject, b) == nil
+}
+
+const maxKeptBuffer = 64 << 10
+
+// waitRoom waits, with s.mu held, until the window has room or waiting is
+// pointless; false means drop.
+func (s *stream) waitRoom() bool {
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	deadline := time.Now().Add(s.t.cfg.StallTimeout)
+	for {
+		switch {
+		case s.closed:
+			return false
+		case s.consumer == 0 || s.sent-s.acked < uint64(s.t.cfg.Window):
+			return true
+		case s.stalled || !time.Now().Before(deadline):
+			if !s.stalled {
+				s.stalled = true
+				s.t.log.Warn("a stream's consumer left its window full; dropping its frames",
+					"subject", s.subject, "consumer", nodeToken(s.consumer))
+			}
+			return false
+		}
+		if timer == nil {
+			timer = time.AfterFunc(time.Until(deadline), func() {
+				s.mu.Lock()
+				s.room.Broadcast()
+				s.mu.Unlock()
+			})
+		}
+		s.room.Wait()
+	}
+}
+
+// acked records an ack from a consumer. A release counts only from the
+// consumer in charge: a node letting go of a stale socket must not make the
+// stream forget the node that took over.
+func (s *stream) ack(a ack) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case a.released:
+		if s.consumer == a.node {
+			s.consumer = 0
+		}
+	case a.n > s.acked || s.consumer != a.node:
+		s.acked = max(s.acked, min(a.n, s.sent))
+		s.consumer = a.node
+		s.stalled = false
+	}
+	s.room.Broadcast()
+}
+
+// forget makes the stream count on no consumer: the route changed hands,
+// or the consumer's node is gone (node 0: whichever it was).
+func (s *stream) forget(node uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if node == 0 || s.consumer == node {
+		s.consumer, s.stalled = 0, false
+		s.room.Broadcast()
+	}
+}
+
+// close ends the stream; waiting and later Sends return false. The table
+// removes it from its index.
+func (s *stream) close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	s.room.Broadcast()
+}
+
+func (s *stream) idle(now, after int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.consumer == 0 && now-s.used > after
+}

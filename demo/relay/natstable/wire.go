@@ -1,0 +1,126 @@
+package natstable
+
+import (
+	"encoding/base64"
+	"encoding/binary"
+	"strconv"
+)
+
+// Every data message (a frame on its way to a runtime or to a browser) is
+// the frame's wire form (librelay.AppendFrame) after a fixed header naming
+// the stream it belongs to and its place in it:
+//
+//	[1] version (1)
+//	[8] publishing node id
+//	[8] stream number, unique on that node
+//	[8] counter: 1, 2, 3 … within the stream
+//
+// The counter is how a receiver knows that nothing was lost on the bus: NATS
+// delivers at most once, in order per publisher, and a message it drops (a
+// subscriber past its pending limits, no interest while a subscription is
+// being re-established) shows as a counter that skips.
+const (
+	wireVersion = 1
+	headerSize  = 1 + 8 + 8 + 8
+)
+
+type header struct {
+	node, stream, n uint64
+}
+
+func appendHeader(b []byte, h header) []byte {
+	b = append(b, wireVersion)
+	b = binary.BigEndian.AppendUint64(b, h.node)
+	b = binary.BigEndian.AppendUint64(b, h.stream)
+	return binary.BigEndian.AppendUint64(b, h.n)
+}
+
+func parseHeader(b []byte) (header, []byte, bool) {
+	if len(b) < headerSize || b[0] != wireVersion {
+		return header{}, nil, false
+	}
+	return header{
+		node:   binary.BigEndian.Uint64(b[1:]),
+		stream: binary.BigEndian.Uint64(b[9:]),
+		n:      binary.BigEndian.Uint64(b[17:]),
+	}, b[headerSize:], true
+}
+
+// An ack tells a publisher how far a receiver has handed a stream on:
+//
+//	[8] stream number  [8] counter  [8] receiving node id  [1] flags
+//
+// with flagReleased when the receiver has let the stream go (its socket or
+// runtime left this node), so the publisher stops counting on it.
+const (
+	ackSize      = 8 + 8 + 8 + 1
+	flagReleased = 1
+)
+
+type ack struct {
+	stream, n, node uint64
+	released        bool
+}
+
+func appendAck(b []byte, a ack) []byte {
+	b = binary.BigEndian.AppendUint64(b, a.stream)
+	b = binary.BigEndian.AppendUint64(b, a.n)
+	b = binary.BigEndian.AppendUint64(b, a.node)
+	var fl byte
+	if a.released {
+		fl = flagReleased
+	}
+	return append(b, fl)
+}
+
+func parseAck(b []byte) (ack, bool) {
+	if len(b) != ackSize {
+		return ack{}, false
+	}
+	return ack{
+		stream:   binary.BigEndian.Uint64(b),
+		n:        binary.BigEndian.Uint64(b[8:]),
+		node:     binary.BigEndian.Uint64(b[16:]),
+		released: b[24]&flagReleased != 0,
+	}, true
+}
+
+// token makes a subject token of an instance name or attachment id. Ids are
+// base64url already and most instance names are plain, so they are used as
+// they are and stay readable to an operator watching the bus; anything with
+// another character (a dot would split the token, '*' and '>' are
+// wildcards) is "~" and its base64url, which no plain token starts with.
+func token(s string) string {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+			return "~" + base64.RawURLEncoding.EncodeToString([]byte(s))
+		}
+	}
+	if s == "" {
+		return "~"
+	}
+	return s
+}
+
+func nodeToken(id uint64) string { return strconv.FormatUint(id, 16) }
+
+// subjects names what the table publishes and subscribes under a prefix.
+type subjects struct{ prefix string }
+
+// runtime is where frames for instance's runtime go; only the node holding
+// that runtime subscribes.
+func (s subjects) runtime(instance string) string { return s.prefix + ".rt." + token(instance) }
+
+// attachment is where frames for one attachment's browser go; only the node
+// holding that socket subscribes.
+func (s subjects) attachment(instance, session string) string {
+	return s.prefix + ".at." + token(instance) + "." + token(session)
+}
+
+// control carries holds, releases, claims and heartbeats; every node
+// subscribes.
+func (s subjects) control() string { return s.prefix + ".ctl" }
+
+// ack is where a node's publishers hear how far their streams were taken.
+func (s subjects) ack(node uint64) string { return s.prefix + ".ack." + nodeToken(node) }

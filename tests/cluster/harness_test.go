@@ -1,0 +1,414 @@
+package cluster_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/relaywasm/relaywasm/demo/devruntime"
+	"github.com/relaywasm/relaywasm/demo/relay"
+	"github.com/relaywasm/relaywasm/demo/relay/natstable"
+	"github.com/relaywasm/relaywasm/demo/relay/relaytest"
+	"github.com/relaywasm/relaywasm/demo/stack"
+	"github.com/relaywasm/relaywasm/librelay/relayleg"
+	"github.com/relaywasm/relaywasm/wasm/client"
+)
+
+// guard bounds every wait so a broken cluster fails instead of hanging; it
+// is a deadline for liveness, not an assertion about speed.
+const guard = 60 * time.Second
+
+// cluster is three relay nodes on an embedded NATS, no runtime of the
+// stack's own: each test runs its runtime through a hop it can re-point.
+func newCluster(t *testing.T, editRelay func(int, *relay.Config)) *stack.Cluster {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), guard)
+	defer cancel()
+	c, err := stack.StartCluster(ctx, stack.ClusterConfig{
+		Nodes: 3, RelayOnly: true, Logger: slog.New(slog.DiscardHandler),
+		EditTable: func(_ int, c *natstable.Config) {
+			// Quick to take a killed node for gone; the loaded test machine
+			// can delay a beat, which costs a redial, never content.
+			c.Heartbeat, c.Lease = 100*time.Millisecond, 1500*time.Millisecond
+			c.ReconnectWait = 50 * time.Millisecond
+		},
+		EditRelay: func(i int, c *relay.Config) {
+			if editRelay != nil {
+				editRelay(i, c)
+			}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// runRuntime runs the dev runtime dialling through hop.
+func runRuntime(t *testing.T, c *stack.Cluster, hop *proxy, rate float64) *devruntime.Runtime {
+	t.Helper()
+	cfg := c.Config()
+	rt, err := devruntime.New(devruntime.Config{
+		Relay: "http://" + hop.Addr(), Instance: cfg.Instance, Credential: cfg.RuntimeToken,
+		RelayKey: c.PublicKey(), AgentRate: rate, Logger: slog.New(slog.DiscardHandler),
+		BackoffMin: 20 * time.Millisecond, BackoffMax: 200 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); rt.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	select {
+	case <-rt.Connected():
+	case <-time.After(guard):
+		t.Fatal("the runtime was not welcomed")
+	}
+	return rt
+}
+
+// waitRoutable waits until node knows a runtime for the cluster's instance:
+// another node's hold reaches it within a round trip on the bus.
+func waitRoutable(t *testing.T, c *stack.Cluster, nodes ...int) {
+	t.Helper()
+	for _, i := range nodes {
+		waitFor(t, fmt.Sprintf("node %d to route to the runtime", i), func() bool {
+			return c.Node(i).Table().Runtime(c.Config().Instance) != nil
+		})
+	}
+}
+
+// browser is one client engine attached through its own hop, with the
+// application that records what it is handed.
+type browser struct {
+	t   *testing.T
+	hop *proxy
+	col *collector
+	a   *client.Attachment
+}
+
+func attach(t *testing.T, c *stack.Cluster, hop *proxy) *browser {
+	t.Helper()
+	col := newCollector()
+	cfg := c.Config()
+	o := client.Options{
+		URL: "ws://" + hop.Addr() + relayleg.AttachPath, Instance: cfg.Instance,
+		Credential: func(context.Context) (string, error) { return cfg.ClientToken, nil },
+		RelayKey:   c.PublicKey(), Name: "test", Store: client.NewMemoryStore(), History: 1 << 20,
+		OnMessage: col.onMessage, OnEvicted: col.onEvicted,
+		Backoff: client.Backoff{Initial: 20 * time.Millisecond, Max: 200 * time.Millisecond},
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), guard)
+	defer cancel()
+	a, err := client.Attach(ctx, o)
+	if err != nil {
+		t.Fatalf("attach: %v", err)
+	}
+	t.Cleanup(func() { a.Close() })
+	return &browser{t: t, hop: hop, col: col, a: a}
+}
+
+func (b *browser) send(msg string) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), guard)
+	defer cancel()
+	if err := b.a.SendACP(ctx, []byte(msg)); err != nil {
+		b.t.Fatalf("SendACP: %v", err)
+	}
+}
+
+func (b *browser) call(id int, method, params string) relaytest.RPC {
+	b.t.Helper()
+	b.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`, id, method, params))
+	var resp relaytest.RPC
+	b.col.wait(b.t, method+" response", func(c *collector) bool {
+		var ok bool
+		resp, ok = c.response(id)
+		return ok
+	})
+	return resp
+}
+
+// startChat initializes ACP and opens an ACP session.
+func (b *browser) startChat() string {
+	b.t.Helper()
+	b.call(1, "initialize", `{"protocolVersion":1}`)
+	resp := b.call(2, "session/new", `{"cwd":"/","mcpServers":[]}`)
+	var r struct {
+		SessionID string `json:"sessionId"`
+	}
+	if err := json.Unmarshal(resp.Result, &r); err != nil || r.SessionID == "" {
+		b.t.Fatalf("session/new answered %s %s", resp.Result, resp.Error)
+	}
+	return r.SessionID
+}
+
+// prompt asks the dev agent to count to n (one chunk per number) as
+// request id.
+func (b *browser) prompt(id int, session string, n int) {
+	b.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":"count %d"}]}}`, id, session, n))
+}
+
+func (b *browser) answered(id int) bool {
+	b.col.mu.Lock()
+	defer b.col.mu.Unlock()
+	_, ok := b.col.response(id)
+	return ok
+}
+
+func (b *browser) waitAnswered(id int) {
+	b.t.Helper()
+	b.col.wait(b.t, "the answer to "+strconv.Itoa(id), func(c *collector) bool { _, ok := c.response(id); return ok })
+}
+
+// checkStream fails unless the browser was handed every seq from 1 on
+// exactly once, in order, with the count's n chunks among them, and no
+// eviction.
+func (b *browser) checkStream(n int) {
+	b.t.Helper()
+	b.col.mu.Lock()
+	defer b.col.mu.Unlock()
+	if len(b.col.evicted) > 0 {
+		b.t.Fatalf("evicted: %+v", b.col.evicted)
+	}
+	want := uint64(1)
+	var texts []string
+	for _, m := range b.col.msgs {
+		if m.Seq != want {
+			b.t.Fatalf("handed seq %d where %d was due", m.Seq, want)
+		}
+		want++
+		if text, ok := relaytest.ChunkText(m.rpc); ok {
+			texts = append(texts, text)
+		}
+	}
+	var count []string
+	for _, text := range texts {
+		if len(count) > 0 || text == "1\n" {
+			count = append(count, text)
+		}
+	}
+	if len(count) != n {
+		b.t.Fatalf("got %d counting chunks, want %d", len(count), n)
+	}
+	for i, text := range count {
+		if text != strconv.Itoa(i+1)+"\n" {
+			b.t.Fatalf("chunk %d is %q", i+1, text)
+		}
+	}
+}
+
+func (b *browser) chunks() int {
+	b.col.mu.Lock()
+	defer b.col.mu.Unlock()
+	n := 0
+	for _, m := range b.col.msgs {
+		if _, ok := relaytest.ChunkText(m.rpc); ok {
+			n++
+		}
+	}
+	return n
+}
+
+type received struct {
+	client.Message
+	rpc relaytest.RPC
+}
+
+// collector is an application: every message handed to it, in order.
+type collector struct {
+	mu      sync.Mutex
+	msgs    []received
+	evicted []client.Eviction
+	changed chan struct{}
+}
+
+func newCollector() *collector { return &collector{changed: make(chan struct{}, 1)} }
+
+func (c *collector) onMessage(m client.Message) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m.Payload = append([]byte(nil), m.Payload...)
+	r := received{Message: m}
+	if err := json.Unmarshal(m.Payload, &r.rpc); err != nil {
+		return err
+	}
+	c.msgs = append(c.msgs, r)
+	c.poke()
+	return nil
+}
+
+func (c *collector) onEvicted(e client.Eviction) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.evicted = append(c.evicted, e)
+	c.poke()
+}
+
+func (c *collector) poke() {
+	select {
+	case c.changed <- struct{}{}:
+	default:
+	}
+}
+
+func (c *collector) wait(t testing.TB, what string, cond func(c *collector) bool) {
+	t.Helper()
+	deadline := time.After(guard)
+	for {
+		c.mu.Lock()
+		ok := cond(c)
+		c.mu.Unlock()
+		if ok {
+			return
+		}
+		select {
+		case <-c.changed:
+		case <-deadline:
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+func (c *collector) response(id int) (relaytest.RPC, bool) {
+	for _, m := range c.msgs {
+		if m.rpc.Method == "" && string(m.rpc.ID) == strconv.Itoa(id) {
+			return m.rpc, true
+		}
+	}
+	return relaytest.RPC{}, false
+}
+
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(guard)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// proxy is a TCP hop in front of one node, as a load balancer is: Repoint
+// sends new connections to another node, Cut ends the current ones.
+type proxy struct {
+	ln       net.Listener
+	mu       sync.Mutex
+	upstream string
+	conns    map[net.Conn]struct{}
+	accepted int
+}
+
+func newProxy(t testing.TB, upstream string) *proxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proxy{ln: ln, upstream: upstream, conns: map[net.Conn]struct{}{}}
+	go p.serve()
+	t.Cleanup(func() { ln.Close(); p.Cut() })
+	return p
+}
+
+func (p *proxy) Addr() string { return p.ln.Addr().String() }
+
+func (p *proxy) Accepted() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.accepted
+}
+
+func (p *proxy) serve() {
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		go p.pipe(c)
+	}
+}
+
+func (p *proxy) pipe(down net.Conn) {
+	p.mu.Lock()
+	p.accepted++
+	upstream := p.upstream
+	p.mu.Unlock()
+	up, err := net.Dial("tcp", upstream)
+	if err != nil {
+		down.Close()
+		return
+	}
+	p.mu.Lock()
+	p.conns[down], p.conns[up] = struct{}{}, struct{}{}
+	p.mu.Unlock()
+	go p.copy(up, down)
+	p.copy(down, up)
+}
+
+func (p *proxy) copy(dst, src net.Conn) {
+	defer func() {
+		dst.Close()
+		src.Close()
+		p.mu.Lock()
+		delete(p.conns, dst)
+		delete(p.conns, src)
+		p.mu.Unlock()
+	}()
+	io.Copy(dst, src)
+}
+
+// Repoint sends the connections dialled from now on to upstream.
+func (p *proxy) Repoint(upstream string) {
+	p.mu.Lock()
+	p.upstream = upstream
+	p.mu.Unlock()
+}
+
+// Cut ends every connection through the hop.
+func (p *proxy) Cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.conns {
+		c.Close()
+	}
+	clear(p.conns)
+}
+
+// checkTranscript fails unless the client's transcript holds the received
+// seqs the application was handed, in the same order.
+func (b *browser) checkTranscript() {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), guard)
+	defer cancel()
+	hist, err := b.a.History(ctx)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	var got []uint64
+	for _, e := range hist {
+		if !e.Out {
+			got = append(got, e.Seq)
+		}
+	}
+	b.col.mu.Lock()
+	defer b.col.mu.Unlock()
+	if len(got) != len(b.col.msgs) {
+		b.t.Fatalf("transcript holds %d received frames, the application was handed %d", len(got), len(b.col.msgs))
+	}
+	for i, m := range b.col.msgs {
+		if got[i] != m.Seq {
+			b.t.Fatalf("transcript entry %d is seq %d, the application was handed %d", i, got[i], m.Seq)
+		}
+	}
+}
