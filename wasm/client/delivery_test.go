@@ -128,9 +128,7 @@ func TestDeliveryRules(t *testing.T) {
 	if got := s.delivered(); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("delivered %v, want %v", got, want)
 	}
-	if s.a.Cursor() != 6 {
-		t.Fatalf("cursor %d, want 6", s.a.Cursor())
-	}
+	waitCursor(t, s.a, 6)
 	for _, m := range s.c.snapshot() {
 		if m.Replay {
 			t.Fatalf("seq %d marked replay on its first delivery", m.Seq)
@@ -157,9 +155,7 @@ func TestEvictionReported(t *testing.T) {
 	if len(ev) != 1 || ev[0] != (client.Eviction{AfterSeq: after, FromSeq: 10, Reason: "evicted"}) || after != 1 {
 		t.Fatalf("evictions %+v, want one from after 1 to 10", ev)
 	}
-	if s.a.Cursor() != 10 {
-		t.Fatalf("cursor %d, want 10", s.a.Cursor())
-	}
+	waitCursor(t, s.a, 10)
 }
 
 // The cursor moves past a message only once the handler accepted it: a
