@@ -296,9 +296,11 @@ func (a *attachment) credential(ctx context.Context) (string, error) {
 // buffer: flags (boundary.DeliverReplay, DeliverText) and the Ref, or for a
 // message relay.js has no object of (Ref 0) its place in a JSON text
 // [[seq, payload], …] passed along, parsed there once. relay.js answers how
-// many messages the handler accepted, at once, or later (-1) when a handler
-// returned a Promise.
-func (a *attachment) deliver(batch []client.Message) (int, error) {
+// many messages the handler accepted, at once, or later (-1-i, i the
+// messages accepted before it) when a handler returned a Promise; a Promise
+// is waited for until ctx ends (the attachment closed or detached), and what
+// it had not accepted by then is not counted.
+func (a *attachment) deliver(ctx context.Context, batch []client.Message) (int, error) {
 	if len(batch) == 0 {
 		return 0, nil
 	}
@@ -334,8 +336,12 @@ func (a *attachment) deliver(batch []client.Message) (int, error) {
 	}
 	n := jsInt(res)
 	if n < 0 {
-		ev := <-events
-		n = jsInt(ev.value)
+		select {
+		case ev := <-events:
+			n = jsInt(ev.value)
+		case <-ctx.Done():
+			return -n - 1, ctx.Err() // those before the Promise were accepted
+		}
 	}
 	if n < len(batch) {
 		return n, ErrHandlerFailed

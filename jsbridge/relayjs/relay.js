@@ -197,8 +197,8 @@ class Attachment {
   }
 
   // Delivery of one batch: parsed frames ({seq, session, payload}) and
-  // whether each is a replay. Returns how many the handler accepted, or -1
-  // when a handler returned a Promise; the count then goes to Go when the
+  // whether each is a replay. Returns how many the handler accepted, or -1-i
+  // when the handler of message i returned a Promise; the count then goes to Go when the
   // batch is done. A message counts as accepted once its handler returned, or
   // its Promise resolved, without throwing: only those move the cursor.
   _deliver(batch, replay, waitID, from = 0) {
@@ -219,7 +219,7 @@ class Attachment {
             B.done(waitID, DONE_OK, i);
           },
         );
-        return -1;
+        return -1 - i; // later; i were accepted before it (Go counts them if it stops waiting)
       }
     }
     return this.#delivered(batch.length, waitID, from);
