@@ -375,7 +375,7 @@ func appendPayload(buf, payload []byte) []byte {
 // onState reports a state change to the application, with why and where the
 // state is kept.
 func (a *attachment) onState(sc client.StateChange) {
-	info := map[string]any{"attempt": sc.Attempt}
+	info := map[string]any{"attempt": sc.Attempt, "resumable": sc.Resumable}
 	if sc.RetryIn > 0 {
 		info["retryInMs"] = sc.RetryIn.Milliseconds()
 	}

@@ -111,6 +111,8 @@ export interface Attachment {
   readonly cursor: number;
   /** The attachment id the relay granted. */
   readonly session: string;
+  /** Whether the runtime resumes this stream: StateInfo.resumable as last reported. */
+  readonly resumable: boolean;
 
   onMessage: AttachOptions["onMessage"];
   onState: AttachOptions["onState"] | null;
@@ -199,6 +201,15 @@ export interface StateInfo {
   /** Why the last connection or the attachment ended. */
   code?: ErrorCode;
   message?: string;
+  /**
+   * Whether the runtime resumes this stream. false once a resume went
+   * unanswered for a few seconds (a runtime without retention, as contenox
+   * v1.0.0 ships): sends then go out at once, and what arrives while the page
+   * is away (a drop, a reload) is gone. true before that, and again as soon
+   * as the runtime answers a resume or sends a sequenced message. A change
+   * of it alone is reported in the same state.
+   */
+  resumable: boolean;
   /** Where stream state is kept. "memory": IndexedDB is unavailable or failed, see reason. */
   storage: Storage;
   reason?: StorageFallbackReason;

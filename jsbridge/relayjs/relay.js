@@ -119,6 +119,7 @@ class Attachment {
   #token;
   #last = ["connecting", 0, ""]; // state, cursor, session: kept for after the end
   _tap = null; // the open stream() (stream.js): it takes the deliveries while set
+  #resumable = true; // the last onState info's resumable
 
   constructor(handle, slot, options) {
     this._handle = handle;
@@ -141,6 +142,10 @@ class Attachment {
   }
   get session() {
     return this.#info()[2];
+  }
+  /** Whether the runtime resumes this stream (the last state info's resumable). */
+  get resumable() {
+    return this.#resumable;
   }
   #info() {
     const live = B.attachments.has(this._handle) ? B.api.info(this._handle) : null;
@@ -234,6 +239,7 @@ class Attachment {
   _state(state, info) {
     this.#last = [state, this.#last[1], this.#last[2]];
     this._tap?.state(state, info);
+    if (typeof info?.resumable === "boolean") this.#resumable = info.resumable;
     if (this.onState) guard("onState", () => this.onState(state, info));
   }
 
