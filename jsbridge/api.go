@@ -349,8 +349,8 @@ func (a *attachment) deliver(ctx context.Context, batch []client.Message) (int, 
 	return n, nil
 }
 
-// appendSlow adds [seq, payload] to the JSON text of the messages relay.js
-// has no object of (the closing bracket is added at the end).
+// appendSlow adds [seq, payload, trace] to the JSON text of the messages
+// relay.js has no object of (the closing bracket is added at the end).
 func appendSlow(buf []byte, m client.Message) []byte {
 	if len(buf) == 0 {
 		buf = append(buf, '[')
@@ -361,6 +361,8 @@ func appendSlow(buf []byte, m client.Message) []byte {
 	buf = strconv.AppendUint(buf, m.Seq, 10)
 	buf = append(buf, ',')
 	buf = appendPayload(buf, m.Payload)
+	buf = append(buf, ',')
+	buf = strconv.AppendQuote(buf, m.Trace) // a trace id is printable ASCII: Go's quoting is JSON's
 	return append(buf, ']')
 }
 
@@ -415,15 +417,17 @@ func withAttachment(args []Value, op func(ctx context.Context, att *client.Attac
 	return nil
 }
 
-// apiSend(callID, handle, n, buffer) sends one ACP message: the n bytes of
-// JSON text relay.js put in the in buffer (buffer: it, when new; null).
+// apiSend(callID, handle, n, buffer, trace) sends one ACP message: the n
+// bytes of JSON text relay.js put in the in buffer (buffer: it, when new;
+// null), with the frame's trace id ("" for none).
 func apiSend(args []Value) any {
 	payload, err := readIn(nil, jsInt(arg(args, 2)), arg(args, 3))
 	if err != nil {
 		return fail(jsInt(arg(args, 0)), err)
 	}
+	trace := jsString(arg(args, 4))
 	return withAttachment(args, func(ctx context.Context, att *client.Attachment) (any, error) {
-		return nil, att.SendACP(ctx, payload)
+		return nil, att.SendACP(ctx, payload, client.WithTrace(trace))
 	})
 }
 

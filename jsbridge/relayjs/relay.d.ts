@@ -123,7 +123,7 @@ export interface Attachment {
    * text. Resolves once it is written to the socket; while reconnecting it
    * waits in a bounded queue (send_queue_full when full). Never sent twice.
    */
-  sendACP(message: object | string, options?: { signal?: AbortSignal }): Promise<void>;
+  sendACP(message: object | string, options?: SendOptions): Promise<void>;
   /** Asks for the stream again from after afterSeq; messages this page already had come again with meta.replay set. */
   resume(afterSeq: number): Promise<void>;
   /**
@@ -191,6 +191,17 @@ export interface AcpStream<M = any> {
   writable: WritableStream<M>;
 }
 
+export interface SendOptions {
+  /** Aborts a send still waiting in the queue (rejects with code "canceled"); one being written goes out. */
+  signal?: AbortSignal;
+  /**
+   * The frame's trace id, the correlation key of the human action the
+   * message belongs to: at most 128 bytes of [A-Za-z0-9_-] (librelay's
+   * TraceAlphabet); anything else rejects with "bad_options".
+   */
+  trace?: string;
+}
+
 export type State = "connecting" | "open" | "reconnecting" | "offline" | "closed";
 
 export interface StateInfo {
@@ -228,6 +239,8 @@ export interface MessageMeta {
    * and not marked.
    */
   replay: boolean;
+  /** The frame's trace id, "" when untraced: peer-supplied, for logs and joins only. */
+  trace: string;
 }
 
 export interface Eviction {

@@ -165,7 +165,9 @@ class Attachment {
     }
     // The text crosses as UTF-8 in the bridge's buffer, not as a string
     // Go would have to take and encode itself.
-    return B.call("send", () => [this._handle, ...B.text(text)], options.signal);
+    const trace = options.trace ?? "";
+    if (typeof trace !== "string") return Promise.reject(new RelayError(CODE_BAD_OPTIONS, "trace must be a string"));
+    return B.call("send", () => [this._handle, ...B.text(text), trace], options.signal);
   }
 
   /** The ACP SDK's Stream over this attachment (stream.js). */
@@ -211,7 +213,12 @@ class Attachment {
       const f = batch[i];
       let r;
       try {
-        r = (this._tap ?? this).onMessage(f.payload ?? null, { seq: f.seq ?? 0, session: f.session ?? "", replay: replay[i] === 1 });
+        r = (this._tap ?? this).onMessage(f.payload ?? null, {
+          seq: f.seq ?? 0,
+          session: f.session ?? "",
+          replay: replay[i] === 1,
+          trace: f.trace ?? "",
+        });
       } catch (e) {
         report("onMessage", e);
         return this.#delivered(i, waitID, from);
