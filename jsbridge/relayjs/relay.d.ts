@@ -246,6 +246,13 @@ export interface MessageMeta {
 export interface Eviction {
   afterSeq: number;
   fromSeq: number;
+  /**
+   * "evicted": the runtime's retention dropped what this page had not seen;
+   * "cursor_evicted": the runtime no longer knows the stream (fromSeq 0);
+   * "session_replaced": the relay granted a new attachment id;
+   * "frame_too_large": the relay could not carry message afterSeq+1 to this
+   * page (over its browser-leg limit); the stream goes on at fromSeq.
+   */
   reason: EvictionReason;
 }
 
@@ -267,7 +274,7 @@ export class RelayError extends Error {
 
 /** Stable error codes. */
 /** Why content is gone (onEvicted's info.reason; a stream's error code). */
-export type EvictionReason = "evicted" | "cursor_evicted" | "session_replaced";
+export type EvictionReason = "evicted" | "cursor_evicted" | "session_replaced" | "frame_too_large";
 
 export type ErrorCode =
   // The attachment ended and will not come back by itself.
