@@ -276,7 +276,9 @@ func (r *runner) welcome(f *librelay.Frame) error {
 		return wrap(ErrProtocol, "relay.welcome grants no attachment id", nil)
 	}
 	l.retryAfter = r.o.Backoff.retryAfter(w.RetryAfterSeconds)
+	l.reclaimed = r.pos.session != "" && f.Session == r.pos.session
 	r.adopt(f.Session)
+	r.gapAt, r.gapRepeats = noGap, 0 // this connection resumes anyway; its gaps are its own
 	l.welcomed, l.welcomedAt = true, time.Now()
 	l.answer.stop()
 	l.hbEvery.set(r.o.Heartbeat.Interval)
@@ -329,10 +331,19 @@ func (r *runner) resume() error {
 // the runtime, not a broken connection, so the connection stays, sends are
 // released, and the attachment says it cannot resume until the runtime
 // shows otherwise (an answer on a later connection, or a sequenced frame).
+// On a connection that took up a stream already under way (a redial, a
+// reload), whatever the runtime sent while the client was away is gone,
+// and OnEvicted says so (reason "not_resumed") instead of the loss passing
+// unseen.
 func (r *runner) resumeUnanswered() {
-	r.l.resumeDue.stop()
-	r.l.resumeID = ""
+	l := r.l
+	l.resumeDue.stop()
+	l.resumeID = ""
 	r.setResumable(false)
+	if l.reclaimed && !l.lossTold {
+		l.lossTold = true
+		r.evicted(Eviction{AfterSeq: r.pos.taken, Reason: EvictedNotResumed})
+	}
 	r.streamReady()
 }
 

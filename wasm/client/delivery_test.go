@@ -23,6 +23,12 @@ type scripted struct {
 
 func newScripted(t *testing.T) *scripted {
 	t.Helper()
+	return newScriptedWith(t, nil)
+}
+
+// newScriptedWith is newScripted with the client's options edited first.
+func newScriptedWith(t *testing.T, edit func(*client.Options)) *scripted {
+	t.Helper()
 	env := relaytest.Start(t, nil)
 	s := &scripted{env: env, rt: env.Connect(t), c: newCollector()}
 	o := client.Options{
@@ -30,6 +36,9 @@ func newScripted(t *testing.T) *scripted {
 		Credential: func(context.Context) (string, error) { return env.ClientToken, nil },
 		RelayKey:   env.Key, Store: client.NewMemoryStore(), History: 1000,
 		OnMessage: s.c.onMessage, OnEvicted: s.c.onEvicted, OnState: s.c.onState,
+	}
+	if edit != nil {
+		edit(&o)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), guard)
 	defer cancel()

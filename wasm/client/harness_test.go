@@ -119,6 +119,7 @@ type collector struct {
 	states   []client.StateChange
 	changed  chan struct{}
 	failOnce map[uint64]bool // seqs the handler refuses the first time
+	seen     int             // len(msgs) at the last progressed
 }
 
 func newCollector() *collector {

@@ -17,6 +17,8 @@ type link struct {
 	welcomed   bool
 	welcomedAt time.Time
 	retryAfter time.Duration // the welcome's hint, for the redial after this link
+	reclaimed  bool          // the relay gave back the attachment id asked for: a stream was under way
+	lossTold   bool          // the loss of what this stream missed while away was reported
 	ready      bool          // sends may go out: the first resume was answered or given up on
 	resumeID   string        // the resume awaiting its answer
 	hbID       string        // the heartbeat awaiting its ack

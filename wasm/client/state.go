@@ -97,9 +97,13 @@ const (
 	// this client (relay.error frame_too_large naming its seq); FromSeq is
 	// the one after it, and delivery goes on there.
 	EvictedFrameTooLarge = relayleg.CodeFrameTooLarge
+	// EvictedNotResumed: after a redial or a reload the runtime left the
+	// resume unanswered; it keeps nothing (StateChange.Resumable false), so
+	// what it sent while the client was away is gone. FromSeq is 0.
+	EvictedNotResumed = "not_resumed"
 )
 
 // EvictionReasons lists every reason an Eviction can give.
 func EvictionReasons() []string {
-	return []string{EvictedRetention, EvictedCursor, EvictedSessionReplaced, EvictedFrameTooLarge}
+	return []string{EvictedRetention, EvictedCursor, EvictedSessionReplaced, EvictedFrameTooLarge, EvictedNotResumed}
 }
