@@ -251,7 +251,18 @@ export interface Eviction {
    * "cursor_evicted": the runtime no longer knows the stream (fromSeq 0);
    * "session_replaced": the relay granted a new attachment id;
    * "frame_too_large": the relay could not carry message afterSeq+1 to this
-   * page (over its browser-leg limit); the stream goes on at fromSeq.
+   * page (over its browser-leg limit); the stream goes on at fromSeq;
+   * "not_resumed": after a drop or a reload the runtime did not resume (it
+   * keeps nothing, see StateInfo.resumable): what it sent meanwhile is gone.
+   */
+  /**
+   * "evicted": the runtime's retention dropped what this page had not seen;
+   * "cursor_evicted": the runtime no longer knows the stream (fromSeq 0);
+   * "session_replaced": the relay granted a new attachment id;
+   * "frame_too_large": the relay could not carry message afterSeq+1 to this
+   * page (over its browser-leg limit); the stream goes on at fromSeq;
+   * "not_resumed": after a drop or a reload the runtime did not resume (it
+   * keeps nothing, see StateInfo.resumable): what it sent meanwhile is gone.
    */
   reason: EvictionReason;
 }
@@ -274,7 +285,7 @@ export class RelayError extends Error {
 
 /** Stable error codes. */
 /** Why content is gone (onEvicted's info.reason; a stream's error code). */
-export type EvictionReason = "evicted" | "cursor_evicted" | "session_replaced" | "frame_too_large";
+export type EvictionReason = "evicted" | "cursor_evicted" | "session_replaced" | "frame_too_large" | "not_resumed";
 
 export type ErrorCode =
   // The attachment ended and will not come back by itself.
