@@ -54,7 +54,10 @@ type Options struct {
 	// answering heartbeats, sending and obeying Close and Detach, and only
 	// the cursor waits. ctx ends when the attachment does: a handler still
 	// waiting then (for a Promise, say) may give up, and what it returns
-	// no longer counts.
+	// no longer counts. OnState and OnEvicted are called from the
+	// attachment's goroutine, so they may run while the handler does: state
+	// they share with it needs a lock. An eviction is still reported in its
+	// place, after every message before it was handled.
 	OnMessages func(ctx context.Context, batch []Message) (handled int, err error)
 	// OnState is told of every change of connection state. Optional.
 	OnState func(StateChange)
