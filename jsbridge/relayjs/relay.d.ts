@@ -255,15 +255,6 @@ export interface Eviction {
    * "not_resumed": after a drop or a reload the runtime did not resume (it
    * keeps nothing, see StateInfo.resumable): what it sent meanwhile is gone.
    */
-  /**
-   * "evicted": the runtime's retention dropped what this page had not seen;
-   * "cursor_evicted": the runtime no longer knows the stream (fromSeq 0);
-   * "session_replaced": the relay granted a new attachment id;
-   * "frame_too_large": the relay could not carry message afterSeq+1 to this
-   * page (over its browser-leg limit); the stream goes on at fromSeq;
-   * "not_resumed": after a drop or a reload the runtime did not resume (it
-   * keeps nothing, see StateInfo.resumable): what it sent meanwhile is gone.
-   */
   reason: EvictionReason;
 }
 
@@ -299,6 +290,7 @@ export type ErrorCode =
   | "evicted"
   | "cursor_evicted"
   | "session_replaced"
+  | "not_resumed" // the runtime does not resume: what it sent while the page was away is gone
   // One operation failed.
   | "bad_options"
   | "bad_payload" // sendACP: not a single JSON value
