@@ -30,8 +30,9 @@
 //
 // -mode relay runs only the relay (and the page), -mode runtime only the
 // runtime (against -relay-url, pinning -relay-key, trusting -relay-ca for
-// https), so a test can restart one without the other. Ctrl-C or SIGTERM
-// shuts everything down cleanly.
+// https), so a test can restart one without the other. -resume=false runs a
+// runtime that behaves as contenox v1.0.0 ships: no seq, no retention, no
+// answer to session.resume. Ctrl-C or SIGTERM shuts everything down cleanly.
 //
 // With -tls-cert and -tls-key the relay and the page are served over TLS
 // (1.3 at least) and every URL above says https or wss: that is what a
@@ -95,6 +96,7 @@ type options struct {
 	agentRate                                       float64
 	limits                                          relay.Limits
 	retainFrames, retainBytes                       int
+	resume                                          bool // -resume: false behaves as contenox ships
 }
 
 func parseFlags() options {
@@ -121,6 +123,7 @@ func parseFlags() options {
 	flag.Float64Var(&o.agentRate, "agent-rate", 0, "dev agent chunks per second (0: as fast as possible)")
 	flag.IntVar(&o.retainFrames, "retain-frames", 0, "frames the runtime retains per session (0: 8192)")
 	flag.IntVar(&o.retainBytes, "retain-bytes", 0, "bytes the runtime retains per session (0: 8 MiB)")
+	flag.BoolVar(&o.resume, "resume", true, "the runtime stamps seq and answers session.resume; false behaves as contenox v1.0.0 ships (neither)")
 	l := &o.limits
 	flag.DurationVar(&l.Grace, "grace", 0, "attachment grace period after a drop (0: 2m)")
 	flag.DurationVar(&l.HeartbeatInterval, "heartbeat", 0, "probe a peer silent this long (0: 15s)")
@@ -327,6 +330,7 @@ func runRuntimeOnly(ctx context.Context, o options, log *slog.Logger) error {
 // the runtime's side of the leg too.
 func editRuntime(c *devruntime.Config, o options) {
 	c.AgentRate, c.RetainFrames, c.RetainBytes = o.agentRate, o.retainFrames, o.retainBytes
+	c.NoResume = !o.resume
 	c.HeartbeatInterval, c.HeartbeatTimeout = o.limits.HeartbeatInterval, o.limits.HeartbeatTimeout
 }
 

@@ -296,9 +296,11 @@ func (a *attachment) credential(ctx context.Context) (string, error) {
 // buffer: flags (boundary.DeliverReplay, DeliverText) and the Ref, or for a
 // message relay.js has no object of (Ref 0) its place in a JSON text
 // [[seq, payload], …] passed along, parsed there once. relay.js answers how
-// many messages the handler accepted, at once, or later (-1) when a handler
-// returned a Promise.
-func (a *attachment) deliver(batch []client.Message) (int, error) {
+// many messages the handler accepted, at once, or later (-1-i, i the
+// messages accepted before it) when a handler returned a Promise; a Promise
+// is waited for until ctx ends (the attachment closed or detached), and what
+// it had not accepted by then is not counted.
+func (a *attachment) deliver(ctx context.Context, batch []client.Message) (int, error) {
 	if len(batch) == 0 {
 		return 0, nil
 	}
@@ -334,8 +336,12 @@ func (a *attachment) deliver(batch []client.Message) (int, error) {
 	}
 	n := jsInt(res)
 	if n < 0 {
-		ev := <-events
-		n = jsInt(ev.value)
+		select {
+		case ev := <-events:
+			n = jsInt(ev.value)
+		case <-ctx.Done():
+			return -n - 1, ctx.Err() // those before the Promise were accepted
+		}
 	}
 	if n < len(batch) {
 		return n, ErrHandlerFailed
@@ -343,8 +349,8 @@ func (a *attachment) deliver(batch []client.Message) (int, error) {
 	return n, nil
 }
 
-// appendSlow adds [seq, payload] to the JSON text of the messages relay.js
-// has no object of (the closing bracket is added at the end).
+// appendSlow adds [seq, payload, trace] to the JSON text of the messages
+// relay.js has no object of (the closing bracket is added at the end).
 func appendSlow(buf []byte, m client.Message) []byte {
 	if len(buf) == 0 {
 		buf = append(buf, '[')
@@ -355,6 +361,8 @@ func appendSlow(buf []byte, m client.Message) []byte {
 	buf = strconv.AppendUint(buf, m.Seq, 10)
 	buf = append(buf, ',')
 	buf = appendPayload(buf, m.Payload)
+	buf = append(buf, ',')
+	buf = strconv.AppendQuote(buf, m.Trace) // a trace id is printable ASCII: Go's quoting is JSON's
 	return append(buf, ']')
 }
 
@@ -369,7 +377,7 @@ func appendPayload(buf, payload []byte) []byte {
 // onState reports a state change to the application, with why and where the
 // state is kept.
 func (a *attachment) onState(sc client.StateChange) {
-	info := map[string]any{"attempt": sc.Attempt}
+	info := map[string]any{"attempt": sc.Attempt, "resumable": sc.Resumable}
 	if sc.RetryIn > 0 {
 		info["retryInMs"] = sc.RetryIn.Milliseconds()
 	}
@@ -409,15 +417,17 @@ func withAttachment(args []Value, op func(ctx context.Context, att *client.Attac
 	return nil
 }
 
-// apiSend(callID, handle, n, buffer) sends one ACP message: the n bytes of
-// JSON text relay.js put in the in buffer (buffer: it, when new; null).
+// apiSend(callID, handle, n, buffer, trace) sends one ACP message: the n
+// bytes of JSON text relay.js put in the in buffer (buffer: it, when new;
+// null), with the frame's trace id ("" for none).
 func apiSend(args []Value) any {
 	payload, err := readIn(nil, jsInt(arg(args, 2)), arg(args, 3))
 	if err != nil {
 		return fail(jsInt(arg(args, 0)), err)
 	}
+	trace := jsString(arg(args, 4))
 	return withAttachment(args, func(ctx context.Context, att *client.Attachment) (any, error) {
-		return nil, att.SendACP(ctx, payload)
+		return nil, att.SendACP(ctx, payload, client.WithTrace(trace))
 	})
 }
 

@@ -51,7 +51,9 @@ func (r *Runtime) dispatch(c *conn, f librelay.Frame) error {
 	case librelay.TypeACPMessage:
 		r.session(f.Session, true).feed(f.Payload)
 	case librelay.TypeResume:
-		r.resume(f)
+		if !r.cfg.NoResume { // contenox as it ships does not answer at all
+			r.resume(f)
+		}
 	case librelay.TypeACPDetach:
 		r.dropSession(f.Session)
 	default:

@@ -13,6 +13,11 @@
 // relay.error cursor_evicted. acp.detach drops the session: agent, running
 // turns and retention.
 //
+// Config.NoResume turns the producer side off, as contenox v1.0.0 ships
+// without it: no seq is stamped, nothing is retained, and session.resume is
+// left unanswered, so clients can be tested against a runtime that cannot
+// resume.
+//
 // The connection is redialled with exponential backoff and full jitter,
 // honouring the welcome's retry_after; sessions and retention survive a
 // redial, so a client resumes where it was. A welcome that does not verify,

@@ -35,6 +35,12 @@ type Config struct {
 	// 0 streams as fast as the connection takes them.
 	AgentRate float64
 
+	// NoResume makes the runtime behave as contenox v1.0.0 ships: it stamps
+	// no seq, retains nothing and leaves session.resume unanswered (no
+	// session.resumed, no relay.error). Clients must then work without
+	// resumption; the demo's -resume=false sets it.
+	NoResume bool
+
 	// RetainFrames and RetainBytes bound what each session keeps for resume
 	// (default 8192 frames, 8 MiB). At the ~150 B of a `count` chunk the
 	// frame bound binds first; at 1 KiB frames they meet.

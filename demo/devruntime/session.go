@@ -25,6 +25,7 @@ var errSessionClosed = errors.New("runtime: session closed")
 // a replayed frame and the next, nor reach the connection out of seq order.
 type session struct {
 	instance, id string
+	noResume     bool              // Config.NoResume: no seq, no retention
 	out          func(line []byte) // the current connection, or nowhere while there is none
 	used         atomic.Int64      // unix nanos of the last frame either way, for eviction
 
@@ -41,7 +42,7 @@ type session struct {
 // sequenced acp.message frame.
 func newSession(cfg *Config, id string, out func([]byte), log *slog.Logger) *session {
 	pr, pw := io.Pipe()
-	s := &session{instance: cfg.Instance, id: id, out: out, in: pw}
+	s := &session{instance: cfg.Instance, id: id, noResume: cfg.NoResume, out: out, in: pw}
 	s.kept = retention{maxFrames: cfg.RetainFrames, maxBytes: cfg.RetainBytes}
 	s.touch()
 	agent := newDevAgent(cfg.AgentRate)
@@ -88,13 +89,18 @@ func (s *session) emit(payload []byte) error {
 		Type: librelay.TypeACPMessage, Instance: s.instance, Session: s.id,
 		Seq: s.last + 1, Payload: payload,
 	}
+	if s.noResume {
+		f.Seq = 0 // as contenox ships: nothing stamped, nothing kept
+	}
 	line, err := appendLine(nil, &f)
 	if err != nil {
 		return err
 	}
-	s.last++
-	s.kept.add(line)
 	s.out(line)
+	if !s.noResume {
+		s.last++
+		s.kept.add(line)
+	}
 	return nil
 }
 

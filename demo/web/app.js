@@ -16,6 +16,11 @@
 //   - Connection state: relay.js reconnects by itself; the page only shows it.
 //   - Eviction: when content is gone for good, a banner says so and a new ACP
 //     session starts.
+//   - A runtime that does not resume (contenox as it ships; `go run ./demo
+//     -resume=false`): the chat works the same, and the page says what a
+//     reload or a dropped connection costs there: whatever the agent sends
+//     while the page is away is gone. What is on screen stays (it is in the
+//     transcript on this device).
 //
 // Configuration comes from the URL, the fragment winning over the query (the
 // fragment never reaches a server log, so put a real token there):
@@ -67,6 +72,7 @@ const chat = {
   redrawn: 0, // of which drawn from history after a (re)load
   live: 0, // of which delivered by onMessage
   evictions: [], // every onEvicted info
+  resumable: true, // false once the runtime showed it keeps nothing for a reload
   historyEntries: 0,
   error: null, // {title, message, code} of a fatal error
   send: (text) => submitPrompt(text),
@@ -161,9 +167,13 @@ function respond(msg) {
       openTurns.get(sessionId)?.finish("interrupted"); // an earlier life's "s1"
       updateReady();
       break;
-    case "session/prompt":
-      req.turn.finish(stopOf(msg), msg.error);
+    case "session/prompt": {
+      // A turn ended early (interrupted when the page was away) may have
+      // gone on in a turn of its own: that one is what this answer closes.
+      const cur = openTurns.get(req.turn.sid);
+      (req.turn.done && cur?.orphan ? cur : req.turn).finish(stopOf(msg), msg.error);
       break;
+    }
   }
 }
 
@@ -440,10 +450,26 @@ const NOTES = {
   offline: "You are offline. The conversation will continue when the network is back.",
 };
 
+// The same moments with a runtime that keeps nothing while the page is away.
+const LOSSY_NOTES = {
+  reconnecting: "Reconnecting to the relay. This agent keeps nothing meanwhile: what it sends until then is lost.",
+  offline: "You are offline. This agent keeps nothing meanwhile: what it sends until the network is back is lost.",
+};
+
+const NOT_RESUMABLE =
+  "This agent does not keep the conversation for you while the page is away. " +
+  "If the page reloads or the connection drops, whatever it sends meanwhile is lost; what is on screen stays.";
+
 function setState(state, info = {}) {
+  // A change of resumable alone comes in the same state: not a new state.
+  if (state !== chat.state || state !== "open") chat.states.push({ state, chunks: chat.chunks, code: info.code ?? "" });
   chat.state = state;
-  chat.states.push({ state, chunks: chat.chunks, code: info.code ?? "" });
   if (info.storage) chat.storage = info.storage;
+  if (typeof info.resumable === "boolean" && info.resumable !== chat.resumable) {
+    chat.resumable = info.resumable;
+    if (!info.resumable) showBanner("warning", "Reloading loses what arrives meanwhile", NOT_RESUMABLE);
+    else if (ui.banner.dataset.kind === "warning" && ui.bannerText.textContent === NOT_RESUMABLE) ui.banner.hidden = true;
+  }
   const [label, long] = STATES[state] ?? [state, state];
   ui.status.dataset.state = state;
   ui.statusText.textContent = label;
@@ -453,7 +479,7 @@ function setState(state, info = {}) {
     detail += ` (next try in ${Math.max(1, Math.round(info.retryInMs / 1000))} s)`;
   }
   ui.status.title = `${detail} (${config.url})`;
-  const note = NOTES[state];
+  const note = (chat.resumable ? NOTES : LOSSY_NOTES)[state];
   ui.connNote.hidden = !note;
   ui.connNote.textContent = note ?? "";
   if (state === "closed" && info.code && info.code !== "closed" && info.code !== "detached") {
@@ -480,6 +506,22 @@ function closedText(code) {
 
 function evicted(info) {
   chat.evictions.push(info);
+  if (info.reason === "not_resumed") {
+    // The ACP session is still there; only what came while away is gone.
+    // An answer that was under way may have lost its end: show it as such.
+    for (const t of [...openTurns.values()]) t.finish("interrupted");
+    showBanner(
+      "evicted",
+      "Part of this conversation may be missing",
+      "This agent keeps nothing while the page is away, so whatever it sent during the reload or the lost connection is gone. The conversation goes on.",
+    );
+    return;
+  }
+  if (info.reason === "frame_too_large") {
+    // One message is gone; the answer goes on after it.
+    showBanner("evicted", "Part of an answer is missing", "A message from the agent was too large to reach this page; what follows it still arrives.");
+    return;
+  }
   const what = {
     evicted: "Part of the agent's answer was dropped before this page could receive it.",
     cursor_evicted: "The agent restarted and no longer has this conversation.",

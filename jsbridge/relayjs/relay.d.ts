@@ -111,6 +111,8 @@ export interface Attachment {
   readonly cursor: number;
   /** The attachment id the relay granted. */
   readonly session: string;
+  /** Whether the runtime resumes this stream: StateInfo.resumable as last reported. */
+  readonly resumable: boolean;
 
   onMessage: AttachOptions["onMessage"];
   onState: AttachOptions["onState"] | null;
@@ -121,7 +123,7 @@ export interface Attachment {
    * text. Resolves once it is written to the socket; while reconnecting it
    * waits in a bounded queue (send_queue_full when full). Never sent twice.
    */
-  sendACP(message: object | string, options?: { signal?: AbortSignal }): Promise<void>;
+  sendACP(message: object | string, options?: SendOptions): Promise<void>;
   /** Asks for the stream again from after afterSeq; messages this page already had come again with meta.replay set. */
   resume(afterSeq: number): Promise<void>;
   /**
@@ -189,6 +191,17 @@ export interface AcpStream<M = any> {
   writable: WritableStream<M>;
 }
 
+export interface SendOptions {
+  /** Aborts a send still waiting in the queue (rejects with code "canceled"); one being written goes out. */
+  signal?: AbortSignal;
+  /**
+   * The frame's trace id, the correlation key of the human action the
+   * message belongs to: at most 128 bytes of [A-Za-z0-9_-] (librelay's
+   * TraceAlphabet); anything else rejects with "bad_options".
+   */
+  trace?: string;
+}
+
 export type State = "connecting" | "open" | "reconnecting" | "offline" | "closed";
 
 export interface StateInfo {
@@ -199,6 +212,15 @@ export interface StateInfo {
   /** Why the last connection or the attachment ended. */
   code?: ErrorCode;
   message?: string;
+  /**
+   * Whether the runtime resumes this stream. false once a resume went
+   * unanswered for a few seconds (a runtime without retention, as contenox
+   * v1.0.0 ships): sends then go out at once, and what arrives while the page
+   * is away (a drop, a reload) is gone. true before that, and again as soon
+   * as the runtime answers a resume or sends a sequenced message. A change
+   * of it alone is reported in the same state.
+   */
+  resumable: boolean;
   /** Where stream state is kept. "memory": IndexedDB is unavailable or failed, see reason. */
   storage: Storage;
   reason?: StorageFallbackReason;
@@ -217,11 +239,22 @@ export interface MessageMeta {
    * and not marked.
    */
   replay: boolean;
+  /** The frame's trace id, "" when untraced: peer-supplied, for logs and joins only. */
+  trace: string;
 }
 
 export interface Eviction {
   afterSeq: number;
   fromSeq: number;
+  /**
+   * "evicted": the runtime's retention dropped what this page had not seen;
+   * "cursor_evicted": the runtime no longer knows the stream (fromSeq 0);
+   * "session_replaced": the relay granted a new attachment id;
+   * "frame_too_large": the relay could not carry message afterSeq+1 to this
+   * page (over its browser-leg limit); the stream goes on at fromSeq;
+   * "not_resumed": after a drop or a reload the runtime did not resume (it
+   * keeps nothing, see StateInfo.resumable): what it sent meanwhile is gone.
+   */
   reason: EvictionReason;
 }
 
@@ -243,7 +276,7 @@ export class RelayError extends Error {
 
 /** Stable error codes. */
 /** Why content is gone (onEvicted's info.reason; a stream's error code). */
-export type EvictionReason = "evicted" | "cursor_evicted" | "session_replaced";
+export type EvictionReason = "evicted" | "cursor_evicted" | "session_replaced" | "frame_too_large" | "not_resumed";
 
 export type ErrorCode =
   // The attachment ended and will not come back by itself.
@@ -257,6 +290,7 @@ export type ErrorCode =
   | "evicted"
   | "cursor_evicted"
   | "session_replaced"
+  | "not_resumed" // the runtime does not resume: what it sent while the page was away is gone
   // One operation failed.
   | "bad_options"
   | "bad_payload" // sendACP: not a single JSON value

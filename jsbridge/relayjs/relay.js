@@ -119,6 +119,7 @@ class Attachment {
   #token;
   #last = ["connecting", 0, ""]; // state, cursor, session: kept for after the end
   _tap = null; // the open stream() (stream.js): it takes the deliveries while set
+  #resumable = true; // the last onState info's resumable
 
   constructor(handle, slot, options) {
     this._handle = handle;
@@ -142,6 +143,10 @@ class Attachment {
   get session() {
     return this.#info()[2];
   }
+  /** Whether the runtime resumes this stream (the last state info's resumable). */
+  get resumable() {
+    return this.#resumable;
+  }
   #info() {
     const live = B.attachments.has(this._handle) ? B.api.info(this._handle) : null;
     if (live) this.#last = live;
@@ -160,7 +165,9 @@ class Attachment {
     }
     // The text crosses as UTF-8 in the bridge's buffer, not as a string
     // Go would have to take and encode itself.
-    return B.call("send", () => [this._handle, ...B.text(text)], options.signal);
+    const trace = options.trace ?? "";
+    if (typeof trace !== "string") return Promise.reject(new RelayError(CODE_BAD_OPTIONS, "trace must be a string"));
+    return B.call("send", () => [this._handle, ...B.text(text), trace], options.signal);
   }
 
   /** The ACP SDK's Stream over this attachment (stream.js). */
@@ -197,8 +204,8 @@ class Attachment {
   }
 
   // Delivery of one batch: parsed frames ({seq, session, payload}) and
-  // whether each is a replay. Returns how many the handler accepted, or -1
-  // when a handler returned a Promise; the count then goes to Go when the
+  // whether each is a replay. Returns how many the handler accepted, or -1-i
+  // when the handler of message i returned a Promise; the count then goes to Go when the
   // batch is done. A message counts as accepted once its handler returned, or
   // its Promise resolved, without throwing: only those move the cursor.
   _deliver(batch, replay, waitID, from = 0) {
@@ -206,7 +213,12 @@ class Attachment {
       const f = batch[i];
       let r;
       try {
-        r = (this._tap ?? this).onMessage(f.payload ?? null, { seq: f.seq ?? 0, session: f.session ?? "", replay: replay[i] === 1 });
+        r = (this._tap ?? this).onMessage(f.payload ?? null, {
+          seq: f.seq ?? 0,
+          session: f.session ?? "",
+          replay: replay[i] === 1,
+          trace: f.trace ?? "",
+        });
       } catch (e) {
         report("onMessage", e);
         return this.#delivered(i, waitID, from);
@@ -219,7 +231,7 @@ class Attachment {
             B.done(waitID, DONE_OK, i);
           },
         );
-        return -1;
+        return -1 - i; // later; i were accepted before it (Go counts them if it stops waiting)
       }
     }
     return this.#delivered(batch.length, waitID, from);
@@ -234,6 +246,7 @@ class Attachment {
   _state(state, info) {
     this.#last = [state, this.#last[1], this.#last[2]];
     this._tap?.state(state, info);
+    if (typeof info?.resumable === "boolean") this.#resumable = info.resumable;
     if (this.onState) guard("onState", () => this.onState(state, info));
   }
 

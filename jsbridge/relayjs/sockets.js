@@ -122,8 +122,8 @@ export function messages(n, session, slow) {
     const ref = outbuf.entries[2 * i + 1];
     replay[i] = flags & DELIVER_REPLAY ? 1 : 0;
     if (flags & DELIVER_TEXT) {
-      const [seq, payload] = texts[ref];
-      batch[i] = { seq, session, payload };
+      const [seq, payload, trace] = texts[ref];
+      batch[i] = { seq, session, payload, trace };
       continue;
     }
     const s = sockets.get(Math.floor(ref / REFS_PER_SOCKET));

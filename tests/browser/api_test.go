@@ -145,9 +145,7 @@ func TestAPIAttachSendStream(t *testing.T) {
 			t.Fatalf("message %d meta %v", i, js.Global().Get("JSON").Call("stringify", m))
 		}
 	}
-	if c := att.Get("cursor").Int(); c != metas.Length() {
-		t.Fatalf("cursor %d after %d messages", c, metas.Length())
-	}
+	waitCursor(t, ctx, att, metas.Length())
 
 	// onState said open, with where state is kept.
 	states := r.Get("states")
@@ -300,9 +298,7 @@ func TestAPIAsyncAndFailingHandlers(t *testing.T) {
 			must(t, ctx, r.Call("response", id))
 			checkCount(t, chunks(r), n)
 			accepted := r.Get("messages").Length()
-			if c := att.Get("cursor").Int(); c != accepted {
-				t.Fatalf("cursor %d after %d accepted messages", c, accepted)
-			}
+			waitCursor(t, ctx, att, accepted)
 			if _, fails := tc.options["failSeq"]; fails && r.Get("attempts").Int() <= accepted {
 				t.Fatalf("%d attempts for %d messages: the failed one was not delivered again", r.Get("attempts").Int(), accepted)
 			}
@@ -408,7 +404,7 @@ func TestAPIDetachForgets(t *testing.T) {
 	att := must(t, ctx, relay.Call("attach", attachOptions(t, r, "detach", nil)))
 	must(t, ctx, app(t).Call("newSession", att, r))
 	s1 := att.Get("session").String()
-	if att.Get("cursor").Int() == 0 {
+	if settle(t, ctx, att, r) == 0 {
 		t.Fatal("cursor 0 after two responses")
 	}
 	must(t, ctx, att.Call("detach"))
@@ -577,7 +573,7 @@ func TestAPIMemoryStorageOnRequest(t *testing.T) {
 	att := must(t, ctx, relay.Call("attach", attachOptions(t, r, "asked-memory", nil)))
 	defer func() { must(t, ctx, att.Call("close")) }()
 	must(t, ctx, app(t).Call("newSession", att, r))
-	if att.Get("cursor").Int() == 0 {
+	if settle(t, ctx, att, r) == 0 {
 		t.Fatal("no message delivered")
 	}
 	info := r.Get("states").Index(r.Get("states").Length() - 1).Index(1)

@@ -113,9 +113,7 @@ func TestAPIEnvelopesFromTheFakeRelay(t *testing.T) {
 			if got := stringify(fr.Get("acks")); got != `["hb-1"]` {
 				t.Errorf("acks %s, want the heartbeat's", got)
 			}
-			if c := att.Get("cursor").Int(); c != 9 {
-				t.Errorf("cursor %d, want 9", c)
-			}
+			waitCursor(t, ctx, att, 9)
 			if history == 0 {
 				return
 			}

@@ -21,11 +21,12 @@ cd "$(dirname "$0")/../.."
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/relaywasm-browser.XXXXXX")
 demo_pid=
+demo2_pid=
 cleanup() {
-	if [ -n "$demo_pid" ]; then
-		kill "$demo_pid" 2>/dev/null || true
-		wait "$demo_pid" 2>/dev/null || true
-	fi
+	for pid in $demo_pid $demo2_pid; do
+		kill "$pid" 2>/dev/null || true
+		wait "$pid" 2>/dev/null || true
+	done
 	rm -rf "$work"
 }
 trap cleanup EXIT
@@ -66,6 +67,22 @@ fi
 # shellcheck disable=SC1091
 . "$work/ready"
 
+# A second demo whose runtime behaves as contenox v1.0.0 ships: no seq, no
+# answer to session.resume (engine_test.go's non-resuming tests).
+"$work/bin/demo" -addr 127.0.0.1:0 -web "" -resume=false -ready-file "$work/ready-noresume" -log-level warn >"$work/demo-noresume.log" 2>&1 &
+demo2_pid=$!
+for _ in $(seq 300); do
+	[ -s "$work/ready-noresume" ] && break
+	sleep 0.1
+done
+if [ ! -s "$work/ready-noresume" ]; then
+	cat "$work/demo-noresume.log" >&2
+	echo "run.sh: the non-resuming demo was not ready within 30s" >&2
+	exit 1
+fi
+RELAY_NORESUME_ATTACH_URL=$(. "$work/ready-noresume" && echo "$RELAY_ATTACH_URL")
+RELAY_NORESUME_KEY=$(. "$work/ready-noresume" && echo "$RELAY_KEY")
+
 mkdir -p "$work/tmp"
 status=0
 env -i \
@@ -74,9 +91,12 @@ env -i \
 	GOFLAGS="${GOFLAGS:-}" GOTOOLCHAIN=local GOOS=js GOARCH=wasm \
 	RELAY_ATTACH_URL="$RELAY_ATTACH_URL" RELAY_INSTANCE="$RELAY_INSTANCE" \
 	RELAY_TOKEN="$RELAY_TOKEN" RELAY_KEY="$RELAY_KEY" ENGINE="$engine" \
+	RELAY_NORESUME_ATTACH_URL="$RELAY_NORESUME_ATTACH_URL" RELAY_NORESUME_KEY="$RELAY_NORESUME_KEY" \
 	go test -exec="$exec_cmd" -timeout 5m "$@" ./tests/browser/ || status=$?
 if [ "$status" -ne 0 ]; then
 	echo "--- tests/browser failed in $engine; demo log" >&2
 	cat "$work/demo.log" >&2
+	echo "--- non-resuming demo log" >&2
+	cat "$work/demo-noresume.log" >&2
 fi
 exit "$status"

@@ -105,7 +105,7 @@ func TestAPIPagehideAndCloseWrite(t *testing.T) {
 	untilStored(t, ctx, other, k, client.Saved{Session: session}) // a new id is written at once
 
 	must(t, ctx, app(t).Call("newSession", att, r))
-	cursor := att.Get("cursor").Int()
+	cursor := settle(t, ctx, att, r)
 	if got := mustLoad(t, ctx, other, k); got.Cursor != 0 {
 		t.Fatalf("the cursor was written before its window ended: %+v", got)
 	}
@@ -118,7 +118,7 @@ func TestAPIPagehideAndCloseWrite(t *testing.T) {
 	untilStored(t, ctx, other, k, client.Saved{Session: session, Cursor: uint64(cursor)})
 
 	must(t, ctx, app(t).Call("request", att, r, "_relaywasm/echo", map[string]any{}))
-	cursor = att.Get("cursor").Int()
+	cursor = settle(t, ctx, att, r)
 	must(t, ctx, att.Call("close"))
 	if got := mustLoad(t, ctx, other, k); got != (client.Saved{Session: session, Cursor: uint64(cursor)}) {
 		t.Fatalf("after close() IndexedDB holds %+v, want cursor %d", got, cursor)

@@ -23,10 +23,11 @@ type Attachment struct {
 	offline atomic.Bool
 	probe   atomic.Bool
 
-	cursor  atomic.Uint64
-	session atomic.Pointer[string]
-	state   atomic.Int32
-	queued  atomic.Int32
+	cursor    atomic.Uint64
+	session   atomic.Pointer[string]
+	state     atomic.Int32
+	queued    atomic.Int32
+	resumable atomic.Bool
 }
 
 // Attach loads the stream's saved state from the Store, dials the relay,
@@ -55,7 +56,6 @@ func Attach(ctx context.Context, o Options) (*Attachment, error) {
 	if err != nil {
 		return nil, err
 	}
-	a.publish(saved.Session, saved.Cursor)
 	opened := make(chan error, 1)
 	go newRunner(a, saved, opened).run()
 	select {
@@ -78,9 +78,10 @@ func Attach(ctx context.Context, o Options) (*Attachment, error) {
 // ErrDetached or ErrClosed. A message is never sent twice: if ctx ends while
 // it waits, it is withdrawn, and ctx's error returned.
 //
-// payload must not be modified until SendACP returns.
-func (a *Attachment) SendACP(ctx context.Context, payload []byte) error {
-	s, err := newSend(a, payload)
+// opts set the frame's trace id (WithTrace). payload must not be modified
+// until SendACP returns.
+func (a *Attachment) SendACP(ctx context.Context, payload []byte, opts ...SendOption) error {
+	s, err := newSend(a, payload, opts)
 	if err != nil {
 		return err
 	}
@@ -183,6 +184,13 @@ func (a *Attachment) Session() string {
 	}
 	return ""
 }
+
+// Resumable reports whether the runtime resumes this stream: true until a
+// resume goes unanswered for Options.ResumeTimeout (a runtime that keeps no
+// retention, as contenox v1.0.0 ships), and true again as soon as the
+// runtime answers one or sends a sequenced frame. While it is false, what
+// arrives while the attachment is away is gone.
+func (a *Attachment) Resumable() bool { return a.resumable.Load() }
 
 // Queued is how many sent messages wait for the connection, for an
 // application that shows them as pending.

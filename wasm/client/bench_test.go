@@ -95,7 +95,7 @@ func newEngineReader(b *testing.B, env *relaytest.Env) *engineReader {
 	o := client.Options{
 		URL: env.AttachURL, Instance: env.Instance, RelayKey: env.Key,
 		Credential: func(context.Context) (string, error) { return env.ClientToken, nil },
-		OnMessages: func(batch []client.Message) (int, error) {
+		OnMessages: func(_ context.Context, batch []client.Message) (int, error) {
 			for _, m := range batch {
 				if chatting.Load() {
 					c.onMessage(m)

@@ -72,6 +72,7 @@ func TestChaosReloads(t *testing.T) {
 	done := func() bool { _, ok := c.response(3); return ok }
 	for !locked(c, done) {
 		time.Sleep(time.Duration(50+rand.IntN(150)) * time.Millisecond)
+		progressed(t, c)
 		a.Close() // the page goes away: no detach
 		a = s.attach(o)
 		reloads++
@@ -126,6 +127,7 @@ func chaos(t *testing.T, s *stack, c *collector, done func() bool) int {
 	cuts, restarted := 0, false
 	for !locked(c, done) {
 		time.Sleep(time.Duration(20+rand.IntN(130)) * time.Millisecond)
+		progressed(t, c)
 		if !restarted && cuts == 10 {
 			s.restartRelay()
 			restarted = true
@@ -139,6 +141,22 @@ func chaos(t *testing.T, s *stack, c *collector, done func() bool) int {
 		t.Fatal("the stream ended before the relay restart")
 	}
 	return cuts
+}
+
+// progressed waits until the handler got a message since the last call (or
+// the stream ended). Between two cuts the client must be able to make some
+// progress: on a machine so loaded that a resume takes longer than the
+// pause, cuts at a fixed pace would starve it for ever, which tests the
+// machine, not the engine.
+func progressed(t *testing.T, c *collector) {
+	t.Helper()
+	c.mu.Lock()
+	seen := c.seen
+	c.mu.Unlock()
+	c.wait(t, "progress between cuts", func(c *collector) bool { _, done := c.response(3); return done || len(c.msgs) > seen })
+	c.mu.Lock()
+	c.seen = len(c.msgs)
+	c.mu.Unlock()
 }
 
 func locked(c *collector, cond func() bool) bool {

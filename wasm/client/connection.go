@@ -17,25 +17,28 @@ type inbound struct {
 }
 
 // connection dials once, serves the connection until it ends, and says why.
-func (r *runner) connection() error {
+// The link it returns (nil when the dial failed) tells run how it went.
+func (r *runner) connection() (*link, error) {
 	ctx, cancel := context.WithCancel(r.ctx)
 	defer cancel()
-	r.welcomed = false
 	conn, err := r.dial(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	r.conn = conn
 	frames := make(chan inbound, 1)
+	l := &link{conn: conn, frames: frames}
+	r.l = l
 	go readLoop(ctx, conn, frames)
-	err = r.serve(frames)
-	r.flush()
+	err = r.serve()
+	if ferr := r.flush(); fatal(ferr) {
+		err = ferr // Close or Detach while the last batch was being delivered
+	}
 	r.commit()
 	code, reason := closeCodeFor(err)
 	_ = conn.Close(code, reason)
-	r.conn = nil
-	r.stopAlarms()
-	return err
+	l.stopAlarms()
+	r.l = nil
+	return l, err
 }
 
 func (r *runner) dial(ctx context.Context) (Conn, error) {
@@ -113,16 +116,16 @@ func withoutRefs(frames []librelay.Frame) []RefFrame {
 
 // serve runs one connection: hello, welcome, resume, then frames both ways
 // until something ends it.
-func (r *runner) serve(frames <-chan inbound) error {
-	r.welcomed, r.ready, r.resumeID, r.hbID, r.relayErr = false, false, "", "", nil
+func (r *runner) serve() error {
+	l := r.l
 	if err := r.hello(); err != nil {
 		return err
 	}
-	r.answer.set(r.o.HandshakeTimeout)
+	l.answer.set(r.o.HandshakeTimeout)
 	for {
 		var err error
 		select {
-		case in := <-frames:
+		case in := <-l.frames:
 			if in.err != nil {
 				return r.readError(in.err)
 			}
@@ -131,15 +134,20 @@ func (r *runner) serve(frames <-chan inbound) error {
 			err = r.command(c)
 		case <-r.a.wake:
 			err = r.wake()
-		case <-r.answer.C():
+		case <-l.answer.C():
 			err = wrap(ErrUnreachable, "the relay did not answer in time", context.DeadlineExceeded)
-		case <-r.hbEvery.C():
+		case <-l.resumeDue.C():
+			r.resumeUnanswered()
+		case <-l.hbEvery.C():
 			err = r.heartbeat()
-		case <-r.hbDue.C():
+		case <-l.hbDue.C():
 			err = ErrHeartbeatTimeout
-		case <-r.redeliver.C():
-			r.redeliver.stop()
+		case <-l.redeliver.C():
+			l.redeliver.stop()
 			err = r.resume()
+		}
+		if err == nil {
+			err = r.catchUp()
 		}
 		if err != nil {
 			return err
@@ -148,11 +156,29 @@ func (r *runner) serve(frames <-chan inbound) error {
 	}
 }
 
-func (r *runner) stopAlarms() {
-	r.answer.stop()
-	r.hbEvery.stop()
-	r.hbDue.stop()
-	r.redeliver.stop()
+// catchUp handles what waited while a delivery was awaited: the frames that
+// arrived meanwhile, in order, and the Resume calls made meanwhile.
+func (r *runner) catchUp() error {
+	l := r.l
+	for len(l.backlog) > 0 || len(r.later) > 0 {
+		if l.broken != nil {
+			return l.broken
+		}
+		if len(l.backlog) > 0 {
+			b := l.backlog
+			l.backlog = nil
+			if err := r.handleBatch(b); err != nil {
+				return err
+			}
+			continue
+		}
+		c := r.later[0]
+		r.later = r.later[1:]
+		if err := r.command(c); err != nil {
+			return err
+		}
+	}
+	return l.broken
 }
 
 // readError explains why the socket ended. A close code the client acts on
@@ -166,8 +192,8 @@ func (r *runner) readError(err error) error {
 	if mapped := closeError(ce); mapped != error(ce) {
 		return mapped
 	}
-	if r.relayErr != nil {
-		return r.relayErr
+	if r.l.relayErr != nil {
+		return r.l.relayErr
 	}
 	return ce
 }
@@ -179,13 +205,16 @@ func (r *runner) command(c command) error {
 		r.enqueue(c)
 	case *resumeCmd:
 		err := r.rewind(c.after)
-		if err == nil && r.welcomed {
+		if fatal(err) {
+			return err // Close or Detach while the rewind waited for a delivery
+		}
+		if err == nil && r.l.welcomed {
 			err = r.resume()
 		}
 		c.done <- err
 	case detachCmd:
-		if r.welcomed {
-			_ = r.writeFrame(&librelay.Frame{Type: librelay.TypeACPDetach, Instance: r.o.Instance, Session: r.saved.Session})
+		if r.l.welcomed {
+			_ = r.writeFrame(&librelay.Frame{Type: librelay.TypeACPDetach, Instance: r.o.Instance, Session: r.pos.session})
 		}
 		return ErrDetached
 	case closeCmd:
@@ -220,16 +249,17 @@ func (r *runner) hello() error {
 	if err != nil {
 		return wrap(ErrProtocol, "encoding hello", err)
 	}
-	r.nonce, r.helloID = nonce, r.newID("hello-")
+	r.l.nonce, r.l.helloID = nonce, r.newID("hello-")
 	return r.writeFrame(&librelay.Frame{
-		Type: librelay.TypeHello, ID: r.helloID,
-		Instance: r.o.Instance, Session: r.saved.Session, Payload: payload,
+		Type: librelay.TypeHello, ID: r.l.helloID,
+		Instance: r.o.Instance, Session: r.pos.session, Payload: payload,
 	})
 }
 
 // welcome checks the relay's answer to hello and takes the attachment id it
 // grants. Only a welcome that verifies makes the connection usable.
 func (r *runner) welcome(f *librelay.Frame) error {
+	l := r.l
 	var w librelay.Welcome
 	if err := w.UnmarshalJSON(f.Payload); err != nil {
 		return wrap(ErrProtocol, "relay.welcome", err)
@@ -238,65 +268,106 @@ func (r *runner) welcome(f *librelay.Frame) error {
 		return wrap(ErrUnsupportedVersion, "relay selected version "+uitoa(uint64(max(w.ProtocolVersion, 0))), nil)
 	}
 	if r.o.RelayKey != nil {
-		if err := librelay.VerifyWelcome(r.o.RelayKey, r.nonce, w.ProtocolVersion, r.o.Instance, w.Signature); err != nil {
+		if err := librelay.VerifyWelcome(r.o.RelayKey, l.nonce, w.ProtocolVersion, r.o.Instance, w.Signature); err != nil {
 			return wrap(ErrBadRelaySignature, "", err)
 		}
 	}
 	if f.Session == "" {
 		return wrap(ErrProtocol, "relay.welcome grants no attachment id", nil)
 	}
-	r.retryAfter = r.o.Backoff.retryAfter(w.RetryAfterSeconds)
+	l.retryAfter = r.o.Backoff.retryAfter(w.RetryAfterSeconds)
+	l.reclaimed = r.pos.session != "" && f.Session == r.pos.session
 	r.adopt(f.Session)
-	r.welcomed, r.welcomedAt = true, time.Now()
-	r.answer.stop()
-	r.hbEvery.set(r.o.Heartbeat.Interval)
+	r.gapAt, r.gapRepeats = noGap, 0 // this connection resumes anyway; its gaps are its own
+	l.welcomed, l.welcomedAt = true, time.Now()
+	l.answer.stop()
+	l.hbEvery.set(r.o.Heartbeat.Interval)
 	r.setState(StateChange{State: Open, Attempt: r.attempt})
 	if r.opened != nil {
 		r.opened <- nil
 		r.opened = nil
 	}
-	return r.resume()
+	if err := r.resume(); err != nil {
+		return err
+	}
+	if !r.resumable {
+		// The runtime left the last resume unanswered. It is asked again,
+		// but what the application sends does not wait for an answer that
+		// may not come.
+		r.streamReady()
+	}
+	return nil
 }
 
 // adopt takes the granted attachment id. A different id than the one asked
 // for means the old stream cannot be reclaimed: its cursor means nothing on
 // the new one, and whatever followed it is lost.
 func (r *runner) adopt(session string) {
-	if session == r.saved.Session {
+	if session == r.pos.session {
 		return
 	}
-	if r.saved.Session != "" && r.saved.Cursor > 0 {
-		r.evicted(Eviction{AfterSeq: r.saved.Cursor, Reason: EvictedSessionReplaced})
+	if r.pos.session != "" && r.pos.high > 0 {
+		r.evicted(Eviction{AfterSeq: r.pos.high, Reason: EvictedSessionReplaced})
 	}
-	r.saved = Saved{Session: session}
-	r.cursor, r.accepted = 0, 0
-	r.a.publish(session, 0)
-	r.dirty = true
+	r.pos.adopt(session)
 }
 
-// resume asks the runtime to continue after the accepted cursor.
+// resume asks the runtime to continue after the taken cursor.
 func (r *runner) resume() error {
-	payload, err := librelay.Resume{AfterSeq: r.accepted}.MarshalJSON()
+	payload, err := librelay.Resume{AfterSeq: r.pos.taken}.MarshalJSON()
 	if err != nil {
 		return wrap(ErrProtocol, "encoding session.resume", err)
 	}
-	r.resumeID = r.newID("resume-")
-	r.answer.set(r.o.HandshakeTimeout)
+	r.l.resumeID = r.newID("resume-")
+	r.l.resumeDue.set(r.o.ResumeTimeout)
 	return r.writeFrame(&librelay.Frame{
-		Type: librelay.TypeResume, ID: r.resumeID,
-		Instance: r.o.Instance, Session: r.saved.Session, Payload: payload,
+		Type: librelay.TypeResume, ID: r.l.resumeID,
+		Instance: r.o.Instance, Session: r.pos.session, Payload: payload,
 	})
 }
 
+// resumeUnanswered gives up on the current resume. A runtime without
+// retention (contenox as it ships) never answers one; that is a fact about
+// the runtime, not a broken connection, so the connection stays, sends are
+// released, and the attachment says it cannot resume until the runtime
+// shows otherwise (an answer on a later connection, or a sequenced frame).
+// On a connection that took up a stream already under way (a redial, a
+// reload), whatever the runtime sent while the client was away is gone,
+// and OnEvicted says so (reason "not_resumed") instead of the loss passing
+// unseen.
+func (r *runner) resumeUnanswered() {
+	l := r.l
+	l.resumeDue.stop()
+	l.resumeID = ""
+	r.setResumable(false)
+	if l.reclaimed && !l.lossTold {
+		l.lossTold = true
+		r.evicted(Eviction{AfterSeq: r.pos.taken, Reason: EvictedNotResumed})
+	}
+	r.streamReady()
+}
+
+// setResumable records what the runtime has shown about resuming, and tells
+// the application when it changed.
+func (r *runner) setResumable(v bool) {
+	if r.resumable == v {
+		return
+	}
+	r.resumable = v
+	r.a.resumable.Store(v)
+	r.setState(StateChange{State: r.a.State(), Attempt: r.attempt})
+}
+
 func (r *runner) heartbeat() error {
-	if !r.welcomed {
+	l := r.l
+	if !l.welcomed {
 		return nil
 	}
-	r.hbEvery.set(r.o.Heartbeat.Interval)
-	if r.hbID != "" {
+	l.hbEvery.set(r.o.Heartbeat.Interval)
+	if l.hbID != "" {
 		return nil // one probe at a time; its own deadline is running
 	}
-	r.hbID = r.newID("hb-")
-	r.hbDue.set(r.o.Heartbeat.Timeout)
-	return r.writeFrame(&librelay.Frame{Type: librelay.TypeHeartbeat, ID: r.hbID})
+	l.hbID = r.newID("hb-")
+	l.hbDue.set(r.o.Heartbeat.Timeout)
+	return r.writeFrame(&librelay.Frame{Type: librelay.TypeHeartbeat, ID: l.hbID})
 }

@@ -1,6 +1,12 @@
 package client
 
-import "github.com/relaywasm/relaywasm/librelay"
+import (
+	"math/rand/v2"
+	"time"
+
+	"github.com/relaywasm/relaywasm/librelay"
+	"github.com/relaywasm/relaywasm/librelay/relayleg"
+)
 
 // handleBatch acts on one batch of frames, then hands the application every
 // message the batch made deliverable in one call, and the Store one commit.
@@ -10,39 +16,54 @@ func (r *runner) handleBatch(frames []RefFrame) error {
 			return err
 		}
 	}
-	r.flush()
-	return nil
+	return r.flush()
 }
 
 // handleFrame makes the one decision per frame the protocol asks for:
 // control (relay.*) is for this client, everything else is the stream.
 func (r *runner) handleFrame(f *RefFrame) error {
+	l := r.l
 	switch {
-	case f.Type == librelay.TypeWelcome && !r.welcomed && f.ReplyTo == r.helloID:
+	case f.Type == librelay.TypeWelcome && !l.welcomed && f.ReplyTo == l.helloID:
 		return r.welcome(&f.Frame)
 	case f.Type == librelay.TypeError:
 		return r.relayError(&f.Frame)
-	case f.Type == librelay.TypeHeartbeat:
-		if f.IsRequest() {
-			return r.writeFrame(&librelay.Frame{Type: librelay.TypeAck, ReplyTo: f.ID})
-		}
-	case f.Type == librelay.TypeAck:
-		if f.ReplyTo != "" && f.ReplyTo == r.hbID {
-			r.hbID = ""
-			r.hbDue.stop()
-		}
+	case r.answerControl(&f.Frame):
 	case librelay.IsControl(f.Type):
 		if reply, owed := librelay.Unsupported(f.Frame); owed {
 			return r.writeFrame(&reply)
 		}
-	case !r.welcomed:
+	case !l.welcomed:
 		// Nothing is routed to a socket before its welcome.
 	case f.Type == librelay.TypeResumed:
 		return r.resumed(&f.Frame)
 	default:
 		return r.cargo(f)
 	}
-	return nil
+	return l.broken
+}
+
+// answerControl answers the relay's heartbeats and takes the acks of the
+// client's own, and reports whether f was one of those. They keep the
+// connection alive, so they are answered even while a delivery is awaited.
+func (r *runner) answerControl(f *librelay.Frame) bool {
+	l := r.l
+	switch f.Type {
+	case librelay.TypeHeartbeat:
+		if f.IsRequest() {
+			if err := r.writeFrame(&librelay.Frame{Type: librelay.TypeAck, ReplyTo: f.ID}); err != nil && l.broken == nil {
+				l.broken = err
+			}
+		}
+	case librelay.TypeAck:
+		if f.ReplyTo != "" && f.ReplyTo == l.hbID {
+			l.hbID = ""
+			l.hbDue.stop()
+		}
+	default:
+		return false
+	}
+	return true
 }
 
 // cargo takes a stream frame in order: a sequenced frame only when it is the
@@ -51,95 +72,154 @@ func (r *runner) cargo(f *RefFrame) error {
 	isACP := f.Type == librelay.TypeACPMessage
 	if f.Seq == 0 {
 		if isACP {
-			r.pending = append(r.pending, pendingMsg{deliver: true, msg: Message{Payload: f.Payload, Session: f.Session, Ref: f.Ref}})
+			r.pending = append(r.pending, pendingMsg{deliver: true, msg: Message{Payload: f.Payload, Session: f.Session, Trace: f.Trace, Ref: f.Ref}})
 		} else if f.IsRequest() {
 			reply := librelay.NewError(f.Frame, librelay.CodeUnsupportedType, "this client handles only "+librelay.TypeACPMessage)
 			return r.writeFrame(&reply)
 		}
 		return nil
 	}
+	r.setResumable(true) // a runtime that stamps seq keeps what it stamped
 	switch {
-	case f.Seq <= r.accepted:
+	case f.Seq <= r.pos.taken:
 		return nil // a duplicate: delivered before, or replayed twice
-	case f.Seq > r.accepted+1:
+	case !r.pos.follows(f.Seq):
 		return r.gap()
 	}
-	r.accepted = f.Seq
-	r.pending = append(r.pending, pendingMsg{deliver: isACP, msg: Message{Payload: f.Payload, Seq: f.Seq, Session: f.Session, Replay: f.Seq <= r.saved.Cursor, Ref: f.Ref}})
+	r.pos.take(f.Seq)
+	r.pending = append(r.pending, pendingMsg{deliver: isACP, msg: Message{
+		Payload: f.Payload, Seq: f.Seq, Session: f.Session, Trace: f.Trace, Replay: r.pos.replay(f.Seq), Ref: f.Ref,
+	}})
 	return nil
 }
 
 // gap answers a frame from beyond the next seq by resuming from the cursor
 // instead of delivering out of order. A resume already on its way, or one
 // scheduled after a handler refusal, will fill the gap.
+//
+// A gap at the cursor the last one was resumed from, with nothing taken in
+// between, is the same gap again: the runtime's replay did not fill it (a
+// frame the relay could not carry, say). Chasing it at once would resume as
+// fast as the round trip allows, for as long as the page is open, so each
+// repeat waits longer (gapDelay); any progress starts the count again.
 func (r *runner) gap() error {
-	if r.resumeID != "" || r.redeliver.C() != nil {
+	l := r.l
+	if l.resumeID != "" || l.redeliver.C() != nil {
 		return nil
 	}
-	r.flush()
-	if r.redeliver.C() != nil {
+	if err := r.flush(); err != nil {
+		return err
+	}
+	if l.redeliver.C() != nil {
 		return nil // the handler refused; the scheduled resume covers it
 	}
+	if r.gapAt == r.pos.taken {
+		r.gapRepeats++
+		l.redeliver.set(gapDelay(r.o.Backoff, r.gapRepeats))
+		return nil
+	}
+	r.gapAt, r.gapRepeats = r.pos.taken, 0
 	return r.resume()
+}
+
+// noGap is gapAt before any gap was seen.
+const noGap = ^uint64(0)
+
+// gapDelay is the wait before the n-th resume (n ≥ 1) after the first for
+// the same unfilled gap: half of min(Max, Initial·2ⁿ⁻¹) plus a random part
+// of the other half. The floor is what bounds the rate: with the default
+// Backoff (500ms, 30s) the waits are at least 0.25, 0.5, 1, 2, 4, 8 and
+// then 15 s, so a gap that never fills costs at most 9 resumes in its first
+// minute and 4 a minute after that.
+func gapDelay(b Backoff, n int) time.Duration {
+	ceiling := b.Initial
+	for i := 1; i < n && ceiling < b.Max; i++ {
+		ceiling *= 2
+	}
+	ceiling = min(ceiling, b.Max)
+	half := ceiling / 2
+	return half + time.Duration(rand.Int64N(int64(ceiling-half)+1))
 }
 
 // resumed takes the runtime's answer to the current resume.
 func (r *runner) resumed(f *librelay.Frame) error {
-	if f.ReplyTo == "" || f.ReplyTo != r.resumeID {
+	l := r.l
+	if f.ReplyTo == "" || f.ReplyTo != l.resumeID {
 		return nil // the answer to a resume since superseded
 	}
 	var rs librelay.Resumed
 	if err := rs.UnmarshalJSON(f.Payload); err != nil {
 		return wrap(ErrProtocol, "session.resumed", err)
 	}
-	r.resumeID = ""
-	r.answer.stop()
+	l.resumeID = ""
+	l.resumeDue.stop()
+	r.setResumable(true)
 	from := rs.FromSeq
 	if from == 0 {
-		from = r.accepted + 1
+		from = r.pos.taken + 1
 	}
-	if rs.Evicted || from > r.accepted+1 {
-		r.flush()
-		r.evicted(Eviction{AfterSeq: r.accepted, FromSeq: from, Reason: EvictedRetention})
-		if from > r.accepted+1 {
-			r.skipTo(from - 1)
+	if rs.Evicted || from > r.pos.taken+1 {
+		if err := r.flush(); err != nil {
+			return err
+		}
+		r.evicted(Eviction{AfterSeq: r.pos.taken, FromSeq: from, Reason: EvictedRetention})
+		if from > r.pos.taken+1 {
+			r.pos.skipTo(from - 1)
 		}
 	}
 	r.streamReady()
 	return nil
 }
 
-// skipTo moves the cursor over frames that are gone.
-func (r *runner) skipTo(seq uint64) {
-	r.cursor, r.accepted = seq, seq
-	r.saved.Cursor = max(r.saved.Cursor, seq)
-	r.a.cursor.Store(seq)
-	r.dirty = true
-}
-
-// streamReady lets queued sends out once the first resume is answered, so
-// what the application sends follows what it missed.
+// streamReady lets queued sends out once the first resume is answered (or
+// given up on), so what the application sends follows what it missed.
 func (r *runner) streamReady() {
-	if !r.ready {
-		r.ready = true
+	if !r.l.ready {
+		r.l.ready = true
 		r.drain()
 	}
 }
 
 func (r *runner) relayError(f *librelay.Frame) error {
+	l := r.l
 	var e librelay.Error
 	_ = e.UnmarshalJSON(f.Payload) // an unreadable error is still an error
 	switch {
+	case f.ReplyTo == "" && f.Seq > 0 && e.Code == relayleg.CodeFrameTooLarge:
+		return r.tooLarge(f.Seq)
 	case f.ReplyTo == "":
-		r.relayErr = relayError(e.Code, e.Message) // a close follows; this says why
-	case f.ReplyTo == r.helloID && !r.welcomed:
+		l.relayErr = relayError(e.Code, e.Message) // a close follows; this says why
+	case f.ReplyTo == l.helloID && !l.welcomed:
 		if err := relayError(e.Code, e.Message); err != nil {
 			return err
 		}
 		return wrap(ErrProtocol, "the relay refused the hello: "+e.Code+" "+e.Message, nil)
-	case f.ReplyTo == r.resumeID:
+	case f.ReplyTo == l.resumeID:
 		return r.resumeRefused(e)
 	}
+	return nil
+}
+
+// tooLarge handles the relay's word that it could not carry frame seq to
+// this client (frame_too_large on the browser leg): seq arrived, and is
+// lost. It is reported in its place in the stream and the stream goes on
+// after it, instead of a gap that every resume would bring back.
+func (r *runner) tooLarge(seq uint64) error {
+	if !r.l.welcomed || seq <= r.pos.taken {
+		return nil // before the stream began here, or already passed
+	}
+	r.setResumable(true)
+	if !r.pos.follows(seq) {
+		return r.gap()
+	}
+	if err := r.flush(); err != nil {
+		return err
+	}
+	if !r.pos.follows(seq) {
+		return nil // the handler refused what came before; it comes again, and so will this
+	}
+	r.evicted(Eviction{AfterSeq: seq - 1, FromSeq: seq + 1, Reason: EvictedFrameTooLarge})
+	r.pos.skipTo(seq)
 	return nil
 }
 
@@ -147,19 +227,20 @@ func (r *runner) relayError(f *librelay.Frame) error {
 // runtime no longer knows the stream at all (it restarted): what followed the
 // cursor is gone, the stream starts again at seq 1, and the attachment stays.
 func (r *runner) resumeRefused(e librelay.Error) error {
-	r.resumeID = ""
-	r.answer.stop()
+	r.l.resumeID = ""
+	r.l.resumeDue.stop()
 	if e.Code != librelay.CodeCursorEvicted {
 		if err := relayError(e.Code, e.Message); err != nil {
 			return err
 		}
 		return wrap(ErrProtocol, "the runtime refused the resume: "+e.Code+" "+e.Message, nil)
 	}
-	r.flush()
-	r.evicted(Eviction{AfterSeq: r.accepted, Reason: EvictedCursor})
-	r.cursor, r.accepted, r.saved.Cursor = 0, 0, 0
-	r.a.cursor.Store(0)
-	r.dirty = true
+	r.setResumable(true)
+	if err := r.flush(); err != nil {
+		return err
+	}
+	r.evicted(Eviction{AfterSeq: r.pos.taken, Reason: EvictedCursor})
+	r.pos.restart()
 	r.streamReady()
 	return nil
 }
@@ -167,12 +248,17 @@ func (r *runner) resumeRefused(e librelay.Error) error {
 // flush delivers what is pending and advances the cursor over what the
 // handler accepted. If it refused a message, delivery stops there and a
 // resume fetches the rest again after a backoff, so a failing handler neither
-// loses messages nor spins.
-func (r *runner) flush() {
+// loses messages nor spins. It fails when Close or Detach came while the
+// handler was running, or the connection failed meanwhile.
+func (r *runner) flush() error {
+	if r.quit != nil {
+		return r.quit
+	}
 	if len(r.pending) == 0 {
-		return
+		return nil
 	}
 	handled, refused := r.deliver()
+	var last uint64
 	for i := range r.pending {
 		p := &r.pending[i]
 		if p.deliver {
@@ -183,25 +269,28 @@ func (r *runner) flush() {
 			r.record(p)
 		}
 		if p.msg.Seq > 0 {
-			r.cursor = p.msg.Seq
+			last = p.msg.Seq
 		}
 	}
 	clear(r.pending)
 	r.pending = r.pending[:0]
-	if r.cursor > r.saved.Cursor {
-		r.saved.Cursor = r.cursor
-		r.dirty = true // only what the Store holds makes a commit
+	if last > 0 {
+		r.pos.handle(last)
 	}
-	r.a.cursor.Store(r.cursor)
 	if refused {
-		r.accepted = r.cursor
-		r.resumeID = ""
-		r.answer.stop()
-		r.redeliver.set(r.o.Backoff.delay(r.failures))
+		l := r.l
+		r.pos.refused()
+		l.resumeID = ""
+		l.resumeDue.stop()
+		l.redeliver.set(r.o.Backoff.delay(r.failures))
 		r.failures++
 	} else {
 		r.failures = 0
 	}
+	if r.quit != nil {
+		return r.quit
+	}
+	return r.l.broken
 }
 
 // deliver hands the pending ACP messages to the application in one call.
@@ -213,9 +302,9 @@ func (r *runner) deliver() (handled int, refused bool) {
 		}
 	}
 	if len(batch) > 0 {
-		n, err := r.o.OnMessages(batch)
-		handled = min(max(n, 0), len(batch))
-		refused = err != nil || handled < len(batch)
+		res := r.await(batch)
+		handled = min(max(res.handled, 0), len(batch))
+		refused = res.err != nil || handled < len(batch)
 	}
 	clear(batch)
 	r.batch = batch[:0]
@@ -225,8 +314,7 @@ func (r *runner) deliver() (handled int, refused bool) {
 // record adds a delivered message to the transcript, once: a message
 // redelivered after a Resume to an earlier cursor is already there.
 func (r *runner) record(p *pendingMsg) {
-	if r.o.History > 0 && (p.msg.Seq == 0 || p.msg.Seq > r.saved.Cursor) {
+	if r.o.History > 0 && (p.msg.Seq == 0 || !r.pos.replay(p.msg.Seq)) {
 		r.entries = append(r.entries, Entry{Seq: p.msg.Seq, Payload: p.msg.Payload})
-		r.dirty = true
 	}
 }

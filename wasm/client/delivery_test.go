@@ -23,6 +23,12 @@ type scripted struct {
 
 func newScripted(t *testing.T) *scripted {
 	t.Helper()
+	return newScriptedWith(t, nil)
+}
+
+// newScriptedWith is newScripted with the client's options edited first.
+func newScriptedWith(t *testing.T, edit func(*client.Options)) *scripted {
+	t.Helper()
 	env := relaytest.Start(t, nil)
 	s := &scripted{env: env, rt: env.Connect(t), c: newCollector()}
 	o := client.Options{
@@ -30,6 +36,9 @@ func newScripted(t *testing.T) *scripted {
 		Credential: func(context.Context) (string, error) { return env.ClientToken, nil },
 		RelayKey:   env.Key, Store: client.NewMemoryStore(), History: 1000,
 		OnMessage: s.c.onMessage, OnEvicted: s.c.onEvicted, OnState: s.c.onState,
+	}
+	if edit != nil {
+		edit(&o)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), guard)
 	defer cancel()
@@ -128,9 +137,7 @@ func TestDeliveryRules(t *testing.T) {
 	if got := s.delivered(); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("delivered %v, want %v", got, want)
 	}
-	if s.a.Cursor() != 6 {
-		t.Fatalf("cursor %d, want 6", s.a.Cursor())
-	}
+	waitCursor(t, s.a, 6)
 	for _, m := range s.c.snapshot() {
 		if m.Replay {
 			t.Fatalf("seq %d marked replay on its first delivery", m.Seq)
@@ -157,9 +164,7 @@ func TestEvictionReported(t *testing.T) {
 	if len(ev) != 1 || ev[0] != (client.Eviction{AfterSeq: after, FromSeq: 10, Reason: "evicted"}) || after != 1 {
 		t.Fatalf("evictions %+v, want one from after 1 to 10", ev)
 	}
-	if s.a.Cursor() != 10 {
-		t.Fatalf("cursor %d, want 10", s.a.Cursor())
-	}
+	waitCursor(t, s.a, 10)
 }
 
 // The cursor moves past a message only once the handler accepted it: a

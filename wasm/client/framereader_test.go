@@ -27,7 +27,7 @@ func TestFrameReaderIsUsed(t *testing.T) {
 	o.History = 0 // tokens stand for payloads only when no transcript is kept
 	o.Transport = tr
 	o.OnMessage = nil
-	o.OnMessages = func(batch []client.Message) (int, error) {
+	o.OnMessages = func(_ context.Context, batch []client.Message) (int, error) {
 		for i, m := range batch {
 			payload, ok := tr.payload(m.Payload)
 			if !ok {

@@ -119,6 +119,7 @@ type collector struct {
 	states   []client.StateChange
 	changed  chan struct{}
 	failOnce map[uint64]bool // seqs the handler refuses the first time
+	seen     int             // len(msgs) at the last progressed
 }
 
 func newCollector() *collector {
@@ -279,4 +280,27 @@ func checkCount(t testing.TB, texts []string, n int) {
 			t.Fatalf("chunk %d is %q", i+1, text)
 		}
 	}
+}
+
+// settle waits until the cursor has caught up with the last sequenced
+// message the handler accepted, and returns it. The engine moves the cursor
+// once the handler has returned, a moment after the handler saw the
+// message, so a test that reads the cursor right after a message arrived
+// would race the engine.
+func settle(t testing.TB, c *collector, a *client.Attachment) uint64 {
+	t.Helper()
+	var last uint64
+	for _, m := range c.snapshot() {
+		if m.Seq > 0 {
+			last = m.Seq
+		}
+	}
+	waitCursor(t, a, last)
+	return last
+}
+
+// waitCursor waits until the cursor is want.
+func waitCursor(t testing.TB, a *client.Attachment, want uint64) {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("cursor %d (it is %d)", want, a.Cursor()), func() bool { return a.Cursor() == want })
 }

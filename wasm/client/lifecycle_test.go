@@ -190,8 +190,8 @@ func TestExplicitResume(t *testing.T) {
 	session := c.startChat(t, a)
 	c.call(t, a, 3, "session/prompt", promptParams(session, "count 5"))
 	before := len(c.snapshot())
+	cursor := settle(t, c, a)
 	hist, _ := a.History(context.Background())
-	cursor := a.Cursor()
 
 	if err := a.Resume(context.Background(), cursor+1); !errors.Is(err, client.ErrBadCursor) {
 		t.Fatalf("resume past the cursor: %v", err)
@@ -219,12 +219,13 @@ func TestRuntimeRestartEvictsCursor(t *testing.T) {
 	c := newCollector()
 	a := s.attach(s.options(client.NewMemoryStore(), c))
 	c.startChat(t, a)
-	cursor := a.Cursor()
+	cursor := settle(t, c, a)
 	s.restartRuntime(nil)
 	c.wait(t, "an eviction", func(c *collector) bool { return len(c.evicted) > 0 })
 	c.mu.Lock()
 	ev := c.evicted[0]
 	c.mu.Unlock()
+	waitCursor(t, a, 0)
 	if ev != (client.Eviction{AfterSeq: cursor, Reason: librelay.CodeCursorEvicted}) || a.Cursor() != 0 {
 		t.Fatalf("eviction %+v cursor %d; want cursor_evicted after %d, cursor 0", ev, a.Cursor(), cursor)
 	}

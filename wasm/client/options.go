@@ -40,13 +40,25 @@ type Options struct {
 	// OnMessage receives each ACP message in order. The cursor moves past a
 	// sequenced message only after OnMessage returned nil for it; an error
 	// stops delivery there and the message is fetched again with a resume.
-	// Set OnMessage or OnMessages.
+	// Close and Detach wait for a call under way to return (so what it
+	// accepted is saved); a handler that may take long should use
+	// OnMessages and watch its ctx. Set OnMessage or OnMessages.
 	OnMessage func(Message) error
 	// OnMessages receives the deliverable messages of one inbound batch at
 	// once and returns how many it handled, in order; it is what a bridge
 	// to another runtime (JavaScript) uses to cross once per batch. It takes
 	// precedence over OnMessage.
-	OnMessages func(batch []Message) (handled int, err error)
+	//
+	// Either runs on a goroutine of its own, one batch at a time, never
+	// concurrently with itself; while it runs, the attachment goes on
+	// answering heartbeats, sending and obeying Close and Detach, and only
+	// the cursor waits. ctx ends when the attachment does: a handler still
+	// waiting then (for a Promise, say) may give up, and what it returns
+	// no longer counts. OnState and OnEvicted are called from the
+	// attachment's goroutine, so they may run while the handler does: state
+	// they share with it needs a lock. An eviction is still reported in its
+	// place, after every message before it was handled.
+	OnMessages func(ctx context.Context, batch []Message) (handled int, err error)
 	// OnState is told of every change of connection state. Optional.
 	OnState func(StateChange)
 	// OnEvicted is told when content between two cursors is gone for good:
@@ -57,9 +69,16 @@ type Options struct {
 	Backoff Backoff
 	// Heartbeat paces liveness probes of an open connection.
 	Heartbeat Heartbeat
-	// HandshakeTimeout bounds one dial plus the relay's welcome, and the wait
-	// for the answer to a resume. Default 10s.
+	// HandshakeTimeout bounds one dial plus the relay's welcome. Default 10s.
 	HandshakeTimeout time.Duration
+	// ResumeTimeout is how long a session.resume may go unanswered before
+	// the runtime is taken not to resume (Resumable false): contenox as it
+	// ships keeps no retention and ignores the request. Queued sends are
+	// then released and the connection stays up; the next connection asks
+	// again, and a sequenced frame or an answer makes it resumable again.
+	// Default 3s (DefaultResumeTimeout), well below the heartbeat timeout,
+	// so a send waits no longer than that for a resume that does not come.
+	ResumeTimeout time.Duration
 	// SendQueue bounds how many messages may wait while the attachment is
 	// reconnecting; a send beyond it fails with ErrSendQueueFull. Default 256.
 	SendQueue int
@@ -100,6 +119,7 @@ type Heartbeat struct {
 const (
 	DefaultName             = "default"
 	DefaultHandshakeTimeout = 10 * time.Second
+	DefaultResumeTimeout    = 3 * time.Second
 	DefaultSendQueue        = 256
 	DefaultSendQueueBytes   = 4 << 20
 	DefaultAgent            = "relaywasm"
@@ -117,6 +137,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.HandshakeTimeout <= 0 {
 		o.HandshakeTimeout = DefaultHandshakeTimeout
+	}
+	if o.ResumeTimeout <= 0 {
+		o.ResumeTimeout = DefaultResumeTimeout
 	}
 	if o.SendQueue <= 0 {
 		o.SendQueue = DefaultSendQueue
@@ -152,9 +175,12 @@ func (o *Options) check() error {
 	return nil
 }
 
-func perMessage(fn func(Message) error) func([]Message) (int, error) {
-	return func(batch []Message) (int, error) {
+func perMessage(fn func(Message) error) func(context.Context, []Message) (int, error) {
+	return func(ctx context.Context, batch []Message) (int, error) {
 		for i, m := range batch {
+			if ctx.Err() != nil {
+				return i, ctx.Err() // the attachment ended: the rest is not handled
+			}
 			if err := fn(m); err != nil {
 				return i, err
 			}

@@ -12,42 +12,36 @@ import (
 
 // runner is the attachment's goroutine and owns everything mutable about it:
 // the connection, the cursor, the send queue. One owner means no locks on the
-// delivery path and one order of events to reason about.
+// delivery path and one order of events to reason about. The application's
+// handler runs on a goroutine of its own (deliverer), so a slow handler
+// holds up the cursor, as it must, and nothing else.
 type runner struct {
 	a      *Attachment
 	o      *Options
 	ctx    context.Context // lives as long as the attachment
 	opened chan<- error    // Attach's wait; nil once answered
 
-	saved    Saved  // what the Store holds; saved.Cursor is the highest seq ever handled
-	cursor   uint64 // last seq the handler accepted
-	accepted uint64 // last seq taken into pending (cursor once pending is flushed)
-	pending  []pendingMsg
-	batch    []Message
-	entries  []Entry // transcript lines not yet committed
-	dirty    bool    // saved or entries changed since the last commit
+	pos     position // the cursors and the attachment id: their one owner
+	pending []pendingMsg
+	batch   []Message
+	entries []Entry // transcript lines not yet committed
 
 	queue   sendQueue
 	ids     uint64
 	attempt int
 
-	// Per connection.
-	conn       Conn
-	nonce      []byte
-	helloID    string
-	welcomed   bool
-	welcomedAt time.Time
-	ready      bool   // the first resume on this connection was answered
-	resumeID   string // the resume awaiting its answer
-	hbID       string // the heartbeat awaiting its ack
-	retryAfter time.Duration
-	relayErr   error // the last relay.error notification, which explains a close
-	failures   int   // consecutive handler refusals
+	d        deliverer
+	later    []command // Resume calls made while a delivery was awaited
+	quit     error     // Close or Detach came while a delivery was awaited
+	failures int       // consecutive handler refusals
 
-	answer    alarm // welcome or resumed overdue
-	hbEvery   alarm // next heartbeat
-	hbDue     alarm // heartbeat ack overdue
-	redeliver alarm // resume again after the handler refused a message
+	// What the runtime has shown: resumable until a resume goes unanswered,
+	// and the cursor a gap was last resumed from, with how often in a row.
+	resumable  bool
+	gapAt      uint64
+	gapRepeats int
+
+	l *link // the current connection; nil between connections
 }
 
 type pendingMsg struct {
@@ -56,14 +50,17 @@ type pendingMsg struct {
 }
 
 func newRunner(a *Attachment, saved Saved, opened chan<- error) *runner {
+	a.resumable.Store(true)
 	return &runner{
-		a:      a,
-		o:      &a.o,
-		ctx:    context.Background(),
-		opened: opened,
-		saved:  saved,
-		cursor: saved.Cursor, accepted: saved.Cursor,
-		queue: sendQueue{maxItems: a.o.SendQueue, maxBytes: a.o.SendQueueBytes},
+		a:         a,
+		o:         &a.o,
+		ctx:       context.Background(),
+		opened:    opened,
+		pos:       newPosition(a, saved),
+		queue:     sendQueue{maxItems: a.o.SendQueue, maxBytes: a.o.SendQueueBytes},
+		d:         startDeliverer(a.o.OnMessages),
+		resumable: true,
+		gapAt:     noGap,
 	}
 }
 
@@ -72,17 +69,17 @@ func (r *runner) run() {
 	defer close(r.a.done)
 	r.setState(StateChange{State: Connecting})
 	for {
-		err := r.connection()
+		l, err := r.connection()
 		if fatal(err) {
 			r.end(err)
 			return
 		}
-		if r.welcomed && time.Since(r.welcomedAt) >= r.o.Backoff.Stable {
+		if l != nil && l.welcomed && time.Since(l.welcomedAt) >= r.o.Backoff.Stable {
 			r.attempt = 0
 		}
 		delay := r.o.Backoff.delay(r.attempt)
-		if r.retryAfter > 0 {
-			delay, r.retryAfter = r.retryAfter, 0
+		if l != nil && l.retryAfter > 0 {
+			delay = l.retryAfter
 		}
 		r.attempt++
 		if err := r.wait(delay, err); err != nil {
@@ -94,8 +91,13 @@ func (r *runner) run() {
 
 // end finishes the attachment with err.
 func (r *runner) end(err error) {
+	r.d.stop()
 	r.queue.fail(err)
 	r.a.queued.Store(0)
+	for _, c := range r.later {
+		c.(*resumeCmd).done <- err
+	}
+	r.later = nil
 	if errors.Is(err, ErrDetached) {
 		_ = r.o.Store.Clear(r.ctx, r.a.key)
 	} else {
@@ -123,6 +125,13 @@ func (r *runner) wait(delay time.Duration, cause error) error {
 	r.setState(StateChange{State: state, Err: cause, Attempt: r.attempt, RetryIn: delay})
 	t := time.NewTimer(delay)
 	defer t.Stop()
+	for len(r.later) > 0 {
+		c := r.later[0]
+		r.later = r.later[1:]
+		if err := r.idleCommand(c); err != nil {
+			return err
+		}
+	}
 	for {
 		select {
 		case <-t.C:
@@ -160,6 +169,7 @@ func (r *runner) idleCommand(c command) error {
 }
 
 func (r *runner) setState(c StateChange) {
+	c.Resumable = r.resumable
 	r.a.state.Store(int32(c.State))
 	if r.o.OnState != nil {
 		r.o.OnState(c)
@@ -173,18 +183,15 @@ func (r *runner) newID(prefix string) string {
 
 // rewind moves the cursor back so a resume delivers again what follows.
 func (r *runner) rewind(after uint64) error {
-	r.flush()
-	if after > r.saved.Cursor {
-		return ErrBadCursor
+	if err := r.flush(); fatal(err) {
+		return err
 	}
-	r.cursor, r.accepted = after, after
-	r.a.cursor.Store(after)
-	return nil
+	return r.pos.rewind(after)
 }
 
 // enqueue sends s now when the connection has resumed, or queues it.
 func (r *runner) enqueue(s *sendCmd) {
-	if r.conn != nil && r.ready && len(r.queue.items) == 0 {
+	if r.l != nil && r.l.ready && r.l.broken == nil && len(r.queue.items) == 0 {
 		r.writeSend(s)
 		return
 	}
@@ -211,14 +218,14 @@ func (r *runner) writeSend(s *sendCmd) bool {
 	if !s.take() {
 		return true // withdrawn by its caller
 	}
-	if s.session != r.saved.Session {
-		s.session = r.saved.Session
+	if s.session != r.pos.session {
+		s.session = r.pos.session
 		if err := s.encode(r.o.Instance); err != nil {
 			s.done <- err
 			return true
 		}
 	}
-	err := r.conn.Write(r.ctx, s.frame)
+	err := r.l.conn.Write(r.ctx, s.frame)
 	switch {
 	case errors.Is(err, ErrNotSent):
 		s.release()
@@ -230,7 +237,6 @@ func (r *runner) writeSend(s *sendCmd) bool {
 	}
 	if r.o.History > 0 {
 		r.entries = append(r.entries, Entry{Out: true, Payload: append([]byte(nil), s.payload...)})
-		r.dirty = true
 	}
 	s.done <- nil
 	return true
@@ -238,13 +244,13 @@ func (r *runner) writeSend(s *sendCmd) bool {
 
 // commit hands the Store what changed since the last commit.
 func (r *runner) commit() {
-	if !r.dirty {
+	if !r.pos.dirty && len(r.entries) == 0 {
 		return
 	}
-	_ = r.o.Store.Commit(r.ctx, r.a.key, r.saved, r.entries, r.o.History)
+	_ = r.o.Store.Commit(r.ctx, r.a.key, r.pos.saved(), r.entries, r.o.History)
 	clear(r.entries)
 	r.entries = r.entries[:0]
-	r.dirty = false
+	r.pos.dirty = false
 }
 
 func (r *runner) evicted(e Eviction) {
@@ -259,7 +265,7 @@ func (r *runner) writeFrame(f *librelay.Frame) error {
 	if err != nil {
 		return wrap(ErrProtocol, "encoding "+f.Type, err)
 	}
-	return r.conn.Write(r.ctx, b)
+	return r.l.conn.Write(r.ctx, b)
 }
 
 // closeCodeFor picks the close code that tells the relay why this client

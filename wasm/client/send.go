@@ -25,6 +25,7 @@ type (
 // relay granted a new attachment id) gets the frame encoded again.
 type sendCmd struct {
 	payload []byte
+	trace   string
 	session string
 	frame   []byte
 	done    chan error
@@ -40,11 +41,26 @@ const (
 	sendWithdrawn
 )
 
-func newSend(a *Attachment, payload []byte) (*sendCmd, error) {
+// SendOption sets something about one SendACP call's frame.
+type SendOption func(*sendCmd)
+
+// WithTrace sets the frame's trace id (librelay.Frame.Trace): the
+// correlation key of the human action the message belongs to, for logs on
+// the relay and the runtime. It must be librelay.ValidTraceID; "" sends the
+// frame untraced.
+func WithTrace(id string) SendOption { return func(s *sendCmd) { s.trace = id } }
+
+func newSend(a *Attachment, payload []byte, opts []SendOption) (*sendCmd, error) {
 	if len(bytes.TrimSpace(payload)) == 0 {
 		return nil, wrap(ErrBadPayload, "empty message", nil)
 	}
 	s := &sendCmd{payload: payload, session: a.Session(), done: make(chan error, 1)}
+	for _, o := range opts {
+		o(s)
+	}
+	if s.trace != "" && !librelay.ValidTraceID(s.trace) {
+		return nil, wrap(ErrBadOptions, "the trace id is not a librelay trace id", nil)
+	}
 	if err := s.encode(a.o.Instance); err != nil {
 		return nil, err
 	}
@@ -52,7 +68,7 @@ func newSend(a *Attachment, payload []byte) (*sendCmd, error) {
 }
 
 func (s *sendCmd) encode(instance string) error {
-	f := librelay.Frame{Type: librelay.TypeACPMessage, Instance: instance, Session: s.session, Payload: s.payload}
+	f := librelay.Frame{Type: librelay.TypeACPMessage, Instance: instance, Session: s.session, Trace: s.trace, Payload: s.payload}
 	b, err := librelay.AppendFrame(s.frame[:0], &f)
 	if err != nil {
 		return wrap(ErrBadPayload, "", err) // not one JSON value, or over librelay.MaxFrameBytes

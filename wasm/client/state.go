@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/relaywasm/relaywasm/librelay"
+	"github.com/relaywasm/relaywasm/librelay/relayleg"
 )
 
 // State is where an attachment's connection stands.
@@ -42,6 +43,13 @@ type StateChange struct {
 	Attempt int
 	// RetryIn is how long until the next redial, when one is scheduled.
 	RetryIn time.Duration
+	// Resumable is what the runtime has shown about resuming: false once a
+	// resume went unanswered for Options.ResumeTimeout (a runtime without
+	// retention, as contenox v1.0.0 ships: what arrives while the
+	// attachment is away is gone), true before that and again as soon as
+	// the runtime answers a resume or sends a sequenced frame. A change of
+	// it alone is reported as a StateChange in the same State.
+	Resumable bool
 }
 
 // Message is one ACP message delivered to the application.
@@ -52,6 +60,9 @@ type Message struct {
 	Seq uint64
 	// Session is the attachment id the message arrived on.
 	Session string
+	// Trace is the frame's correlation id (librelay.Frame.Trace), "" when
+	// untraced: peer-supplied text to log and join on, never to trust.
+	Trace string
 	// Replay marks a message this stream has delivered before, fetched again
 	// by an explicit Resume to an earlier cursor. Messages a resume after a
 	// drop or a reload brings are new to the application and are not marked.
@@ -82,9 +93,17 @@ const (
 	EvictedCursor = librelay.CodeCursorEvicted
 	// EvictedSessionReplaced: the relay granted a new attachment id because the old one could not be reclaimed.
 	EvictedSessionReplaced = "session_replaced"
+	// EvictedFrameTooLarge: the relay could not carry frame AfterSeq+1 to
+	// this client (relay.error frame_too_large naming its seq); FromSeq is
+	// the one after it, and delivery goes on there.
+	EvictedFrameTooLarge = relayleg.CodeFrameTooLarge
+	// EvictedNotResumed: after a redial or a reload the runtime left the
+	// resume unanswered; it keeps nothing (StateChange.Resumable false), so
+	// what it sent while the client was away is gone. FromSeq is 0.
+	EvictedNotResumed = "not_resumed"
 )
 
 // EvictionReasons lists every reason an Eviction can give.
 func EvictionReasons() []string {
-	return []string{EvictedRetention, EvictedCursor, EvictedSessionReplaced}
+	return []string{EvictedRetention, EvictedCursor, EvictedSessionReplaced, EvictedFrameTooLarge, EvictedNotResumed}
 }

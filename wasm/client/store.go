@@ -53,6 +53,9 @@ type Store interface {
 // MemoryStore is a Store in process memory: the default, and what the browser
 // falls back to when IndexedDB is unavailable. It survives the loss of an
 // Attachment (a new one with the same Key resumes), not the loss of the process.
+//
+// The zero value is an empty MemoryStore ready to use; a MemoryStore must
+// not be copied after first use.
 type MemoryStore struct {
 	mu      sync.Mutex
 	streams map[Key]*memoryStream
@@ -63,7 +66,7 @@ type memoryStream struct {
 	transcript []Entry
 }
 
-// NewMemoryStore returns an empty MemoryStore.
+// NewMemoryStore returns an empty MemoryStore (as new(MemoryStore) does).
 func NewMemoryStore() *MemoryStore {
 	return &MemoryStore{streams: make(map[Key]*memoryStream)}
 }
@@ -84,6 +87,9 @@ func (m *MemoryStore) Commit(_ context.Context, k Key, s Saved, entries []Entry,
 	defer m.mu.Unlock()
 	st := m.streams[k]
 	if st == nil {
+		if m.streams == nil {
+			m.streams = make(map[Key]*memoryStream)
+		}
 		st = &memoryStream{}
 		m.streams[k] = st
 	}

@@ -17,6 +17,13 @@ export function recorder({ async = false, failSeq = -1, offlineAt = 0 } = {}) {
     states: [], // [state, info]
     evictions: [],
     waiters: [],
+    held: null, // while set, onMessage waits for it (hold, release)
+    holding: 0, // deliveries waiting on held
+  };
+  // hold makes the next deliveries wait (a page waiting on a person);
+  // release lets them through.
+  r.hold = () => {
+    r.held = new Promise((resolve) => (r.release = () => ((r.held = null), resolve())));
   };
   r.onMessage = (msg, meta) => {
     r.attempts++;
@@ -32,6 +39,11 @@ export function recorder({ async = false, failSeq = -1, offlineAt = 0 } = {}) {
       if (r.messages.length === offlineAt) fire("window", "offline");
       r.check();
     };
+    if (r.held) {
+      r.holding++;
+      r.check();
+      return r.held.then(accept);
+    }
     if (!async) return accept();
     return new Promise((resolve) => setTimeout(() => (accept(), resolve()), 0));
   };
@@ -105,3 +117,25 @@ export function sendFromHandler(att, msg) {
     };
   });
 }
+
+// sent counts the frames this page's WebSockets send, by type (a frame is
+// one text message; relay.js may send it as a string or as UTF-8 bytes).
+export const sent = new Map();
+let watching = false;
+export function watchSends() {
+  if (watching) return;
+  watching = true;
+  const send = WebSocket.prototype.send;
+  const decoder = new TextDecoder();
+  WebSocket.prototype.send = function (data) {
+    try {
+      const text = typeof data === "string" ? data : decoder.decode(data);
+      const type = JSON.parse(text).type;
+      sent.set(type, (sent.get(type) ?? 0) + 1);
+    } catch {
+      // not a frame; counted nowhere
+    }
+    return send.call(this, data);
+  };
+}
+export const sentCount = (type) => sent.get(type) ?? 0;

@@ -1,0 +1,98 @@
+package e2e
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/relaywasm/relaywasm/demo/devruntime"
+	"github.com/relaywasm/relaywasm/demo/stack"
+)
+
+// startNonResumingStack is startStack with a runtime that behaves as
+// contenox v1.0.0 ships (`go run ./demo -resume=false`): no seq, no
+// retention, session.resume left unanswered. The shipped runtime cannot run
+// here; the dev runtime reproduces what was measured of it.
+func startNonResumingStack(t *testing.T, rate float64) *stack.Stack {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), startupWait)
+	defer cancel()
+	s, err := stack.Start(ctx, stack.Config{
+		WebDir: webDir, ModuleDir: moduleDir, Logger: logger(),
+		EditRuntime: func(c *devruntime.Config) { c.AgentRate, c.NoResume = rate, true },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// The demo page against a runtime that does not resume: it chats normally,
+// says what a reload costs there, and a reload in the middle of an answer
+// shows every chunk that arrived once and in order, reports that the rest is
+// gone (instead of waiting for it, or pretending), and the conversation goes
+// on on the same ACP session.
+func TestNonResumingRuntimeChatAndReload(t *testing.T) {
+	s := startNonResumingStack(t, streamRate)
+	tb := openChat(t, newBrowser(t), "tab", s.PageURL())
+
+	tb.prompt("ping")
+	tb.waitFor("the answer to ping", lastAgentDone)
+	tb.waitFor("the page to learn the runtime does not resume", `__chat.resumable === false`)
+	var banner string
+	tb.eval(`document.getElementById("banner").hidden ? "" : document.getElementById("banner-text").textContent`, &banner)
+	if !strings.Contains(banner, "whatever it sends meanwhile is lost") {
+		t.Fatalf("the page does not say what a reload costs; banner %q", banner)
+	}
+
+	const n = 2000
+	startCount(tb, n) // under way: interruptAfter chunks shown
+	tb.reload()
+	tb.waitFor("the loss reported", `__chat.evictions.some(e => e.reason === "not_resumed")`)
+	tb.waitFor("the banner saying so", `!document.getElementById("banner").hidden && document.getElementById("banner-text").textContent.includes("is gone")`)
+
+	tb.waitFor("the count to end", `![...document.querySelectorAll("#transcript [data-role=agent]")].some(li => li.dataset.done !== "true")`)
+
+	// What the page shows of the count: each number at most once, in
+	// order, from 1; the ones sent while the page was away are missing.
+	got := tb.transcript()
+	if len(got) < 4 || got[0].Text != "ping" || got[1].Text != "pong" || got[2].Text != "count "+strconv.Itoa(n) {
+		t.Fatalf("after the reload the page shows %s", roles(got))
+	}
+	var numbers []int
+	for _, it := range got[3:] {
+		if it.Role != "agent" {
+			t.Fatalf("element %q (%s) among the count's answer", clip(it.Text), it.Role)
+		}
+		for _, line := range strings.Split(strings.TrimSpace(it.Text), "\n") {
+			k, err := strconv.Atoi(line)
+			if err != nil {
+				t.Fatalf("the count's answer shows %q", clip(it.Text))
+			}
+			numbers = append(numbers, k)
+		}
+	}
+	for i, k := range numbers {
+		if k != i+1 && (i == 0 || k <= numbers[i-1]) {
+			t.Fatalf("the count shows %d after %v: shown twice or out of order", k, numbers[max(0, i-3):i])
+		}
+	}
+	if len(numbers) < interruptAfter || len(numbers) >= n {
+		t.Fatalf("the page shows %d of %d numbers; want the ones before the reload and not all (the page was away)", len(numbers), n)
+	}
+	t.Logf("after the reload the page shows %d of the %d numbers; the rest went while it was away", len(numbers), n)
+
+	// The conversation goes on.
+	const sentence = "still here after the reload"
+	tb.prompt(sentence)
+	tb.waitFor("the echoed sentence", lastAgentDone)
+	last := tb.transcript()
+	if a := last[len(last)-1]; a.Role != "agent" || a.Text != sentence || a.Stop != "end_turn" {
+		t.Fatalf("the answer after the reload is %s %q (%s)", a.Role, clip(a.Text), a.Stop)
+	}
+	if st := tb.chat(); st.SessionID != "s1" {
+		t.Fatalf("ACP session %q after the reload, want s1 still", st.SessionID)
+	}
+}

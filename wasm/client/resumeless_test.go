@@ -1,0 +1,209 @@
+//go:build !js
+
+package client_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/relaywasm/relaywasm/demo/devruntime"
+	"github.com/relaywasm/relaywasm/librelay"
+	"github.com/relaywasm/relaywasm/wasm/client"
+)
+
+// The shipped contenox runtime stamps no seq and never answers
+// session.resume (notes/contenox-v1.md). It cannot run here, so the dev
+// runtime reproduces that with Config.NoResume, and these tests run the
+// engine against it through the real dev relay.
+
+// resumeWait is the tests' ResumeTimeout: the runtime never answers, so a
+// short wait cannot be mistaken for a slow answer.
+const resumeWait = 300 * time.Millisecond
+
+func nonResuming(c *devruntime.Config) { c.NoResume = true }
+
+// lastState is the collector's latest state change.
+func lastState(c *collector) client.StateChange {
+	if len(c.states) == 0 {
+		return client.StateChange{}
+	}
+	return c.states[len(c.states)-1]
+}
+
+func evictions(c *collector, reason string) int {
+	n := 0
+	for _, e := range c.evicted {
+		if e.Reason == reason {
+			n++
+		}
+	}
+	return n
+}
+
+// prompt asks for "count n" and checks the answer: 1..n once each, in order.
+func promptCount(t *testing.T, c *collector, a *client.Attachment, id int, session string, n int) {
+	t.Helper()
+	from := len(c.snapshot())
+	resp := c.call(t, a, id, "session/prompt", promptParams(session, "count "+strconv.Itoa(n)))
+	if string(resp.Result) != `{"stopReason":"end_turn"}` {
+		t.Fatalf("prompt answered %s %s", resp.Result, resp.Error)
+	}
+	checkCount(t, chunks(c.snapshot()[from:]), n)
+}
+
+// A chat works against a runtime that does not resume: the resume goes
+// unanswered, the attachment says it cannot resume, the sends made
+// meanwhile go out, and the connection stays up.
+func TestNonResumingChat(t *testing.T) {
+	s := newStack(t, nil, nonResuming)
+	c := newCollector()
+	o := s.options(client.NewMemoryStore(), c)
+	o.ResumeTimeout = resumeWait
+	a := s.attach(o)
+	session := c.startChat(t, a) // sent before the resume was given up on
+	c.wait(t, "resumable false", func(c *collector) bool { return !lastState(c).Resumable && lastState(c).State == client.Open })
+	if a.Resumable() {
+		t.Fatal("Resumable() is true against a runtime that never answered a resume")
+	}
+	promptCount(t, c, a, 3, session, 200)
+	for _, m := range c.snapshot() {
+		if m.Seq != 0 {
+			t.Fatalf("a non-resuming runtime's message carried seq %d", m.Seq)
+		}
+	}
+	if n := s.front.Accepted(); n != 1 {
+		t.Fatalf("%d connections; the unanswered resume must not drop the first", n)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.evicted) != 0 {
+		t.Fatalf("evictions %+v on a first connection: nothing was missed", c.evicted)
+	}
+}
+
+// A drop mid-stream and a reload against a runtime that does not resume:
+// what arrived is never delivered twice, what was sent while the client
+// was away is gone and the loss is reported (not_resumed), and the chat
+// goes on on the same ACP session.
+func TestNonResumingDropAndReload(t *testing.T) {
+	s := newStack(t, nil, func(c *devruntime.Config) { c.NoResume, c.AgentRate = true, 500 })
+	c := newCollector()
+	store := client.NewMemoryStore()
+	o := s.options(store, c)
+	o.ResumeTimeout = resumeWait
+	a := s.attach(o)
+	session := c.startChat(t, a)
+	c.wait(t, "resumable false", func(c *collector) bool { return !lastState(c).Resumable })
+
+	// A drop in the middle of a stream of 1000 chunks (two seconds).
+	from := len(c.snapshot())
+	send(t, a, `{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":`+promptParams(session, "count 1000")+`}`)
+	c.wait(t, "the stream under way", func(c *collector) bool { return len(chunks(c.msgs[from:])) >= 100 })
+	s.front.Cut()
+	c.wait(t, "the loss reported", func(c *collector) bool { return evictions(c, "not_resumed") == 1 })
+	c.wait(t, "the end of the turn", func(c *collector) bool { _, ok := c.response(3); return ok })
+	checkIncreasing(t, chunks(c.snapshot()[from:]), 1000)
+
+	// A reload: a new Attachment with the same Store and Name.
+	a.Close()
+	b := s.attach(o)
+	if b.Session() != a.Session() {
+		t.Fatalf("the reload got attachment id %q, want %q back", b.Session(), a.Session())
+	}
+	c.wait(t, "the reload's loss reported", func(c *collector) bool { return evictions(c, "not_resumed") == 2 })
+	promptCount(t, c, b, 4, session, 50)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, e := range c.evicted {
+		if e.Reason != "not_resumed" || e.AfterSeq != 0 || e.FromSeq != 0 {
+			t.Fatalf("eviction %+v", e)
+		}
+	}
+}
+
+// checkIncreasing fails unless texts are counts "k\n" from 1..n, each at
+// most once and in order: some may be missing (lost while away), none twice.
+func checkIncreasing(t *testing.T, texts []string, n int) {
+	t.Helper()
+	last := 0
+	for _, text := range texts {
+		k, err := strconv.Atoi(text[:len(text)-1])
+		if err != nil || k <= last || k > n {
+			t.Fatalf("chunk %q after %d", text, last)
+		}
+		last = k
+	}
+	if len(texts) == 0 {
+		t.Fatal("no chunk arrived")
+	}
+	t.Logf("%d of %d chunks arrived; %d were sent while the client was away", len(texts), n, n-len(texts))
+}
+
+// A runtime that starts resuming (here: replaced by one that does) is
+// noticed on the next connection: the resume is answered, the attachment
+// is resumable again, and the stream is sequenced from then on.
+func TestNonResumingRuntimeStartsResuming(t *testing.T) {
+	s := newStack(t, nil, nonResuming)
+	c := newCollector()
+	o := s.options(client.NewMemoryStore(), c)
+	o.ResumeTimeout = resumeWait
+	a := s.attach(o)
+	c.startChat(t, a)
+	c.wait(t, "resumable false", func(c *collector) bool { return !lastState(c).Resumable })
+
+	s.restartRuntime(nil) // the default dev runtime: seq and resume
+	c.wait(t, "resumable true", func(c *collector) bool { return lastState(c).Resumable })
+	waitFor(t, "Resumable()", a.Resumable)
+	n := len(c.snapshot())
+	c.call(t, a, 11, "initialize", `{"protocolVersion":1}`)
+	if m := c.snapshot()[n]; m.Seq != 1 {
+		t.Fatalf("first message from the resuming runtime has seq %d", m.Seq)
+	}
+	// Sequenced now: a drop is resumed, and nothing is reported lost.
+	c.mu.Lock()
+	lost, opens := evictions(c, "not_resumed"), countState(c, client.Open)
+	c.mu.Unlock()
+	s.front.Cut()
+	c.wait(t, "open again", func(c *collector) bool { return countState(c, client.Open) > opens })
+	resp := c.call(t, a, 12, "session/new", `{"cwd":"/","mcpServers":[]}`)
+	var r struct {
+		SessionID string `json:"sessionId"`
+	}
+	if err := json.Unmarshal(resp.Result, &r); err != nil || r.SessionID == "" {
+		t.Fatalf("session/new answered %s %s", resp.Result, resp.Error)
+	}
+	promptCount(t, c, a, 13, r.SessionID, 20)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if evictions(c, "not_resumed") != lost {
+		t.Fatalf("a drop against a resuming runtime was reported as a loss: %+v", c.evicted)
+	}
+}
+
+// The frame's trace id crosses both ways: what the client sends carries
+// the one given to SendACP, one that is not a trace id is refused before
+// anything is sent, and what arrives carries its trace in Message.Trace.
+func TestTrace(t *testing.T) {
+	s := newScripted(t)
+	_, id := s.expectResume(t)
+	s.resumed(t, id, 1, false)
+	ctx := context.Background()
+	if err := s.a.SendACP(ctx, []byte(`{"jsonrpc":"2.0","method":"x"}`), client.WithTrace("turn-7_a")); err != nil {
+		t.Fatal(err)
+	}
+	if f := s.next(t); f.Type != librelay.TypeACPMessage || f.Trace != "turn-7_a" {
+		t.Fatalf("sent %s with trace %q", f.Type, f.Trace)
+	}
+	if err := s.a.SendACP(ctx, []byte(`{}`), client.WithTrace("not a trace")); !errors.Is(err, client.ErrBadOptions) {
+		t.Fatalf("a bad trace id: %v", err)
+	}
+	s.send(t, librelay.Frame{Type: librelay.TypeACPMessage, Seq: 1, Trace: "t-1", Payload: []byte(`{"jsonrpc":"2.0","method":"n","params":1}`)})
+	s.c.wait(t, "seq 1", func(c *collector) bool { return len(c.msgs) == 1 })
+	if m := s.c.snapshot()[0]; m.Trace != "t-1" {
+		t.Fatalf("delivered with trace %q, want t-1", m.Trace)
+	}
+}
