@@ -236,6 +236,7 @@ func (a *attachment) options(v Value) (client.Options, error) {
 		OnState:          a.onState,
 		OnEvicted:        a.onEvicted,
 		HandshakeTimeout: ms("handshakeTimeoutMs"),
+		ResumeTimeout:    ms("resumeTimeoutMs"),
 		SendQueue:        jsInt(opt("sendQueue")),
 		Backoff:          client.Backoff{Initial: ms("backoffInitialMs"), Max: ms("backoffMaxMs")},
 		Heartbeat:        client.Heartbeat{Interval: ms("heartbeatIntervalMs"), Timeout: ms("heartbeatTimeoutMs")},

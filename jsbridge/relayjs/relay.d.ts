@@ -90,6 +90,12 @@ export interface AttachOptions {
   signal?: AbortSignal;
   /** Bound on one dial plus the relay's welcome. Default 10000. */
   handshakeTimeoutMs?: number;
+  /**
+   * How long a resume may go unanswered before the runtime is taken not to
+   * resume (contenox v1.0.0 never answers): sends are released, the
+   * connection stays up, and resumable turns false. Default 3000.
+   */
+  resumeTimeoutMs?: number;
   /** Redial pacing: exponential backoff with full jitter. Defaults 500 and 30000. */
   backoff?: { initialMs?: number; maxMs?: number };
   /** Liveness probes of an open connection. Defaults 15000 and 10000. */

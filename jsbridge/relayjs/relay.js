@@ -106,6 +106,7 @@ function normalise(options) {
     history,
     relayKey: relayKey ?? "",
     handshakeTimeoutMs: ms(options.handshakeTimeoutMs),
+    resumeTimeoutMs: ms(options.resumeTimeoutMs),
     backoffInitialMs: ms(options.backoff?.initialMs),
     backoffMaxMs: ms(options.backoff?.maxMs),
     heartbeatIntervalMs: ms(options.heartbeat?.intervalMs),
