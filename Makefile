@@ -38,8 +38,12 @@ test: browsers brotli wasm app acpsdk vet
 		echo "tests/browser in $$e"; ENGINE=$$e tests/browser/run.sh || exit 1; \
 	done
 
-## test-browser: the browser suites in one engine: make test-browser ENGINE=chromium|firefox|webkit.
+## test-browser: the browser suites in one engine: make test-browser ENGINE=chromium|firefox|webkit|wpe.
+## wpe is WPE WebKit 2.38 (about Safari 16, the older iPhones), not part of make test.
 test-browser: browsers wasm app acpsdk
+	@if [ "$(ENGINE)" = wpe ]; then \
+		{ command -v WPEWebDriver && command -v cog; } >/dev/null 2>&1 || $(call apt,wpewebkit-driver cog); \
+	fi
 	ENGINE=$(ENGINE) $(GO) test -timeout 10m ./tests/e2e/
 	ENGINE=$(ENGINE) tests/browser/run.sh
 
