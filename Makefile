@@ -31,15 +31,25 @@ demo: wasm
 test: browsers brotli wasm app acpsdk vet
 	$(GO) test -race -timeout 10m $(RACE_PKGS)
 	ENGINE=chromium $(GO) test -timeout 10m $(NATIVE_PKGS)
-	@for e in $(filter-out chromium,$(ENGINES)); do \
-		echo "tests/e2e in $$e"; ENGINE=$$e $(GO) test -timeout 10m ./tests/e2e/ || exit 1; \
-	done
-	@for e in $(ENGINES); do \
-		echo "tests/browser in $$e"; ENGINE=$$e tests/browser/run.sh || exit 1; \
-	done
+	@$(MAKE) --no-print-directory -O -j3 $(addprefix e2e-,$(filter-out chromium,$(ENGINES))) $(addprefix browser-,$(ENGINES))
 
-## test-browser: the browser suites in one engine: make test-browser ENGINE=chromium|firefox|webkit.
+# The other engines' suites run side by side (make -j): they spend most of
+# their time waiting on paced streams and browser start-up, not on the CPU,
+# and every run has its own browser, stack and ports. Output is grouped per
+# suite (-O).
+e2e-%:
+	@echo "tests/e2e in $*"
+	@ENGINE=$* $(GO) test -timeout 10m ./tests/e2e/
+browser-%:
+	@echo "tests/browser in $*"
+	@ENGINE=$* tests/browser/run.sh
+
+## test-browser: the browser suites in one engine: make test-browser ENGINE=chromium|firefox|webkit|wpe.
+## wpe is WPE WebKit 2.38 (about Safari 16, the older iPhones), not part of make test.
 test-browser: browsers wasm app acpsdk
+	@if [ "$(ENGINE)" = wpe ]; then \
+		{ command -v WPEWebDriver && command -v cog; } >/dev/null 2>&1 || $(call apt,wpewebkit-driver cog); \
+	fi
 	ENGINE=$(ENGINE) $(GO) test -timeout 10m ./tests/e2e/
 	ENGINE=$(ENGINE) tests/browser/run.sh
 

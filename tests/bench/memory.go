@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/relaywasm/relaywasm/tests/webdriver"
 )
@@ -70,6 +71,10 @@ func memoryIn(ctx context.Context, cfg Config, e webdriver.Engine, tmp string) (
 		if err := t.t.Navigate(ctx, st.PageURL()); err != nil {
 			return 0, 0, "", err
 		}
+		// WebKit may fire the load event before the page's module ran.
+		if err := t.waitBench(); err != nil {
+			return 0, 0, "", err
+		}
 		if err := t.call(nil, "configure", newPageConfig(st, cfg.Sizes.History)); err != nil {
 			return 0, 0, "", err
 		}
@@ -103,6 +108,23 @@ func memoryIn(ctx context.Context, cfg Config, e webdriver.Engine, tmp string) (
 type wdTab struct {
 	ctx context.Context
 	t   webdriver.Tab
+}
+
+// waitBench waits until the bench page's module has set window.bench.
+func (w *wdTab) waitBench() error {
+	ctx, cancel := context.WithTimeout(w.ctx, evalLimit)
+	defer cancel()
+	for {
+		var ok bool
+		if err := w.t.Eval(ctx, `typeof window.bench === "object"`, &ok); err != nil || ok {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the bench page never set window.bench: %w", ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 func (w *wdTab) call(out any, fn string, args ...any) error {

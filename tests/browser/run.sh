@@ -37,12 +37,12 @@ chromium)
 	GOOS= GOARCH= go build -o "$work/bin/wasmbrowsertest" github.com/agnivade/wasmbrowsertest
 	exec_cmd="$work/bin/wasmbrowsertest"
 	;;
-firefox | webkit)
+firefox | webkit | wpe)
 	GOOS= GOARCH= go build -o "$work/bin/wasmexec" ./tests/browser/wasmexec
 	exec_cmd="$work/bin/wasmexec -engine=$engine"
 	;;
 *)
-	echo "run.sh: ENGINE must be chromium, firefox or webkit, not $engine" >&2
+	echo "run.sh: ENGINE must be chromium, firefox, webkit or wpe, not $engine" >&2
 	exit 2
 	;;
 esac

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/input"
@@ -68,10 +69,15 @@ type wdBrowserKey struct{}
 // variable is set before the recording starts.)
 func engineRecorded() { os.Getenv("ENGINE") }
 
+// browserStartLimit bounds a browser's start-up: Firefox took 2.5 s here
+// on a quiet machine and over a minute with the suites of three engines
+// side by side on a loaded one. A hang guard, not a claim about speed.
+const browserStartLimit = 4 * time.Minute
+
 // startEngine starts a browser of the run's engine for newBrowser.
 func startEngine(t *testing.T) context.Context {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	ctx, cancel := context.WithTimeout(context.Background(), browserStartLimit)
 	defer cancel()
 	var b webdriver.Browser
 	if shared := sharedBrowser(t); shared != nil {
@@ -108,7 +114,7 @@ func sharedBrowser(t *testing.T) webdriver.Isolator {
 		return nil
 	}
 	shared.once.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+		ctx, cancel := context.WithTimeout(context.Background(), browserStartLimit)
 		defer cancel()
 		scratch, err := os.MkdirTemp("", "firefox-")
 		if err != nil {

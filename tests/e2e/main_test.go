@@ -44,7 +44,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "e2e: no relay.wasm to test with:", err)
 		return 1
 	}
-	if engine == webdriver.WebKit {
+	if engine == webdriver.WebKit || engine == webdriver.WPE {
 		if webDir, err = pageWithRecorder(webDir, tmp); err != nil {
 			fmt.Fprintln(os.Stderr, "e2e: giving the page its recorder:", err)
 			return 1

@@ -104,10 +104,11 @@ func (w *logWatch) wait(t *testing.T, what string) {
 	}
 }
 
-// fastHeartbeat makes the relay give up on a silent browser within about a
-// second instead of 25 s.
+// fastHeartbeat makes the relay give up on a silent browser within a few
+// seconds instead of 25 s (not much less: on a loaded machine a live page
+// must still answer in time).
 func fastHeartbeat(c *relay.Config) {
-	c.Limits.HeartbeatInterval, c.Limits.HeartbeatTimeout = 300*time.Millisecond, 300*time.Millisecond
+	c.Limits.HeartbeatInterval, c.Limits.HeartbeatTimeout = time.Second, 2*time.Second
 }
 
 // The page is frozen as a background tab is (Chrome's Page Lifecycle),
@@ -127,8 +128,9 @@ func TestFrozenPageResumes(t *testing.T) {
 	tb.run(cdppage.SetWebLifecycleState(cdppage.SetWebLifecycleStateStateActive))
 	finishCount(tb, n)
 	checkInterrupted(tb, "reconnecting", n)
-	if st := tb.chat(); st.State != "open" || len(st.Evictions) != 0 {
-		t.Errorf("after the freeze: state %q and %d evictions, want open and none", st.State, len(st.Evictions))
+	tb.waitFor("the connection to be open", `__chat.state === "open"`)
+	if st := tb.chat(); len(st.Evictions) != 0 {
+		t.Errorf("after the freeze: %d evictions, want none", len(st.Evictions))
 	}
 }
 

@@ -68,8 +68,8 @@ func TestScreenshots(t *testing.T) {
 	tb.viewport(390, 844, true) // an iPhone 12
 	var vw int
 	tb.eval("innerWidth", &vw)
-	if engine == webdriver.WebKit && vw > 390 {
-		t.Logf("webkit: no phone.png: WebKitGTK's window is at least %d px wide and its WebDriver emulates no device", vw)
+	if (engine == webdriver.WebKit || engine == webdriver.WPE) && vw > 390 {
+		t.Logf("%s: no phone.png: its window is at least %d px wide and its WebDriver emulates no device", engine, vw)
 		return
 	}
 	tb.prompt(story)

@@ -31,7 +31,8 @@ func webkitDriverPath() string {
 // session's current window, so every tab command switches to its window
 // first, under one lock.
 type webkit struct {
-	x       *xvfb // nil when $DISPLAY was given
+	engine  Engine // WebKit or WPE
+	x       *xvfb  // nil when $DISPLAY was given, or for WPE
 	driver  *exec.Cmd
 	exited  chan struct{}
 	base    string // http://127.0.0.1:P/session/ID
@@ -43,10 +44,33 @@ type webkit struct {
 	current string     // the window the session is on
 }
 
+// classicFlavour is a WebKit port driven over classic WebDriver. WPE WebKit
+// differs from WebKitGTK in this: its driver is WPEWebDriver, its browser
+// cog on the headless platform (no display needed), and its window stays
+// 800×600 whatever a session asks.
+type classicFlavour struct{ driver, product string }
+
+var (
+	gtkFlavour = classicFlavour{driver: "", product: "WebKitGTK"}
+	wpeFlavour = classicFlavour{driver: "WPEWebDriver", product: "WPE WebKit"}
+)
+
 func startWebKit(ctx context.Context, o Options) (Browser, error) {
-	w := &webkit{client: &http.Client{}, exited: make(chan struct{})}
+	return startClassic(ctx, o, gtkFlavour)
+}
+
+func startWPE(ctx context.Context, o Options) (Browser, error) {
+	return startClassic(ctx, o, wpeFlavour)
+}
+
+func startClassic(ctx context.Context, o Options, fl classicFlavour) (Browser, error) {
+	w := &webkit{client: &http.Client{}, exited: make(chan struct{}), engine: WebKit}
+	driverPath := webkitDriverPath()
+	if fl.driver != "" {
+		driverPath, w.engine = fl.driver, WPE
+	}
 	display := os.Getenv("DISPLAY")
-	if display == "" {
+	if display == "" && w.engine == WebKit {
 		x, err := startXvfb()
 		if err != nil {
 			return nil, err
@@ -58,7 +82,7 @@ func startWebKit(ctx context.Context, o Options) (Browser, error) {
 		w.stopX()
 		return nil, err
 	}
-	w.driver = exec.Command(webkitDriverPath(), fmt.Sprintf("--port=%d", port))
+	w.driver = exec.Command(driverPath, fmt.Sprintf("--port=%d", port))
 	w.driver.Env = append(os.Environ(),
 		"DISPLAY="+display, "HOME="+o.Scratch, "TMPDIR="+o.Scratch,
 		"XDG_CONFIG_HOME="+filepath.Join(o.Scratch, "xdg-config"),
@@ -68,7 +92,7 @@ func startWebKit(ctx context.Context, o Options) (Browser, error) {
 	w.driver.Stdout, w.driver.Stderr = &logs, &logs
 	if err := w.driver.Start(); err != nil {
 		w.stopX()
-		return nil, fmt.Errorf("starting %s (Debian's webkit2gtk-driver): %w", webkitDriverPath(), err)
+		return nil, fmt.Errorf("starting %s (Debian's webkit2gtk-driver, or wpewebkit-driver and cog): %w", driverPath, err)
 	}
 	go func() { w.driver.Wait(); close(w.exited) }()
 	root := fmt.Sprintf("http://127.0.0.1:%d", port)
@@ -78,9 +102,13 @@ func startWebKit(ctx context.Context, o Options) (Browser, error) {
 	}
 	// When args are given at all they must contain --automation, or the
 	// session request hangs with no error (shared/notes/engines.md).
-	caps := map[string]any{"capabilities": map[string]any{"alwaysMatch": map[string]any{
-		"webkitgtk:browserOptions": map[string]any{"args": []string{"--automation"}},
-	}}}
+	opts := map[string]any{"webkitgtk:browserOptions": map[string]any{"args": []string{"--automation"}}}
+	if w.engine == WPE {
+		opts = map[string]any{"wpe:browserOptions": map[string]any{
+			"binary": "cog", "args": []string{"--automation", "--platform=headless"},
+		}}
+	}
+	caps := map[string]any{"capabilities": map[string]any{"alwaysMatch": opts}}
 	var sess struct {
 		SessionID    string `json:"sessionId"`
 		Capabilities struct {
@@ -93,7 +121,7 @@ func startWebKit(ctx context.Context, o Options) (Browser, error) {
 		return nil, fmt.Errorf("opening a WebKit session: %w", err)
 	}
 	w.base = root + "/session/" + sess.SessionID
-	w.version = "WebKitGTK " + sess.Capabilities.BrowserVersion
+	w.version = fl.product + " " + sess.Capabilities.BrowserVersion
 	var handle string
 	if err := w.do(ctx, http.MethodGet, w.base+"/window", nil, &handle); err != nil {
 		w.Close()
@@ -135,7 +163,7 @@ func (w *webkit) waitReady(ctx context.Context, root string) error {
 	}
 }
 
-func (w *webkit) Engine() Engine  { return WebKit }
+func (w *webkit) Engine() Engine  { return w.engine }
 func (w *webkit) Version() string { return w.version }
 func (w *webkit) Tab() Tab        { return w.first }
 

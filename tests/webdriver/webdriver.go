@@ -36,6 +36,9 @@ const (
 	Chromium Engine = "chromium"
 	Firefox  Engine = "firefox"
 	WebKit   Engine = "webkit"
+	// WPE is WPE WebKit 2.38 (Debian's wpewebkit-driver and cog), about
+	// Safari 16: the older iPhones.
+	WPE Engine = "wpe"
 )
 
 // Options say where a browser may write.
@@ -108,6 +111,8 @@ func Start(ctx context.Context, e Engine, o Options) (Browser, error) {
 		return startFirefox(ctx, o)
 	case WebKit:
 		return startWebKit(ctx, o)
+	case WPE:
+		return startWPE(ctx, o)
 	}
 	return nil, fmt.Errorf("webdriver: no driver for engine %q (chromium goes through tests/chromium)", e)
 }

@@ -115,7 +115,9 @@ func run(engine webdriver.Engine, binary string, args []string) int {
 	go srv.Serve(l)
 	defer srv.Close()
 
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	// A hang guard for start-up: over a minute for Firefox with other
+	// engines' suites beside it on a loaded machine.
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	b, err := webdriver.Start(ctx, engine, webdriver.Options{Scratch: scratch})
 	cancel()
 	if err != nil {
