@@ -1,0 +1,101 @@
+package e2e
+
+import (
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"testing"
+)
+
+// Worker mode, loadRelay({worker: true}), in the page tests/workerpage: the
+// page talks raw ACP to the dev agent with relay.wasm in a module Web
+// Worker, and records every chunk it finds in its transcript and every chunk
+// onMessage gets, each with its seq (window.__w).
+
+var workerDir = filepath.Join(repoRoot, "tests", "workerpage")
+
+// workerChunks is what the page has of a count: the chunks the transcript
+// held when it started, then the ones onMessage got.
+type workerChunks struct {
+	Mode   string      `json:"mode"`
+	Reason string      `json:"reason"`
+	Hist   [][2]any    `json:"hist"`
+	Live   [][2]any    `json:"live"`
+	Error  interface{} `json:"error"`
+}
+
+func workerState(tb *tab) workerChunks {
+	tb.t.Helper()
+	var w workerChunks
+	tb.eval(`({mode: __w.mode, reason: __w.reason, hist: __w.hist, live: __w.live, error: __w.error})`, &w)
+	return w
+}
+
+func workerReady(tb *tab, mode string) {
+	tb.t.Helper()
+	tb.waitFor("the worker page to be ready", `window.__w && (__w.ready || __w.error)`)
+	w := workerState(tb)
+	if w.Error != nil {
+		tb.t.Fatalf("%s: the page failed to start: %v", tb.name, w.Error)
+	}
+	if w.Mode != mode {
+		tb.t.Fatalf("%s: relay.mode is %q (reason %q), want %q", tb.name, w.Mode, w.Reason, mode)
+	}
+}
+
+// checkCount checks that the transcript's chunks plus onMessage's are the
+// count 1..n, each once, in order, and that onMessage got no seq twice.
+func checkCount(t *testing.T, w workerChunks, n int) {
+	t.Helper()
+	all := append(append([][2]any(nil), w.Hist...), w.Live...)
+	if len(all) != n {
+		t.Fatalf("%d chunks (%d in the transcript, %d delivered), want %d", len(all), len(w.Hist), len(w.Live), n)
+	}
+	lastSeq := 0.0
+	for i, c := range all {
+		seq, _ := c[0].(float64)
+		if seq <= lastSeq {
+			t.Fatalf("chunk %d has seq %v after seq %v: doubled or out of order", i, seq, lastSeq)
+		}
+		lastSeq = seq
+		if want := strconv.Itoa(i+1) + "\n"; c[1] != want {
+			t.Fatalf("chunk %d is %q, want %q (%d in the transcript)", i, c[1], want, len(w.Hist))
+		}
+	}
+}
+
+// A count 2000 in worker mode, reloaded in the middle: the reloaded page's
+// transcript plus what the worker delivers after the reload hold every
+// chunk once, in order.
+func TestWorkerModeReload(t *testing.T) {
+	const n = 2000
+	s := startStackServing(t, workerDir, streamRate)
+	tb := openTab(t, newBrowser(t), "worker", s.PageURL())
+	workerReady(tb, "worker")
+	tb.eval(fmt.Sprintf(`__w.prompt("count %d")`, n), nil)
+	tb.waitFor("300 chunks before the reload", `__w.live.length >= 300`)
+	tb.do("reloading", tb.page.reload)
+	workerReady(tb, "worker")
+	tb.waitFor("the whole count after the reload", fmt.Sprintf(`__w.hist.length + __w.live.length >= %d && (__w.live.at(-1) ?? __w.hist.at(-1))[1] === "%d\n"`, n, n))
+	w := workerState(tb)
+	if len(w.Hist) == 0 || len(w.Live) == 0 {
+		t.Fatalf("the reload came at the wrong time: %d chunks in the transcript, %d after", len(w.Hist), len(w.Live))
+	}
+	checkCount(t, w, n)
+}
+
+// A page whose Content-Security-Policy forbids workers: loadRelay({worker:
+// true}) falls back to the main thread, says so, and the page still chats.
+func TestWorkerModeFallback(t *testing.T) {
+	const n = 200
+	s := startStackServing(t, workerDir, 0)
+	tb := openTab(t, newBrowser(t), "csp", s.PageURL()+"csp.html")
+	workerReady(tb, "main")
+	w := workerState(tb)
+	if w.Reason == "" {
+		t.Error("relay.reason is empty after a fall back to the main thread")
+	}
+	tb.eval(fmt.Sprintf(`__w.prompt("count %d")`, n), nil)
+	tb.waitFor("the whole count", fmt.Sprintf(`__w.live.length >= %d`, n))
+	checkCount(t, workerState(tb), n)
+}
