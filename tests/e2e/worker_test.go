@@ -121,3 +121,27 @@ func (p allowing) problems(ctx context.Context) []string {
 	}
 	return out
 }
+
+// att.stream() over a worker's attachment: what the SDK writes crosses to the
+// worker with an id of the stream's own, and the response comes back to the
+// readable with the id it was written with.
+func TestWorkerModeStream(t *testing.T) {
+	s := startStackServing(t, workerDir, 0)
+	tb := openTab(t, newBrowser(t), "worker", s.PageURL())
+	workerReady(tb, "worker")
+	var got struct {
+		ID     *int `json:"id"`
+		Result struct {
+			ProtocolVersion int `json:"protocolVersion"`
+		} `json:"result"`
+	}
+	tb.eval(`__w.streamInitialize()`, &got)
+	if got.ID == nil || *got.ID != 0 || got.Result.ProtocolVersion != 1 {
+		t.Fatalf("the stream read %+v, want the initialize response with id 0", got)
+	}
+	var ids []string
+	tb.eval(`__w.att.history().then(h => h.filter(e => e.out && e.message.method === "initialize").map(e => String(e.message.id)))`, &ids)
+	if len(ids) != 2 || !strings.HasPrefix(ids[1], "rw-") {
+		t.Fatalf("initialize went out with ids %q, want the page's, then the stream's own (rw-…)", ids)
+	}
+}

@@ -69,3 +69,17 @@ W.prompt = (text) => {
 };
 
 start().catch((e) => (W.error = { code: e?.code ?? "", message: String(e?.message ?? e) }));
+
+// streamInitialize opens att.stream() (over the worker's attachment), sends
+// initialize through its writable, and resolves with the first message its
+// readable gives, which must be the response with the id as written.
+W.streamInitialize = async () => {
+  const s = W.att.stream();
+  const writer = s.writable.getWriter();
+  const reader = s.readable.getReader();
+  await writer.write({ jsonrpc: "2.0", id: 0, method: "initialize", params: { protocolVersion: 1 } });
+  const { value } = await reader.read();
+  await reader.cancel();
+  writer.releaseLock();
+  return value;
+};
