@@ -26,7 +26,7 @@ import { bridge } from "./bridge.js";
 import { guard, RelayError, report } from "./errors.js";
 import { listenToLifecycle } from "./lifecycle.js";
 import { start } from "./load.js";
-import { DELIVERY, startWorker } from "./remote.js";
+import { DELIVERY, FINAL, startWorker } from "./remote.js";
 import { openStream, PAUSED } from "./stream.js";
 import { takeSlot } from "./tabs.js";
 
@@ -48,6 +48,7 @@ export async function loadRelay(options = {}) {
     try {
       return await startWorker(options);
     } catch (e) {
+      if (e?.[FINAL]) throw e;
       // The worker could not start (a Content-Security-Policy, no module
       // workers, a failed load): the main thread does the work instead.
       reason = String(e?.message ?? e);

@@ -44,20 +44,27 @@ export async function startWorker(options) {
   if (options.wasmExec !== undefined) o.wasmExec = String(new URL(String(options.wasmExec), location.href));
   try {
     const { id, storage } = await w.call("relay", [o]);
+    w.used = true;
     return new RemoteRelay(w, id, storage);
   } catch (e) {
+    // A worker that never loaded relay.wasm is given up (the caller falls
+    // back); one that did serves other Relays, and this error is final.
+    if (w.used) throw Object.assign(e, { [FINAL]: true });
     w.worker.terminate();
     worker = null;
     throw e;
   }
 }
 
+/** FINAL marks an error of a working worker: no fall back to the main thread. */
+export const FINAL = Symbol("relaywasm: the worker's own answer");
+
 // portable is the wasm option as it can cross to the worker: a URL resolved
 // against the page (the worker's base is worker.js), a compiled module
 // (it crosses as it is), or a Response's bytes.
 async function portable(wasm) {
   if (wasm === undefined || wasm instanceof WebAssembly.Module) return wasm;
-  if (wasm instanceof Response) return new Uint8Array(await wasm.arrayBuffer());
+  if (wasm instanceof Response) return new Uint8Array(await wasm.clone().arrayBuffer()); // the body stays for a fall back
   return String(new URL(String(wasm), location.href));
 }
 
@@ -101,6 +108,7 @@ class Connection {
     this.nextCall = 1;
     this.attachments = new Map(); // handle -> RemoteAttachment
     this.nextHandle = 1;
+    this.used = false; // relay.wasm loaded in the worker
   }
 
   call(op, args, signal) {

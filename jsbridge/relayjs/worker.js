@@ -103,8 +103,8 @@ const ops = {
   send: (h, text, signal) => att(h).sendACP(text, { signal }),
   resume: (h, afterSeq) => att(h).resume(afterSeq),
   history: (h) => att(h).history(),
-  detach: (h) => att(h).detach(),
-  close: (h) => att(h).close(),
+  detach: (h) => att(h).detach().finally(() => atts.delete(h)),
+  close: (h) => att(h).close().finally(() => atts.delete(h)),
 };
 
 function att(h) {
