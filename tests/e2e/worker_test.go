@@ -70,9 +70,20 @@ func checkCount(t *testing.T, w workerChunks, n int) {
 // transcript plus what the worker delivers after the reload hold every
 // chunk once, in order.
 func TestWorkerModeReload(t *testing.T) {
+	workerReload(t, "")
+}
+
+// The same with a commit window of a minute: what the reloaded page finds
+// in its transcript was written because the page told the worker of its
+// pagehide (a worker gets no pagehide of its own), which writes at once.
+func TestWorkerModeReloadWritesAtPagehide(t *testing.T) {
+	workerReload(t, "?window=60000")
+}
+
+func workerReload(t *testing.T, query string) {
 	const n = 2000
 	s := startStackServing(t, workerDir, streamRate)
-	tb := openTab(t, newBrowser(t), "worker", s.PageURL())
+	tb := openTab(t, newBrowser(t), "worker", s.PageURL()+query)
 	workerReady(tb, "worker")
 	tb.eval(fmt.Sprintf(`__w.prompt("count %d")`, n), nil)
 	tb.waitFor("300 chunks before the reload", `__w.live.length >= 300`)

@@ -42,7 +42,9 @@ function onMessage(m, meta) {
 
 async function start() {
   const q = new URLSearchParams(location.search);
-  const relay = await loadRelay({ worker: !q.has("main") });
+  // ?window=ms: a commit window so long that only the write at pagehide
+  // stores anything before a reload.
+  const relay = await loadRelay({ worker: !q.has("main"), commitWindowMs: q.has("window") ? Number(q.get("window")) : undefined });
   W.mode = relay.mode;
   W.reason = relay.reason;
   W.att = await relay.attach({
