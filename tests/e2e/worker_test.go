@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/relaywasm/relaywasm/tests/webdriver"
 )
 
 // Worker mode, loadRelay({worker: true}), in the page tests/workerpage: the
@@ -76,7 +78,16 @@ func TestWorkerModeReload(t *testing.T) {
 // The same with a commit window of a minute: what the reloaded page finds
 // in its transcript was written because the page told the worker of its
 // pagehide (a worker gets no pagehide of its own), which writes at once.
+//
+// WebKit ends the page's worker on a reload before the worker has handled
+// the page's last message (measured: the reloaded page found nothing
+// written), so there a reload in worker mode resumes from up to one commit
+// window (50 ms by default) earlier and that window's messages come again;
+// TestWorkerModeReload shows none is lost or doubled.
 func TestWorkerModeReloadWritesAtPagehide(t *testing.T) {
+	if engine == webdriver.WebKit {
+		t.Skip("WebKit ends the worker before it handles the page's pagehide (see above)")
+	}
 	workerReload(t, "?window=60000")
 }
 
