@@ -17,7 +17,8 @@ import "embed"
 // Names are the files of this folder that ship, relay.js first.
 var Names = []string{
 	"relay.js", "relay.d.ts", "boundary.js", "bridge.js", "crossing.js", "errors.js",
-	"lifecycle.js", "load.js", "records.js", "sockets.js", "store.js", "stream.js", "tabs.js",
+	"lifecycle.js", "load.js", "records.js", "remote.js", "sockets.js", "store.js", "stream.js", "tabs.js",
+	"worker.js",
 }
 
 // Files holds the files Names lists, for serving them as they are.

@@ -41,11 +41,36 @@ export interface LoadOptions {
    * stored cursor always agree. 0 writes once per event-loop turn.
    */
   commitWindowMs?: number;
+  /**
+   * Run relay.wasm (the engine, its sockets, IndexedDB and Web Locks) in a
+   * dedicated module Web Worker (worker.js, beside relay.js) instead of the
+   * page's main thread. Default false, for now: `make bench` measures worker
+   * mode ahead (more frames per second than the raw JS WebSocket, a quarter
+   * of its page main-thread CPU per frame), but the phone and lifecycle
+   * tests have not yet run in it. The API is the same: messages reach
+   * onMessage on the main thread in batches (one postMessage per batch), a
+   * Promise onMessage returns still holds the cursor, a token function is
+   * called on the page, and the page forwards its lifecycle (pagehide makes
+   * the worker write its stores at once). att.stream() works as well. A
+   * worker that cannot start (a Content-Security-Policy without worker-src,
+   * no module workers, relay.wasm failing to load in it) falls back to the
+   * main thread: the Relay's mode is then "main" and reason says why.
+   * state, cursor and session of an Attachment are then what the worker
+   * last reported, not read from the engine at the moment of the call.
+   */
+  worker?: boolean;
 }
+
+/** Where a Relay's relay.wasm runs. */
+export type Mode = "worker" | "main";
 
 export interface Relay {
   /** Where this Relay keeps stream state: "memory" when IndexedDB is unavailable or failed to open. */
   readonly storage: Storage;
+  /** Where relay.wasm runs: "worker" when loadRelay({worker: true}) got one, else "main". */
+  readonly mode: Mode;
+  /** Why mode is "main" although a worker was asked for (the worker's error); "" otherwise. */
+  readonly reason: string;
 
   /**
    * Attaches to a runtime through the relay: reclaims the stream's stored

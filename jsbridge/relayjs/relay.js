@@ -13,6 +13,8 @@
 //   load.js       fetching and starting relay.wasm
 //   errors.js     RelayError, and only Errors across the boundary
 //   stream.js     att.stream(): the official ACP SDK's Stream over an attachment
+//   remote.js     worker mode, the page's side: the worker and the proxies
+//   worker.js     worker mode, the worker's side: relay.wasm in a Web Worker
 //
 // relay.wasm (Go) holds the client engine; these modules own what is
 // cheaper, or only possible, on the JavaScript side. There is no eval and
@@ -24,6 +26,7 @@ import { bridge } from "./bridge.js";
 import { guard, RelayError, report } from "./errors.js";
 import { listenToLifecycle } from "./lifecycle.js";
 import { start } from "./load.js";
+import { DELIVERY, FINAL, startWorker } from "./remote.js";
 import { openStream, PAUSED } from "./stream.js";
 import { takeSlot } from "./tabs.js";
 
@@ -40,6 +43,20 @@ let starting = null;
  * loaded.
  */
 export async function loadRelay(options = {}) {
+  let reason = "";
+  if (options.worker === true && typeof Worker === "function" && typeof document === "object") {
+    try {
+      return await startWorker(options);
+    } catch (e) {
+      if (e?.[FINAL]) throw e;
+      // The worker could not start (a Content-Security-Policy, no module
+      // workers, a failed load): the main thread does the work instead.
+      reason = String(e?.message ?? e);
+      console.warn("relay.js: worker mode failed, running on the main thread:", reason);
+    }
+  } else if (options.worker === true) {
+    reason = "this context has no Web Workers";
+  }
   if (!B.api) {
     starting ??= start(B, options).catch((e) => {
       starting = null;
@@ -57,16 +74,20 @@ export async function loadRelay(options = {}) {
   }
   const handle = B.nextHandle++;
   const storage = await B.call("relay", [handle, options.database ?? "", wanted, window]);
-  return new Relay(handle, storage);
+  return new Relay(handle, storage, reason);
 }
 
 class Relay {
   #handle;
 
-  constructor(handle, storage) {
+  constructor(handle, storage, reason) {
     this.#handle = handle;
     /** Where stream state is kept: "indexeddb", or "memory" when IndexedDB failed. */
     this.storage = storage;
+    /** Where relay.wasm runs: "main" here; remote.js's Relay says "worker". */
+    this.mode = "main";
+    /** Why not in a worker when one was asked for, else "". */
+    this.reason = reason;
   }
 
   async attach(options) {
@@ -129,6 +150,7 @@ class Attachment {
     this.onMessage = options.onMessage;
     this.onState = options.onState ?? null;
     this.onEvicted = options.onEvicted ?? null;
+    if (options[DELIVERY]) this._deliver = options[DELIVERY]; // worker.js's: batches go to the page
   }
 
   /** The stream's name as stored: the name asked for, or name#2, #3 … in another tab. */

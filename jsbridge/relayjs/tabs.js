@@ -8,21 +8,26 @@
 
 const RELOAD_WAIT_MS = 3000;
 
+// Where a tab's memory is: the page's sessionStorage and navigation. In
+// worker mode the page has them and the worker does not; worker.js points
+// these at what the page sends it.
+export const tabEnv = { read: readSession, write: writeSession, reloading };
+
 export async function takeSlot(url, instance, name) {
   const locks = globalThis.navigator?.locks;
   if (!locks) return { name, release: async () => {} }; // no Web Locks (an insecure context)
   const prefix = `relaywasm:${url}\u0000${instance}\u0000`;
   const memory = `relaywasm-slot:${url}\u0000${instance}\u0000${name}`;
-  const preferred = Number(readSession(memory)) || 1;
+  const preferred = Number(tabEnv.read(memory)) || 1;
   const slotName = (i) => (i === 1 ? name : `${name}#${i}`);
-  let release = await tryLock(locks, prefix + slotName(preferred), reloading() ? RELOAD_WAIT_MS : 0);
+  let release = await tryLock(locks, prefix + slotName(preferred), tabEnv.reloading() ? RELOAD_WAIT_MS : 0);
   let slot = preferred;
   for (let i = 1; !release; i++) {
     if (i === preferred) continue;
     release = await tryLock(locks, prefix + slotName(i), 0);
     slot = i;
   }
-  writeSession(memory, String(slot));
+  tabEnv.write(memory, String(slot));
   return { name: slotName(slot), release };
 }
 

@@ -3,15 +3,16 @@ package bench
 import "fmt"
 
 // The page's inbound clients (bench.js setup): the raw WebSocket baseline
-// and relay.wasm three ways.
+// and relay.wasm four ways.
 const (
 	rawJS      = "raw"        // a bare WebSocket, JSON.parse per message
 	wasmIDB    = "wasm"       // relay.wasm as an app uses it: cursor in IndexedDB
 	wasmMemory = "memory"     // the cursor off: the store in memory
 	wasmLog    = "transcript" // IndexedDB with a transcript (history) on
+	wasmWorker = "worker"     // loadRelay({worker: true}): IndexedDB cursor, relay.wasm in a Web Worker
 )
 
-var inboundVariants = []string{rawJS, wasmIDB, wasmMemory, wasmLog}
+var inboundVariants = []string{rawJS, wasmIDB, wasmMemory, wasmLog, wasmWorker}
 
 // streamResult is one timed stream (bench.js stream).
 type streamResult struct {
@@ -105,13 +106,19 @@ func inboundRows(res map[string][]streamResult, z Sizes) []Row {
 	mem := paired("Chromium inbound, relay.wasm, cursor off (memory store)", "frames/s", base, fps(wasmMemory), fps(rawJS))
 	log := paired(fmt.Sprintf("Chromium inbound, relay.wasm, transcript on (history %s)", count(z.History)),
 		"frames/s", base, fps(wasmLog), fps(rawJS))
+	worker := paired("Chromium inbound, worker mode (relay.wasm in a Web Worker), IndexedDB cursor", "frames/s", base, fps(wasmWorker), fps(rawJS))
+	worker.Target = ratioAtLeast(0.9)
+	workerCPU := paired("Chromium inbound, worker mode, page main thread CPU per frame", "µs", base, cpu(wasmWorker, mainThread), cpu(rawJS, mainThread))
+	workerCPU.Target = &Target{Text: "≤ 0.50× baseline", Met: func(r Row) bool { return r.Ratio <= 0.5 }}
 	return []Row{
-		main, bytes, mem, log,
+		main, bytes, mem, log, worker,
 		paired("Chromium inbound, relay.wasm, page main thread CPU per frame", "µs", base, cpu(wasmIDB, mainThread), cpu(rawJS, mainThread)),
 		// The same without IndexedDB: what the store's writes cost the page
 		// is the difference.
 		paired("Chromium inbound, relay.wasm, cursor off (memory store), page main thread CPU per frame", "µs", base, cpu(wasmMemory, mainThread), cpu(rawJS, mainThread)),
 		paired("Chromium inbound, relay.wasm, transcript on, page main thread CPU per frame", "µs", base, cpu(wasmLog, mainThread), cpu(rawJS, mainThread)),
+		workerCPU,
 		paired("Chromium inbound, relay.wasm, renderer process CPU per frame", "µs", base, cpu(wasmIDB, process), cpu(rawJS, process)),
+		paired("Chromium inbound, worker mode, renderer process CPU per frame", "µs", base, cpu(wasmWorker, process), cpu(rawJS, process)),
 	}
 }

@@ -126,7 +126,7 @@ async function startChat(c) {
 
 const clients = {};
 
-// setup attaches the four inbound variants and opens an ACP session on each.
+// setup attaches the five inbound variants and opens an ACP session on each.
 async function setup() {
   const idb = await loadRelay();
   const mem = await memoryRelay();
@@ -134,6 +134,10 @@ async function setup() {
   clients.wasm = await wasmClient(idb, "bench", 0);
   clients.memory = await wasmClient(mem, "bench-memory", 0);
   clients.transcript = await wasmClient(idb, "bench-transcript", cfg.history);
+  // Worker mode: relay.wasm in a Web Worker, the page only gets the batches.
+  const wk = await loadRelay({ worker: true });
+  if (wk.mode !== "worker") throw new Error(`worker mode did not start: ${wk.reason}`);
+  clients.worker = await wasmClient(wk, "bench-worker", 0);
   for (const c of Object.values(clients)) await startChat(c);
   return { wasm: idb.storage, memory: mem.storage };
 }

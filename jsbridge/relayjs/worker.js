@@ -1,0 +1,168 @@
+// worker.js: the worker's side of worker mode (loadRelay({worker: true})).
+// relay.wasm runs here, in a dedicated module Web Worker, with its sockets,
+// IndexedDB and Web Locks: the whole protocol leaves the page's main thread.
+// The page (remote.js) holds proxies of the Relay and its Attachments and
+// talks to this module by messages:
+//
+//   page -> worker  {t: "call", id, op, args}  an API call; answered by
+//                   {t: "reply", id, ok, value | code, message}
+//                   {t: "abort", id}           its AbortSignal fired
+//                   {t: "done", waitID, n}     the page's handlers accepted n
+//                                              messages of a batch
+//                   {t: "token", id, ok, value | message}  a token asked for
+//                   {t: "life", ev}            a lifecycle event of the page
+//   worker -> page  {t: "up"}                  the module runs
+//                   {t: "batch", h, batch, replay, waitID, now}
+//                   {t: "state" | "evicted", h, state, info, now}
+//                   ({now}: [state, cursor, session], for the getters)
+//                   {t: "token", h, id}        call the token function
+//                   {t: "session", key, value} remember a tab's slot
+//
+// A batch of delivered messages is one postMessage: the attachment's
+// delivery (relay.js's _deliver) is replaced by one that posts the batch and
+// returns -1, so the engine waits for the page's count, exactly as it waits
+// for a handler's Promise on the main thread; the cursor moves only past
+// what the page's onMessage accepted.
+
+import { CODE_BAD_OPTIONS, DONE_OK } from "./boundary.js";
+import { bridge } from "./bridge.js";
+import { loadRelay, RelayError } from "./relay.js";
+import { DELIVERY } from "./remote.js";
+import { tabEnv } from "./tabs.js";
+
+const B = bridge();
+const relays = new Map(); // id -> Relay
+const atts = new Map(); // handle -> Attachment (the page's handle is the worker's)
+const controllers = new Map(); // call id -> AbortController
+const tokens = new Map(); // token request id -> {resolve, reject}
+let nextRelay = 1;
+let nextToken = 1;
+
+// What the page remembers for tabs.js: its sessionStorage's slots, sent with
+// every attach, and whether it was reloaded.
+const session = new Map();
+tabEnv.read = (key) => session.get(key) ?? null;
+tabEnv.write = (key, value) => {
+  session.set(key, value);
+  post({ t: "session", key, value });
+};
+
+function post(m) {
+  try {
+    self.postMessage(m);
+  } catch {
+    // A value the structured clone refuses (a state's info with a function
+    // in it): send what JSON keeps of it.
+    self.postMessage(JSON.parse(JSON.stringify(m)));
+  }
+}
+
+// The delivery of the attachment the page calls h: one postMessage per
+// batch, with the attachment's state, cursor and session.
+function delivery(h) {
+  return function (batch, replay, waitID) {
+    post({ t: "batch", h, batch, replay, waitID, now: live(this) });
+    return -1;
+  };
+}
+
+// live is [state, cursor, session] of a running attachment, else null.
+function live(a) {
+  return B.attachments.has(a._handle) ? B.api.info(a._handle) : null;
+}
+
+const ops = {
+  async relay(options) {
+    if (options.wasm instanceof Uint8Array) {
+      options.wasm = new Response(options.wasm, { headers: { "content-type": "application/wasm" } });
+    }
+    const relay = await loadRelay({ ...options, worker: false });
+    const id = nextRelay++;
+    relays.set(id, relay);
+    return { id, storage: relay.storage };
+  },
+  async attach(relayID, h, o, entries, reloading, signal) {
+    for (const [k, v] of entries) session.set(k, v);
+    tabEnv.reloading = () => reloading;
+    const relay = relays.get(relayID);
+    if (!relay) throw new RelayError(CODE_BAD_OPTIONS, "no such Relay");
+    const att = await relay.attach({
+      ...o,
+      signal,
+      token: o.token ?? (() => askToken(h)),
+      onMessage() {}, // never called: DELIVERY takes the batches
+      onState(state, info) {
+        post({ t: "state", h, state, info, now: live(this) });
+      },
+      onEvicted: (info) => post({ t: "evicted", h, info }),
+      [DELIVERY]: delivery(h),
+    });
+    atts.set(h, att);
+    return { name: att.name, now: [att.state, att.cursor, att.session] };
+  },
+  send: (h, text, signal) => att(h).sendACP(text, { signal }),
+  resume: (h, afterSeq) => att(h).resume(afterSeq),
+  history: (h) => att(h).history(),
+  detach: (h) => att(h).detach().finally(() => atts.delete(h)),
+  close: (h) => att(h).close().finally(() => atts.delete(h)),
+};
+
+function att(h) {
+  const a = atts.get(h);
+  if (!a) throw new RelayError("closed", "the attachment is closed");
+  return a;
+}
+
+function askToken(h) {
+  return new Promise((resolve, reject) => {
+    const id = nextToken++;
+    tokens.set(id, { resolve, reject });
+    post({ t: "token", h, id });
+  });
+}
+
+const life = {
+  online: () => B.api?.online(true),
+  offline: () => B.api?.online(false),
+  hidden: () => B.writeAll(),
+  pagehide: () => B.writeAll(),
+  freeze: () => B.writeAll(),
+  visible: () => B.api?.probe(),
+  resume: () => B.api?.probe(),
+  pageshow: () => B.api?.probe(),
+};
+
+self.onmessage = ({ data: m }) => {
+  switch (m.t) {
+    case "call": {
+      const c = new AbortController();
+      controllers.set(m.id, c);
+      Promise.resolve()
+        .then(() => ops[m.op](...m.args, c.signal))
+        .then(
+          (value) => post({ t: "reply", id: m.id, ok: true, value: value ?? null }),
+          (e) => post({ t: "reply", id: m.id, ok: false, code: e?.code ?? "", message: String(e?.message ?? e) }),
+        )
+        .finally(() => controllers.delete(m.id));
+      break;
+    }
+    case "abort":
+      controllers.get(m.id)?.abort();
+      break;
+    case "done":
+      B.done(m.waitID, DONE_OK, m.n);
+      break;
+    case "token": {
+      const w = tokens.get(m.id);
+      tokens.delete(m.id);
+      if (m.ok) w?.resolve(m.value);
+      else w?.reject(new Error(m.message));
+      break;
+    }
+    case "life":
+      life[m.ev]?.();
+      break;
+  }
+};
+
+post({ t: "up" });

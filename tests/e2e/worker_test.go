@@ -1,0 +1,169 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/relaywasm/relaywasm/tests/webdriver"
+)
+
+// Worker mode, loadRelay({worker: true}), in the page tests/workerpage: the
+// page talks raw ACP to the dev agent with relay.wasm in a module Web
+// Worker, and records every chunk it finds in its transcript and every chunk
+// onMessage gets, each with its seq (window.__w).
+
+var workerDir = filepath.Join(repoRoot, "tests", "workerpage")
+
+// workerChunks is what the page has of a count: the chunks the transcript
+// held when it started, then the ones onMessage got.
+type workerChunks struct {
+	Mode   string      `json:"mode"`
+	Reason string      `json:"reason"`
+	Hist   [][2]any    `json:"hist"`
+	Live   [][2]any    `json:"live"`
+	Error  interface{} `json:"error"`
+}
+
+func workerState(tb *tab) workerChunks {
+	tb.t.Helper()
+	var w workerChunks
+	tb.eval(`({mode: __w.mode, reason: __w.reason, hist: __w.hist, live: __w.live, error: __w.error})`, &w)
+	return w
+}
+
+func workerReady(tb *tab, mode string) {
+	tb.t.Helper()
+	tb.waitFor("the worker page to be ready", `window.__w && (__w.ready || __w.error)`)
+	w := workerState(tb)
+	if w.Error != nil {
+		tb.t.Fatalf("%s: the page failed to start: %v", tb.name, w.Error)
+	}
+	if w.Mode != mode {
+		tb.t.Fatalf("%s: relay.mode is %q (reason %q), want %q", tb.name, w.Mode, w.Reason, mode)
+	}
+}
+
+// checkCount checks that the transcript's chunks plus onMessage's are the
+// count 1..n, each once, in order, and that onMessage got no seq twice.
+func checkCount(t *testing.T, w workerChunks, n int) {
+	t.Helper()
+	all := append(append([][2]any(nil), w.Hist...), w.Live...)
+	if len(all) != n {
+		t.Fatalf("%d chunks (%d in the transcript, %d delivered), want %d", len(all), len(w.Hist), len(w.Live), n)
+	}
+	lastSeq := 0.0
+	for i, c := range all {
+		seq, _ := c[0].(float64)
+		if seq <= lastSeq {
+			t.Fatalf("chunk %d has seq %v after seq %v: doubled or out of order", i, seq, lastSeq)
+		}
+		lastSeq = seq
+		if want := strconv.Itoa(i+1) + "\n"; c[1] != want {
+			t.Fatalf("chunk %d is %q, want %q (%d in the transcript)", i, c[1], want, len(w.Hist))
+		}
+	}
+}
+
+// A count 2000 in worker mode, reloaded in the middle: the reloaded page's
+// transcript plus what the worker delivers after the reload hold every
+// chunk once, in order.
+func TestWorkerModeReload(t *testing.T) {
+	workerReload(t, "")
+}
+
+// The same with a commit window of a minute: what the reloaded page finds
+// in its transcript was written because the page told the worker of its
+// pagehide (a worker gets no pagehide of its own), which writes at once.
+//
+// WebKit ends the page's worker on a reload before the worker has handled
+// the page's last message (measured: the reloaded page found nothing
+// written), so there a reload in worker mode resumes from up to one commit
+// window (50 ms by default) earlier and that window's messages come again;
+// TestWorkerModeReload shows none is lost or doubled.
+func TestWorkerModeReloadWritesAtPagehide(t *testing.T) {
+	if engine == webdriver.WebKit {
+		t.Skip("WebKit ends the worker before it handles the page's pagehide (see above)")
+	}
+	workerReload(t, "?window=60000")
+}
+
+func workerReload(t *testing.T, query string) {
+	const n = 2000
+	s := startStackServing(t, workerDir, streamRate)
+	tb := openTab(t, newBrowser(t), "worker", s.PageURL()+query)
+	workerReady(tb, "worker")
+	tb.eval(fmt.Sprintf(`__w.prompt("count %d")`, n), nil)
+	tb.waitFor("300 chunks before the reload", `__w.live.length >= 300`)
+	tb.do("reloading", tb.page.reload)
+	workerReady(tb, "worker")
+	tb.waitFor("the whole count after the reload", fmt.Sprintf(`__w.hist.length + __w.live.length >= %d && (__w.live.at(-1) ?? __w.hist.at(-1))[1] === "%d\n"`, n, n))
+	w := workerState(tb)
+	if len(w.Hist) == 0 || len(w.Live) == 0 {
+		t.Fatalf("the reload came at the wrong time: %d chunks in the transcript, %d after", len(w.Hist), len(w.Live))
+	}
+	checkCount(t, w, n)
+}
+
+// A page whose Content-Security-Policy forbids workers: loadRelay({worker:
+// true}) falls back to the main thread, says so, and the page still chats.
+func TestWorkerModeFallback(t *testing.T) {
+	const n = 200
+	s := startStackServing(t, workerDir, 0)
+	tb := openTab(t, newBrowser(t), "csp", s.PageURL()+"csp.html")
+	// Firefox reports the blocked worker as an error of the page: that one
+	// report is what this page is for.
+	tb.page = allowing{tb.page, "worker-src"}
+	workerReady(tb, "main")
+	w := workerState(tb)
+	if w.Reason == "" {
+		t.Error("relay.reason is empty after a fall back to the main thread")
+	}
+	tb.eval(fmt.Sprintf(`__w.prompt("count %d")`, n), nil)
+	tb.waitFor("the whole count", fmt.Sprintf(`__w.live.length >= %d`, n))
+	checkCount(t, workerState(tb), n)
+}
+
+// allowing is a page whose problems leave out the ones that contain allow:
+// the one report a test expects of the browser itself.
+type allowing struct {
+	page
+	allow string
+}
+
+func (p allowing) problems(ctx context.Context) []string {
+	var out []string
+	for _, m := range p.page.problems(ctx) {
+		if !strings.Contains(m, p.allow) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// att.stream() over a worker's attachment: what the SDK writes crosses to the
+// worker with an id of the stream's own, and the response comes back to the
+// readable with the id it was written with.
+func TestWorkerModeStream(t *testing.T) {
+	s := startStackServing(t, workerDir, 0)
+	tb := openTab(t, newBrowser(t), "worker", s.PageURL())
+	workerReady(tb, "worker")
+	var got struct {
+		ID     *int `json:"id"`
+		Result struct {
+			ProtocolVersion int `json:"protocolVersion"`
+		} `json:"result"`
+	}
+	tb.eval(`__w.streamInitialize()`, &got)
+	if got.ID == nil || *got.ID != 0 || got.Result.ProtocolVersion != 1 {
+		t.Fatalf("the stream read %+v, want the initialize response with id 0", got)
+	}
+	var ids []string
+	tb.eval(`__w.att.history().then(h => h.filter(e => e.out && e.message.method === "initialize").map(e => String(e.message.id)))`, &ids)
+	if len(ids) != 2 || !strings.HasPrefix(ids[1], "rw-") {
+		t.Fatalf("initialize went out with ids %q, want the page's, then the stream's own (rw-…)", ids)
+	}
+}
