@@ -9,8 +9,14 @@ import (
 	"path/filepath"
 )
 
-// wasmBuildFlags are `make wasm`'s, so the baseline is built like the module.
-var wasmBuildFlags = []string{"-trimpath", "-ldflags=-s -w"}
+// wasmBuildFlags are `make wasm`'s (its WASM_FLAGS: the packages off the hot
+// path are built without inlining), so the baseline is built like the module.
+var wasmBuildFlags = []string{"-trimpath", "-ldflags=-s -w",
+	"-gcflags=fmt=-l", "-gcflags=reflect=-l", "-gcflags=time=-l",
+	"-gcflags=internal/strconv=-l", "-gcflags=strconv=-l", "-gcflags=internal/fmtsort=-l",
+	"-gcflags=crypto/...=-l", "-gcflags=internal/bisect=-l", "-gcflags=internal/godebug=-l",
+	"-gcflags=encoding/...=-l", "-gcflags=github.com/hack-pad/safejs/internal/...=-l",
+	"-gcflags=math/rand/v2=-l", "-gcflags=internal/cpu=-l"}
 
 // encodings are how a server would send relay.wasm: as is, or through the
 // compressor command (the file name is appended).
