@@ -3,6 +3,8 @@ package devruntime
 import (
 	"context"
 	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/base64"
 	"crypto/tls"
 	"errors"
 	"log/slog"
@@ -217,9 +219,17 @@ func (r *Runtime) session(id string, create bool) *session {
 	if len(r.sessions) >= r.cfg.MaxSessions {
 		r.evictLocked()
 	}
-	s := newSession(&r.cfg, id, r.send, r.log.With("session", id))
+	s := newSession(&r.cfg, id, r.send, r.log.With("session", logID(id)))
 	r.sessions[id] = s
 	return s
+}
+
+// logID is how a session appears in logs: the session is the relay's
+// attachment id, a capability, so logs carry the first 48 bits of its SHA-256
+// (as the relay's logs do), never the id.
+func logID(id string) string {
+	sum := sha256.Sum256([]byte(id))
+	return base64.RawURLEncoding.EncodeToString(sum[:6])
 }
 
 func (r *Runtime) evictLocked() {
@@ -232,7 +242,7 @@ func (r *Runtime) evictLocked() {
 	if oldest != nil {
 		delete(r.sessions, oldest.id)
 		go oldest.close()
-		r.log.Info("session evicted", "session", oldest.id)
+		r.log.Info("session evicted", "session", logID(oldest.id))
 	}
 }
 

@@ -108,7 +108,7 @@ func (r *Relay) expire(a *attachment) {
 		r.owed[a.key.instance] = append(r.owed[a.key.instance], a.key.session)
 	}
 	r.mu.Unlock()
-	r.log.Info("attachment grace expired", "instance", a.key.instance, "attachment", a.key.session, "runtime_connected", rt != nil)
+	r.log.Info("attachment grace expired", "instance", a.key.instance, "attachment", digest(a.key.session), "runtime_connected", rt != nil)
 	if rt != nil {
 		rt.Send(detachFrame(a.key.instance, a.key.session))
 	}

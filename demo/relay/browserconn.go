@@ -3,6 +3,7 @@ package relay
 import (
 	"context"
 	"errors"
+	"strconv"
 	"time"
 
 	"github.com/coder/websocket"
@@ -64,7 +65,7 @@ func (s *browserConn) handle(f *librelay.Frame) bool {
 		// naming it right after the close can only get a fresh one.
 		s.r.release(s, true)
 		s.toRuntime(f)
-		s.r.log.Info("browser detached", "instance", s.instance, "attachment", s.id)
+		s.r.log.Info("browser detached", "instance", s.instance, "attachment", digest(s.id))
 		s.closeWithFrame(librelay.Frame{}, relayleg.CloseNormal, "detached", true)
 		return true
 	}
@@ -98,19 +99,31 @@ func (s *browserConn) control(f *librelay.Frame) {
 // the queue is full it waits up to SlowConsumerWait for the browser to make
 // room; after that the browser is a slow consumer and is let go.
 func (s *browserConn) Send(f librelay.Frame) bool {
-	if n, ok := s.fits(&f); !ok {
-		s.r.log.Warn("dropping a runtime frame larger than the browser-leg limit",
-			"instance", s.instance, "attachment", s.id, "bytes", n)
-		return false
+	if n, ok := s.fits(&f); !ok && n > 0 { // n == 0: it does not encode; flush drops it
+		s.r.log.Warn("a runtime frame larger than the browser-leg limit: sending frame_too_large in its place",
+			"instance", s.instance, "attachment", digest(s.id), "seq", f.Seq, "bytes", n)
+		f = s.tooLarge(&f, n)
 	}
 	switch s.q.push(f, s.r.cfg.Limits.SlowConsumerWait) {
 	case pushed:
 		return true
 	case pushFull:
-		s.r.log.Warn("slow consumer", "instance", s.instance, "attachment", s.id)
+		s.r.log.Warn("slow consumer", "instance", s.instance, "attachment", digest(s.id))
 		s.closeWith(relayleg.CodeSlowConsumer, "the socket did not drain its send queue", false)
 	}
 	return false
+}
+
+// tooLarge is the stand-in for a runtime frame of n bytes that the browser
+// leg cannot carry: relay.error frame_too_large on the attachment's session
+// with the frame's seq (0 for an unsequenced frame), so the client learns that
+// seq arrived and is lost rather than seeing a gap it would resume over, and
+// find the same frame again, for ever.
+func (s *browserConn) tooLarge(f *librelay.Frame, n int) librelay.Frame {
+	e := librelay.NewError(librelay.Frame{}, relayleg.CodeFrameTooLarge,
+		strconv.Itoa(n)+" bytes, limit "+strconv.Itoa(s.r.cfg.Limits.BrowserFrameBytes))
+	e.Instance, e.Session, e.Seq = s.instance, s.id, f.Seq
+	return e
 }
 
 // fits reports whether f's encoding is within the browser-leg limit. Only a
@@ -160,7 +173,7 @@ func (s *browserConn) flush(batch []librelay.Frame) error {
 	for i := range batch {
 		msg, err := librelay.AppendFrame((*buf)[:0], &batch[i])
 		if err != nil {
-			s.r.log.Warn("dropping a frame that does not encode", "instance", s.instance, "attachment", s.id, "err", err)
+			s.r.log.Warn("dropping a frame that does not encode", "instance", s.instance, "attachment", digest(s.id), "err", err)
 			continue
 		}
 		*buf = msg
@@ -202,7 +215,7 @@ func (s *browserConn) probe(id string) {
 }
 
 func (s *browserConn) timedOut() {
-	s.r.log.Info("browser missed a heartbeat", "instance", s.instance, "attachment", s.id)
+	s.r.log.Info("browser missed a heartbeat", "instance", s.instance, "attachment", digest(s.id))
 	s.closeWith(relayleg.CodeHeartbeatTimeout, "no answer to a heartbeat", false)
 }
 

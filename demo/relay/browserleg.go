@@ -169,7 +169,7 @@ func (s *browserConn) hello(f librelay.Frame) bool {
 		s.refuse(f, code, "attachment refused")
 		return false
 	}
-	s.r.log.Info("browser attached", "instance", s.instance, "attachment", s.id, "remote", s.addr,
+	s.r.log.Info("browser attached", "instance", s.instance, "attachment", digest(s.id), "remote", s.addr,
 		"reclaimed", f.Session != "" && f.Session == s.id)
 	return true
 }
@@ -245,7 +245,7 @@ func (s *browserConn) drainRest(rd io.Reader) bool {
 		return true
 	}
 	s.r.log.Info("browser frame too large to drain; cutting the socket", "instance", s.instance,
-		"attachment", s.id, "remote", s.addr, "drained", n)
+		"attachment", digest(s.id), "remote", s.addr, "drained", n)
 	s.cutNow()
 	return false
 }
