@@ -106,7 +106,6 @@ func parseFlags() options {
 	flag.IntVar(&l.PendingHellos, "max-pending-hellos", 0, "browser sockets awaiting their hello; past it HTTP 503 (0: 1024)")
 	flag.IntVar(&l.QueueFrames, "queue-frames", 0, "browser send queue bound in frames (0: 1024)")
 	flag.IntVar(&l.QueueBytes, "queue-bytes", 0, "browser send queue bound in bytes (0: 1 MiB)")
-	flag.DurationVar(&l.SlowConsumerWait, "slow-consumer-wait", 0, "how long a frame waits for room in a full queue (0: 2s)")
 	flag.Parse()
 	return o
 }

@@ -114,6 +114,15 @@ func (r *Relay) expire(a *attachment) {
 	}
 }
 
+// reclaimable reports whether an attachment id of instance is held by no
+// socket and still in its grace period.
+func (r *Relay) reclaimable(instance, session string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	a := r.attachments[route{instance, session}]
+	return a != nil && a.sock == nil
+}
+
 // payOwed sends a runtime that has just connected the detaches of the
 // attachments whose grace ran out while it was away.
 func (r *Relay) payOwed(instance string, rt Endpoint) {

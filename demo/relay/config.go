@@ -110,17 +110,14 @@ type Limits struct {
 	// too_many_attachments and close 4430.
 	AttachmentsPerInstance int
 	// QueueFrames and QueueBytes bound each browser socket's send queue
-	// (default 1024 frames, 1 MiB, never less than one largest frame). When
-	// a frame for the socket does not fit for SlowConsumerWait, the socket is
-	// closed 4429 slow_consumer and its queue dropped.
+	// (default 1024 frames, 1 MiB, never less than one largest frame). A
+	// frame for a full queue is never waited for room: the runtime leg's
+	// reader is shared by every attachment of the instance. The socket is
+	// shed at once: what it has queued is still written, then relay.error
+	// slow_consumer and close 4429. The runtime retains what the socket
+	// missed, and the client resumes from its cursor after it redials.
 	QueueFrames int
 	QueueBytes  int
-	// SlowConsumerWait is how long a frame for a full socket waits for room
-	// (default 2s). Waiting holds up that instance's runtime leg, which is
-	// the backpressure that lets a fast runtime stream to a slower browser
-	// without loss; the bound keeps one stalled browser from holding it up
-	// for long.
-	SlowConsumerWait time.Duration
 	// RuntimeQueueFrames and RuntimeQueueBytes bound the queue towards each
 	// runtime (default 4096 frames, 16 MiB). A browser whose frame does not
 	// fit waits: its socket is not read until there is room.
@@ -186,7 +183,6 @@ func (l *Limits) setDefaults() {
 	setDefault(&l.QueueFrames, 1024)
 	setDefault(&l.QueueBytes, 1<<20)
 	l.QueueBytes = max(l.QueueBytes, l.BrowserFrameBytes)
-	setDefault(&l.SlowConsumerWait, 2*time.Second)
 	setDefault(&l.RuntimeQueueFrames, 4096)
 	setDefault(&l.RuntimeQueueBytes, 16<<20)
 	setDefault(&l.Grace, 2*time.Minute)

@@ -96,7 +96,6 @@ func TestOversizeRuntimeFrame(t *testing.T) {
 func TestSlowConsumer(t *testing.T) {
 	s := newSuite(t, func(c *relay.Config) {
 		c.Limits.QueueFrames, c.Limits.QueueBytes = 64, 256<<10
-		c.Limits.SlowConsumerWait = 20 * time.Millisecond
 		c.Limits.CloseTimeout = time.Minute // the test reads only after the whole flood
 	})
 	rt := s.Connect(t)
@@ -179,5 +178,44 @@ func TestRuntimeHeartbeatProbe(t *testing.T) {
 	wantError(t, lastBeforeClose(rt), relayleg.CodeHeartbeatTimeout, "")
 	if code := <-closed; code != relayleg.CloseRuntimeGone {
 		t.Fatalf("browser of a timed-out runtime: runtime_gone close %d, want %d", code, relayleg.CloseRuntimeGone)
+	}
+}
+
+// stalledAttachments is how many sockets stop reading at once in
+// TestStalledConsumersShedAtOnce: enough that a relay waiting any fixed time
+// for each (2 s, say) would hold the instance up for longer than a peer's
+// I/O guard.
+const stalledAttachments = 16
+
+// Sockets that stop reading never hold up their instance: each is shed
+// (slow_consumer, close 4429) as soon as its queue is full, without the
+// runtime leg waiting for it, so the runtime's frames keep flowing and a
+// healthy attachment of the same instance gets its marker.
+func TestStalledConsumersShedAtOnce(t *testing.T) {
+	s := newSuite(t, func(c *relay.Config) {
+		c.Limits.QueueFrames, c.Limits.QueueBytes = 64, 256<<10
+		c.Limits.CloseTimeout = time.Minute // the test reads only after the whole flood
+	})
+	rt := s.Connect(t)
+	var stalled []*relaytest.Browser
+	for range stalledAttachments {
+		stalled = append(stalled, s.AttachWith(t, "", relaytest.DialOptions{ReadBuf: 16 << 10}))
+	}
+	healthy := s.Attach(t, "")
+	chunk := `"` + strings.Repeat("s", 64<<10) + `"`
+	for _, slow := range stalled {
+		for sent := 0; sent < s.floodBytes; sent += len(chunk) {
+			f := librelay.Frame{Type: librelay.TypeACPMessage, Instance: slow.Instance, Session: slow.Session, Payload: []byte(chunk)}
+			if err := rt.Send(f); err != nil {
+				t.Fatalf("runtime held up by stalled consumers: %v", err)
+			}
+		}
+	}
+	rt.Send(librelay.Frame{Type: librelay.TypeACPMessage, Instance: healthy.Instance, Session: healthy.Session, Payload: []byte(`"marker"`)})
+	if f := mustRead(t, healthy); string(f.Payload) != `"marker"` {
+		t.Fatalf("the healthy attachment got %s", f.Payload)
+	}
+	for _, slow := range stalled {
+		wantClosedWith(t, slow, relayleg.CodeSlowConsumer)
 	}
 }
