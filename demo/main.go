@@ -104,8 +104,8 @@ func parseFlags() options {
 	flag.IntVar(&l.BrowserFrameBytes, "frame-limit", 0, "largest browser-leg frame in bytes (0: 1 MiB)")
 	flag.IntVar(&l.AttachmentsPerInstance, "max-attachments", 0, "attachment ids per instance (0: 1024)")
 	flag.IntVar(&l.PendingHellos, "max-pending-hellos", 0, "browser sockets awaiting their hello; past it HTTP 503 (0: 1024)")
-	flag.IntVar(&l.QueueFrames, "queue-frames", 0, "browser send queue bound in frames (0: 1024)")
-	flag.IntVar(&l.QueueBytes, "queue-bytes", 0, "browser send queue bound in bytes (0: 1 MiB)")
+	flag.IntVar(&l.QueueFrames, "queue-frames", 0, "browser send queue bound in frames (0: 16384)")
+	flag.IntVar(&l.QueueBytes, "queue-bytes", 0, "browser send queue bound in bytes (0: 16 MiB)")
 	flag.Parse()
 	return o
 }

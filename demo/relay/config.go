@@ -110,7 +110,11 @@ type Limits struct {
 	// too_many_attachments and close 4430.
 	AttachmentsPerInstance int
 	// QueueFrames and QueueBytes bound each browser socket's send queue
-	// (default 1024 frames, 1 MiB, never less than one largest frame). A
+	// (default 16,384 frames, 16 MiB, never less than one largest frame): at
+	// least a runtime's whole retention (the dev runtime keeps 8,192 frames,
+	// 8 MiB), so the replay after a resume fits, and room for a fast stream
+	// to run well ahead of a slower browser, since nothing slows the runtime
+	// down for it. A
 	// frame for a full queue is never waited for room: the runtime leg's
 	// reader is shared by every attachment of the instance. The socket is
 	// shed at once: what it has queued is still written, then relay.error
@@ -180,8 +184,8 @@ func (l *Limits) setDefaults() {
 	setDefault(&l.HelloTimeout, 10*time.Second)
 	setDefault(&l.PendingHellos, 1024)
 	setDefault(&l.AttachmentsPerInstance, 1024)
-	setDefault(&l.QueueFrames, 1024)
-	setDefault(&l.QueueBytes, 1<<20)
+	setDefault(&l.QueueFrames, 16<<10)
+	setDefault(&l.QueueBytes, 16<<20)
 	l.QueueBytes = max(l.QueueBytes, l.BrowserFrameBytes)
 	setDefault(&l.RuntimeQueueFrames, 4096)
 	setDefault(&l.RuntimeQueueBytes, 16<<20)
