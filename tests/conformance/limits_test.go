@@ -194,7 +194,8 @@ const stalledAttachments = 16
 func TestStalledConsumersShedAtOnce(t *testing.T) {
 	s := newSuite(t, func(c *relay.Config) {
 		c.Limits.QueueFrames, c.Limits.QueueBytes = 64, 256<<10
-		c.Limits.CloseTimeout = time.Minute // the test reads only after the whole flood
+		c.Limits.CloseTimeout = 10 * time.Minute // a hang guard: the test reads only after all 16 floods
+		c.Limits.HeartbeatInterval = time.Hour   // the raw runtime answers no probe
 	})
 	rt := s.Connect(t)
 	var stalled []*relaytest.Browser
