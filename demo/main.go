@@ -69,6 +69,7 @@ import (
 type options struct {
 	mode, addr, instance, clientToken, runtimeToken string
 	keyFile, origins, webDir, moduleDir, readyFile  string
+	hosts                                           string
 	relayURL, relayKey, logLevel                    string
 	tlsCert, tlsKey, relayCA                        string
 	agentRate                                       float64
@@ -84,6 +85,7 @@ func parseFlags() options {
 	flag.StringVar(&o.clientToken, "client-token", "dev-token", "browser clients' bearer credential")
 	flag.StringVar(&o.runtimeToken, "runtime-token", "dev-runtime-token", "the runtime's bearer credential")
 	flag.StringVar(&o.keyFile, "key-file", "", "relay key seed file (hex); created when missing; empty uses a fresh key each run")
+	flag.StringVar(&o.hosts, "hosts", "", "comma-separated Host names the browser leg serves besides loopback names and -addr's (DNS rebinding guard)")
 	flag.StringVar(&o.origins, "origins", "127.0.0.1,127.0.0.1:*,localhost,localhost:*", "comma-separated browser origins allowed besides the relay's own")
 	flag.StringVar(&o.webDir, "web", "demo/web", "chat page directory served at / (skipped when missing)")
 	flag.StringVar(&o.moduleDir, "module", defaultModuleDir(), "directory of relay.wasm, relay.js, relay.d.ts and wasm_exec.js (make wasm builds them into dist), served at / beside -web")
@@ -148,6 +150,7 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 		Key: key, RelayOnly: o.mode == "relay", Logger: log,
 		EditRelay: func(c *relay.Config) {
 			c.OriginPatterns = splitList(o.origins)
+			c.Hosts = splitList(o.hosts)
 			c.Limits = o.limits
 			c.TLSCert, c.TLSKey = o.tlsCert, o.tlsKey
 		},

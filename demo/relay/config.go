@@ -49,6 +49,14 @@ type Config struct {
 	// upgrades, which HTTP/2 has no room for). Empty: plain HTTP, the
 	// loopback default.
 	TLSCert, TLSKey string
+	// Hosts are the names (host patterns, path.Match syntax, with or without
+	// a port) the browser leg serves, besides the loopback names (localhost,
+	// *.localhost, 127.0.0.0/8, ::1), which are always served, and the listen
+	// address ConfigureServer adds. An upgrade whose Host is none of them is
+	// refused with HTTP 403, whatever its Origin: a page whose name was
+	// rebound to the relay's address (DNS rebinding) sends its own name as
+	// Host and Origin alike.
+	Hosts []string
 
 	// Name is the relay's name in welcomes, for diagnosis only.
 	Name string
@@ -95,6 +103,18 @@ type Limits struct {
 	HelloBytes int
 	// HelloTimeout bounds the wait for a hello (default 10s).
 	HelloTimeout time.Duration
+	// HeaderBytes and HeaderTimeout bound a request's headers, in bytes and
+	// in time (default 16 KiB, 10s), and PendingConns the connections not
+	// yet upgraded (default 1024): what a peer can make the relay hold
+	// before any credential is seen. They take effect through
+	// Relay.ConfigureServer, on the http.Server that serves the relay.
+	// 16 KiB is what Node.js allows by default and twice what nginx does per
+	// line: a browser's upgrade request is well under 1 KiB plus its cookies.
+	// Past HeaderBytes net/http answers 431; past PendingConns a connection
+	// is answered 503 with Retry-After: 1 and closed unread.
+	HeaderBytes   int
+	HeaderTimeout time.Duration
+	PendingConns  int
 	// PendingHellos bounds the browser sockets the relay holds before their
 	// hello is judged: the browser leg reads the credential only with the
 	// hello, so these are unauthenticated (default 1024). Past it an upgrade
@@ -182,6 +202,9 @@ func (l *Limits) setDefaults() {
 	setDefault(&l.DrainTimeout, 10*time.Second)
 	setDefault(&l.HelloBytes, 4<<10)
 	setDefault(&l.HelloTimeout, 10*time.Second)
+	setDefault(&l.HeaderBytes, 16<<10)
+	setDefault(&l.HeaderTimeout, 10*time.Second)
+	setDefault(&l.PendingConns, 1024)
 	setDefault(&l.PendingHellos, 1024)
 	setDefault(&l.AttachmentsPerInstance, 1024)
 	setDefault(&l.QueueFrames, 16<<10)

@@ -28,7 +28,8 @@ type Relay struct {
 	runtime grants
 	client  grants
 	mux     *http.ServeMux
-	tls     *tls.Config // nil: plain HTTP
+	hosts   atomic.Pointer[hosts] // names the browser leg serves (Config.Hosts, ConfigureServer)
+	tls     *tls.Config           // nil: plain HTTP
 
 	// takeover serializes installing a runtime for an instance
 	// (takeover.go); never held while waiting for a peer.
@@ -50,7 +51,8 @@ type Relay struct {
 	done   chan struct{}
 	wg     sync.WaitGroup
 
-	hellos atomic.Int64 // browser sockets not yet welcomed (Limits.PendingHellos)
+	hellos     atomic.Int64 // browser sockets not yet welcomed (Limits.PendingHellos)
+	preUpgrade atomic.Int64 // connections not yet upgraded (Limits.PendingConns, ConfigureServer)
 }
 
 // closer is a connection the relay can end on shutdown.
@@ -88,6 +90,8 @@ func New(cfg Config) (*Relay, error) {
 		peers: make(map[peer]struct{}), conns: make(map[closer]struct{}),
 		done: make(chan struct{}), tls: tlsConfig,
 	}
+	h := newHosts(cfg.Hosts)
+	r.hosts.Store(&h)
 	r.mux = http.NewServeMux()
 	r.mux.HandleFunc(relayleg.ConnectPath, r.serveConnect)
 	r.mux.HandleFunc(relayleg.AttachPath, r.serveAttach)
