@@ -104,7 +104,7 @@ func parseFlags() options {
 	flag.DurationVar(&l.HeartbeatInterval, "heartbeat", 0, "probe a peer silent this long (0: 15s)")
 	flag.DurationVar(&l.HeartbeatTimeout, "heartbeat-timeout", 0, "drop a peer that leaves a probe unanswered this long (0: 10s)")
 	flag.IntVar(&l.BrowserFrameBytes, "frame-limit", 0, "largest browser-leg frame in bytes (0: 1 MiB)")
-	flag.IntVar(&l.AttachmentsPerInstance, "max-attachments", 0, "attachment ids per instance (0: 1024)")
+	flag.IntVar(&l.AttachmentsPerInstance, "max-attachments", 0, "attachment ids per instance, and the runtime's sessions (0: 256)")
 	flag.IntVar(&l.PendingHellos, "max-pending-hellos", 0, "browser sockets awaiting their hello; past it HTTP 503 (0: 1024)")
 	flag.IntVar(&l.QueueFrames, "queue-frames", 0, "browser send queue bound in frames (0: 16384)")
 	flag.IntVar(&l.QueueBytes, "queue-bytes", 0, "browser send queue bound in bytes (0: 16 MiB)")
@@ -198,10 +198,13 @@ func runRuntimeOnly(ctx context.Context, o options, log *slog.Logger) error {
 }
 
 // editRuntime applies the runtime's flags; the relay's heartbeat flags pace
-// the runtime's side of the leg too.
+// the runtime's side of the leg too, and -max-attachments bounds its sessions.
 func editRuntime(c *devruntime.Config, o options) {
 	c.AgentRate, c.RetainFrames, c.RetainBytes = o.agentRate, o.retainFrames, o.retainBytes
 	c.HeartbeatInterval, c.HeartbeatTimeout = o.limits.HeartbeatInterval, o.limits.HeartbeatTimeout
+	// The runtime keeps a session for every id the relay may grant, or fresh
+	// attachments would evict live ones' streams.
+	c.MaxSessions = o.limits.AttachmentsPerInstance
 }
 
 // announce prints where to point a browser and writes the ready file.

@@ -44,7 +44,11 @@ type Config struct {
 	RetainBytes  int
 	// MaxSessions bounds the sessions (attachments) held at once (default
 	// 256); a new one beyond it evicts the least recently used. With the
-	// retention bounds that caps retained content at 2 GiB worst case.
+	// retention bounds that caps retained content at 2 GiB worst case. It
+	// must be at least the relay's attachments per instance (the dev
+	// relay's default is the same 256): the relay ends an id (acp.detach)
+	// before it grants one past its own limit, so then only ids the relay
+	// no longer holds are ever evicted here.
 	MaxSessions int
 
 	// HeartbeatInterval is how long the relay may be silent before it is

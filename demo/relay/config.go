@@ -126,8 +126,14 @@ type Limits struct {
 	// before the upgrade (HTTP 401).
 	PendingHellos int
 	// AttachmentsPerInstance bounds the attachment ids one instance holds,
-	// live or in their grace period (default 1024); a hello past it gets
-	// too_many_attachments and close 4430.
+	// live or in their grace period (default 256). At the bound, the id whose
+	// socket dropped longest ago yields to a newcomer (it ends, and the
+	// runtime gets acp.detach for it); when every id is held by a live
+	// socket, the hello gets too_many_attachments and close 4430. The
+	// default is the dev runtime's MaxSessions: a runtime that keeps fewer
+	// sessions than the relay grants ids evicts live attachments' streams
+	// when fresh ones arrive, so the smaller of the two is the one that
+	// holds, and the relay's must not be the larger.
 	AttachmentsPerInstance int
 	// QueueFrames and QueueBytes bound each browser socket's send queue
 	// (default 16,384 frames, 16 MiB, never less than one largest frame): at
@@ -206,7 +212,7 @@ func (l *Limits) setDefaults() {
 	setDefault(&l.HeaderTimeout, 10*time.Second)
 	setDefault(&l.PendingConns, 1024)
 	setDefault(&l.PendingHellos, 1024)
-	setDefault(&l.AttachmentsPerInstance, 1024)
+	setDefault(&l.AttachmentsPerInstance, 256)
 	setDefault(&l.QueueFrames, 16<<10)
 	setDefault(&l.QueueBytes, 16<<20)
 	l.QueueBytes = max(l.QueueBytes, l.BrowserFrameBytes)

@@ -39,6 +39,7 @@ type Relay struct {
 	attachments map[route]*attachment
 	perInstance map[string]int
 	ended       tombstones
+	yielded     string // set by yieldLocked, taken by attach under the same lock
 	// owed holds, per instance, the acp.detach of attachments whose grace ran
 	// out while no runtime was connected; the runtime gets them when it is
 	// back, so it can drop those sessions instead of keeping them until its
