@@ -35,7 +35,7 @@ import (
 //
 //	go test ./demo/relay -run '^$' -bench Route -benchtime 200000x
 //	go test ./demo/relay -run '^$' -bench IdleAttachment -benchtime 1x
-//	go test ./demo/relay -run '^$' -bench StalledNeighbours -benchtime 30000x
+//	go test ./demo/relay -run '^$' -bench StalledNeighbours -benchtime 100000x
 //	go test ./demo/relay -run '^$' -bench PreUpgradeRSS -benchtime 1x
 
 const benchAttachments = 100

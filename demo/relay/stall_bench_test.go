@@ -35,7 +35,7 @@ const healthyWindow = 2048
 // the relay drops) in the first. A relay that waited any time for a full
 // queue would make the healthy attachment wait behind each stalled one.
 //
-//	go test ./demo/relay -run '^$' -bench StalledNeighbours -benchtime 30000x
+//	go test ./demo/relay -run '^$' -bench StalledNeighbours -benchtime 100000x
 func BenchmarkStalledNeighbours(b *testing.B) {
 	// In rounds, alone and beside in the order ABBA, so that the machine's
 	// load drifting during the run weighs on both alike.
