@@ -61,5 +61,8 @@
 //     benchmarks.
 //
 // Chunks are paced by Config.AgentRate (chunks per second; 0 is as fast as
-// the connection takes them, which is the relay's backpressure).
+// the connection takes them). The dev relay never slows the connection for
+// one slow browser, so an unpaced stream can run ahead of a browser: by more
+// than the relay's send queue and the browser is shed and resumes, by more
+// than the retention and the client reports the frames as evicted.
 package devruntime
