@@ -14,8 +14,12 @@ import (
 // origin (http://host) as Origin, as a page served from that name would.
 func dialAs(t *testing.T, s *suite, host string) (*relaytest.Browser, *http.Response, error) {
 	t.Helper()
+	scheme := "http://"
+	if s.TLS != nil {
+		scheme = "https://"
+	}
 	b, resp, err := relaytest.DialBrowser(t.Context(), s.AttachURL, s.ClientToken,
-		relaytest.DialOptions{Host: host, Origin: "http://" + host})
+		relaytest.DialOptions{Host: host, Origin: scheme + host, TLS: s.TLS})
 	if err == nil {
 		t.Cleanup(func() { b.WS.CloseNow() })
 	}
