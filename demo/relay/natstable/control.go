@@ -21,8 +21,11 @@ import (
 //
 // Which node holds which runtime is the only thing nodes tell each other
 // about their peers. Attachments are announced once, when claimed, so that
-// an older socket elsewhere ends; no node keeps a list of another's
-// sockets.
+// an older socket elsewhere ends; no node keeps a list of another's live
+// sockets, only of the sessions some node has claimed (up to maxRemembered,
+// and never forgotten: a node gone or out of touch may still be about to
+// see a gap), so that a request for a session nobody ever held is answered
+// rather than published to nobody.
 const (
 	kindHold    = "hold"
 	kindRelease = "release"
@@ -90,7 +93,7 @@ func (t *Table) control(m *nats.Msg) {
 	case kindRelease:
 		t.releaseLocked(c.Instance, holder{c.Node, c.Epoch}, &fx)
 	case kindClaim:
-		t.claimLocked(route{c.Instance, c.Session}, &fx)
+		t.claimLocked(route{c.Instance, c.Session}, c.Node, &fx)
 	case kindBeat:
 		held := make(map[string]bool, len(c.Holds))
 		for _, h := range c.Holds {
@@ -177,8 +180,9 @@ func (t *Table) releaseLocked(instance string, h holder, fx *effects) {
 // claimLocked: another node now holds k's socket. A socket for it here is
 // superseded; an attachment that was here is remembered as moved, so that
 // its grace running out here sends no detach.
-func (t *Table) claimLocked(k route, fx *effects) {
+func (t *Table) claimLocked(k route, node uint64, fx *effects) {
 	now := time.Now().UnixNano()
+	t.claimedLocked(k, node)
 	if la := t.atts[k]; la != nil {
 		delete(t.atts, k)
 		la.releaseLocked(t, k.instance)

@@ -256,3 +256,31 @@ func errCode(f librelay.Frame) string {
 	e.UnmarshalJSON(f.Payload)
 	return e.Code
 }
+
+// A runtime's request for a session no node holds gets its one reply,
+// relay.error undeliverable, as on one node, instead of being published to
+// nobody; a session claimed on another node is still routed there, before
+// and after its browser sent anything.
+func TestUnheldSessionAnsweredAcrossNodes(t *testing.T) {
+	c := cluster(t, nil)
+	rt := env(c, 0).Connect(t)
+	waitRoutable(t, c, 1)
+	b := env(c, 1).Attach(t, "")
+	waitFor(t, "node 0 to learn of the claim on node 1", func() bool {
+		return c.Node(0).Table().Attachment(b.Instance, b.Session) != nil
+	})
+	req := librelay.Frame{Type: librelay.TypeACPMessage, ID: "unheld", Instance: b.Instance, Session: "nobody-holds-this", Payload: []byte(`{}`)}
+	if err := rt.Send(req); err != nil {
+		t.Fatal(err)
+	}
+	if f := readCargo(t, rt); f.Type != librelay.TypeError || f.ReplyTo != "unheld" || errCode(f) != relay.CodeUndeliverable {
+		t.Fatalf("want relay.error undeliverable answering %q, got %s re %q: %s", req.ID, f.Type, f.ReplyTo, f.Payload)
+	}
+	held := librelay.Frame{Type: librelay.TypeACPMessage, ID: "held", Instance: b.Instance, Session: b.Session, Payload: []byte(`{}`)}
+	if err := rt.Send(held); err != nil {
+		t.Fatal(err)
+	}
+	if f := readBrowser(t, b); f.ID != "held" {
+		t.Fatalf("browser on node 1 got %s %q, want the runtime's request", f.Type, f.ID)
+	}
+}
