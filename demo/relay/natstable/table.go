@@ -134,9 +134,12 @@ type localRuntime struct {
 }
 
 type localAtt struct {
-	ep   relay.Endpoint
-	in   *inbound
-	disp *dispatcher
+	// epoch is when this node claimed the socket (unix nanos); a claim from
+	// another node that is older loses to it (see claimLocked).
+	epoch int64
+	ep    relay.Endpoint
+	in    *inbound
+	disp  *dispatcher
 }
 
 // releaseLocked lets go of the attachment's subscription; with t.mu held.
@@ -374,7 +377,7 @@ func (t *Table) SetAttachment(instance, session string, ep relay.Endpoint) relay
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	old := t.atts[k]
-	la := &localAtt{ep: ep}
+	la := &localAtt{ep: ep, epoch: time.Now().UnixNano()}
 	if old != nil {
 		la.in, la.disp = old.in, old.disp
 	} else {
@@ -396,7 +399,7 @@ func (t *Table) SetAttachment(instance, session string, ep relay.Endpoint) relay
 		delete(t.toAtt, k)
 		t.dropStream(s)
 	}
-	t.publishControl(control{Kind: kindClaim, Instance: instance, Session: session})
+	t.publishControl(control{Kind: kindClaim, Instance: instance, Session: session, Epoch: la.epoch})
 	if old != nil {
 		return old.ep
 	}
