@@ -89,6 +89,7 @@ import (
 type options struct {
 	mode, addr, instance, clientToken, runtimeToken string
 	keyFile, origins, webDir, moduleDir, readyFile  string
+	hosts                                           string
 	relayURL, relayKey, logLevel                    string
 	tlsCert, tlsKey, relayCA                        string
 	natsURL, idKeyFile                              string
@@ -107,6 +108,7 @@ func parseFlags() options {
 	flag.StringVar(&o.clientToken, "client-token", "dev-token", "browser clients' bearer credential")
 	flag.StringVar(&o.runtimeToken, "runtime-token", "dev-runtime-token", "the runtime's bearer credential")
 	flag.StringVar(&o.keyFile, "key-file", "", "relay key seed file (hex); created when missing; empty uses a fresh key each run")
+	flag.StringVar(&o.hosts, "hosts", "", "comma-separated Host names the browser leg serves besides loopback names and -addr's (DNS rebinding guard)")
 	flag.StringVar(&o.origins, "origins", "127.0.0.1,127.0.0.1:*,localhost,localhost:*", "comma-separated browser origins allowed besides the relay's own")
 	flag.StringVar(&o.webDir, "web", "demo/web", "chat page directory served at / (skipped when missing)")
 	flag.StringVar(&o.moduleDir, "module", defaultModuleDir(), "directory of relay.wasm, relay.js, relay.d.ts and wasm_exec.js (make wasm builds them into dist), served at / beside -web")
@@ -129,11 +131,10 @@ func parseFlags() options {
 	flag.DurationVar(&l.HeartbeatInterval, "heartbeat", 0, "probe a peer silent this long (0: 15s)")
 	flag.DurationVar(&l.HeartbeatTimeout, "heartbeat-timeout", 0, "drop a peer that leaves a probe unanswered this long (0: 10s)")
 	flag.IntVar(&l.BrowserFrameBytes, "frame-limit", 0, "largest browser-leg frame in bytes (0: 1 MiB)")
-	flag.IntVar(&l.AttachmentsPerInstance, "max-attachments", 0, "attachment ids per instance (0: 1024)")
+	flag.IntVar(&l.AttachmentsPerInstance, "max-attachments", 0, "attachment ids per instance, and the runtime's sessions (0: 256)")
 	flag.IntVar(&l.PendingHellos, "max-pending-hellos", 0, "browser sockets awaiting their hello; past it HTTP 503 (0: 1024)")
-	flag.IntVar(&l.QueueFrames, "queue-frames", 0, "browser send queue bound in frames (0: 1024)")
-	flag.IntVar(&l.QueueBytes, "queue-bytes", 0, "browser send queue bound in bytes (0: 1 MiB)")
-	flag.DurationVar(&l.SlowConsumerWait, "slow-consumer-wait", 0, "how long a frame waits for room in a full queue (0: 2s)")
+	flag.IntVar(&l.QueueFrames, "queue-frames", 0, "browser send queue bound in frames (0: 16384)")
+	flag.IntVar(&l.QueueBytes, "queue-bytes", 0, "browser send queue bound in bytes (0: 16 MiB)")
 	flag.Parse()
 	return o
 }
@@ -179,6 +180,7 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 		Key: key, RelayOnly: o.mode == "relay", Logger: log,
 		EditRelay: func(c *relay.Config) {
 			c.OriginPatterns = splitList(o.origins)
+			c.Hosts = splitList(o.hosts)
 			c.Limits = o.limits
 			c.TLSCert, c.TLSKey = o.tlsCert, o.tlsKey
 		},
@@ -327,11 +329,14 @@ func runRuntimeOnly(ctx context.Context, o options, log *slog.Logger) error {
 }
 
 // editRuntime applies the runtime's flags; the relay's heartbeat flags pace
-// the runtime's side of the leg too.
+// the runtime's side of the leg too, and -max-attachments bounds its sessions.
 func editRuntime(c *devruntime.Config, o options) {
 	c.AgentRate, c.RetainFrames, c.RetainBytes = o.agentRate, o.retainFrames, o.retainBytes
 	c.NoResume = !o.resume
 	c.HeartbeatInterval, c.HeartbeatTimeout = o.limits.HeartbeatInterval, o.limits.HeartbeatTimeout
+	// The runtime keeps a session for every id the relay may grant, or fresh
+	// attachments would evict live ones' streams.
+	c.MaxSessions = o.limits.AttachmentsPerInstance
 }
 
 // announce prints where to point a browser and writes the ready file.

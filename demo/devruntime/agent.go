@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	acp "github.com/coder/acp-go-sdk"
 )
@@ -15,9 +16,14 @@ import (
 // Agent command limits. MaxCount bounds one turn's work (100,000 chunks is the
 // largest stream the tests and benchmarks ask for); MaxChunkSize keeps a chunk
 // well under the relay's browser-leg frame limit (1 MiB by default).
+// MaxEchoChunk bounds each chunk of an echo: a longer word is echoed in
+// several chunks. The bound is in bytes of text, and encoding/json writes a
+// byte as at most six (`<` is \u003c), so an echoed chunk encodes to at most
+// 96 KiB plus the message around it, whatever the prompt holds.
 const (
 	MaxCount     = 100_000
 	MaxChunkSize = 256 << 10
+	MaxEchoChunk = 16 << 10
 )
 
 // EchoMethod is the ACP extension method the dev agent answers with its own
@@ -221,12 +227,27 @@ func plan(prompt string) (chunkPlan, error) {
 	if n, size, ok, err := parseCount(f); ok || err != nil {
 		return chunkPlan{n: n, text: func(i int) string { return countChunk(i+1, size) }}, err
 	}
-	return chunkPlan{n: len(f), text: func(i int) string {
-		if i == 0 {
-			return f[0]
+	var echo []string
+	for i, w := range f {
+		if i > 0 {
+			w = " " + w
 		}
-		return " " + f[i]
-	}}, nil
+		echo = appendSplit(echo, w, MaxEchoChunk)
+	}
+	return chunkPlan{n: len(echo), text: func(i int) string { return echo[i] }}, nil
+}
+
+// appendSplit appends s to chunks in pieces of at most max bytes, cut only
+// between UTF-8 sequences.
+func appendSplit(chunks []string, s string, max int) []string {
+	for len(s) > max {
+		cut := max
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		chunks, s = append(chunks, s[:cut]), s[cut:]
+	}
+	return append(chunks, s)
 }
 
 // parseCount recognises "count N" and "count N size S". ok is false for any

@@ -67,7 +67,7 @@ func newAgentPeer(t *testing.T, rate float64) *agentPeer {
 	agent.conn = conn
 	t.Cleanup(func() { inW.Close(); outR.Close() })
 	sc := bufio.NewScanner(outR)
-	sc.Buffer(nil, 1<<20)
+	sc.Buffer(nil, 1<<20) // the browser leg's limit: larger messages fail the test
 	return &agentPeer{t: t, in: inW, out: sc}
 }
 
@@ -212,5 +212,37 @@ func TestAgentEchoExtension(t *testing.T) {
 	}
 	if _, m := p.call(8, "_relaywasm/unknown", `{}`); m.Error == nil {
 		t.Fatal("an unknown extension method was answered")
+	}
+}
+
+// An echoed word longer than MaxEchoChunk is split into chunks of at most
+// that many bytes, so even a prompt whose every character encoding/json
+// escapes (`<` is written as \u003c, six bytes) comes back as messages well
+// under the relay's 1 MiB browser-leg limit, and all of it comes back.
+func TestAgentEchoBounded(t *testing.T) {
+	p := newAgentPeer(t, 0)
+	p.chat()
+	word := strings.Repeat("<", 180_000)
+	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":%s}`, prompt("hi "+word+" é")))
+	var got strings.Builder
+	for {
+		if !p.out.Scan() {
+			t.Fatalf("agent output ended: %v (a message over the 1 MiB scanner)", p.out.Err())
+		}
+		line := p.out.Bytes()
+		if len(line) > 6*MaxEchoChunk+1024 {
+			t.Fatalf("a %d-byte message, over 6 × MaxEchoChunk", len(line))
+		}
+		var m rpc
+		if err := json.Unmarshal(line, &m); err != nil {
+			t.Fatal(err)
+		}
+		if m.ID != nil && *m.ID == 3 {
+			break
+		}
+		got.WriteString(chunkOf(t, m))
+	}
+	if got.String() != "hi "+word+" é" {
+		t.Fatalf("echoed %d bytes, want the %d of the prompt", got.Len(), len("hi "+word+" é"))
 	}
 }

@@ -47,7 +47,10 @@
 //     "reject"), an agent→client request, and then streams one chunk,
 //     "permission allow", "permission reject" or "permission cancelled".
 //   - anything else: the prompt echoed word by word, the first chunk the
-//     first word and every later chunk a space and the next word.
+//     first word and every later chunk a space and the next word; a word
+//     longer than MaxEchoChunk (16 KiB) is echoed in chunks of at most that
+//     many bytes, so no echoed message nears the browser leg's 1 MiB even
+//     when encoding/json escapes every byte (`<` as \u003c, six bytes).
 //   - session/load {sessionId} replays the session's conversation as
 //     session/update notifications and then answers {}: each prompt as a
 //     user_message_chunk, then the agent_message_chunks of its answer sent
@@ -63,5 +66,8 @@
 //     benchmarks.
 //
 // Chunks are paced by Config.AgentRate (chunks per second; 0 is as fast as
-// the connection takes them, which is the relay's backpressure).
+// the connection takes them). The dev relay never slows the connection for
+// one slow browser, so an unpaced stream can run ahead of a browser: by more
+// than the relay's send queue and the browser is shed and resumes, by more
+// than the retention and the client reports the frames as evicted.
 package devruntime

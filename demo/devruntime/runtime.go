@@ -3,7 +3,9 @@ package devruntime
 import (
 	"context"
 	"crypto/ed25519"
+	"crypto/sha256"
 	"crypto/tls"
+	"encoding/base64"
 	"errors"
 	"log/slog"
 	"math/rand/v2"
@@ -48,7 +50,11 @@ type Config struct {
 	RetainBytes  int
 	// MaxSessions bounds the sessions (attachments) held at once (default
 	// 256); a new one beyond it evicts the least recently used. With the
-	// retention bounds that caps retained content at 2 GiB worst case.
+	// retention bounds that caps retained content at 2 GiB worst case. It
+	// must be at least the relay's attachments per instance (the dev
+	// relay's default is the same 256): the relay ends an id (acp.detach)
+	// before it grants one past its own limit, so then only ids the relay
+	// no longer holds are ever evicted here.
 	MaxSessions int
 
 	// HeartbeatInterval is how long the relay may be silent before it is
@@ -223,9 +229,17 @@ func (r *Runtime) session(id string, create bool) *session {
 	if len(r.sessions) >= r.cfg.MaxSessions {
 		r.evictLocked()
 	}
-	s := newSession(&r.cfg, id, r.send, r.log.With("session", id))
+	s := newSession(&r.cfg, id, r.send, r.log.With("session", logID(id)))
 	r.sessions[id] = s
 	return s
+}
+
+// logID is how a session appears in logs: the session is the relay's
+// attachment id, a capability, so logs carry the first 48 bits of its SHA-256
+// (as the relay's logs do), never the id.
+func logID(id string) string {
+	sum := sha256.Sum256([]byte(id))
+	return base64.RawURLEncoding.EncodeToString(sum[:6])
 }
 
 func (r *Runtime) evictLocked() {
@@ -238,7 +252,7 @@ func (r *Runtime) evictLocked() {
 	if oldest != nil {
 		delete(r.sessions, oldest.id)
 		go oldest.close()
-		r.log.Info("session evicted", "session", oldest.id)
+		r.log.Info("session evicted", "session", logID(oldest.id))
 	}
 }
 

@@ -13,6 +13,7 @@ type attachment struct {
 	key   route
 	sock  *browserConn
 	grace *time.Timer
+	left  time.Time // when its socket dropped; zero while one holds it
 }
 
 // attach grants s an attachment id for instance: wanted back when it was
@@ -27,6 +28,13 @@ func (r *Relay) attach(s *browserConn, instance, wanted string, welcome func(id 
 	defer s.q.unhold()
 	r.mu.Lock()
 	id, a, code := r.claimLocked(s.cred, instance, wanted)
+	yielded := r.yielded
+	r.yielded = ""
+	if yielded != "" {
+		// Before the welcome can be seen: the runtime drops the yielded
+		// session before any frame of the newcomer's reaches it.
+		defer r.detachYielded(instance, yielded)
+	}
 	if code != "" {
 		r.mu.Unlock()
 		return code
@@ -36,7 +44,7 @@ func (r *Relay) attach(s *browserConn, instance, wanted string, welcome func(id 
 		return relayleg.CodeShuttingDown
 	}
 	prev := a.sock
-	a.sock = s
+	a.sock, a.left = s, time.Time{}
 	s.instance, s.id = instance, id
 	if a.grace != nil {
 		a.grace.Stop()
@@ -63,13 +71,46 @@ func (r *Relay) claimLocked(cred credHash, instance, wanted string) (string, *at
 }
 
 func (r *Relay) newAttachmentLocked(instance, id string) (string, *attachment, string) {
-	if r.perInstance[instance] >= r.cfg.Limits.AttachmentsPerInstance {
+	if r.perInstance[instance] >= r.cfg.Limits.AttachmentsPerInstance && !r.yieldLocked(instance) {
 		return "", nil, relayleg.CodeTooManyAttachments
 	}
 	a := &attachment{key: route{instance, id}}
 	r.attachments[a.key] = a
 	r.perInstance[instance]++
 	return id, a, ""
+}
+
+// yieldLocked makes room for a live newcomer at the per-instance limit: the
+// id of instance whose socket dropped longest ago ends, as its grace would
+// have ended it (r.yielded names it, for attach to send acp.detach). Ids
+// held by live sockets never yield, so a credential shared by many cannot
+// be used to push a live attachment out, and ids nobody holds cannot lock
+// everyone out (4430) for a whole grace period. It reports false when every
+// id is held.
+func (r *Relay) yieldLocked(instance string) bool {
+	var oldest *attachment
+	for k, a := range r.attachments {
+		if k.instance == instance && a.sock == nil && (oldest == nil || a.left.Before(oldest.left)) {
+			oldest = a
+		}
+	}
+	if oldest == nil {
+		return false
+	}
+	if oldest.grace != nil {
+		oldest.grace.Stop()
+	}
+	r.endLocked(oldest)
+	r.yielded = oldest.key.session
+	r.log.Info("attachment yielded to a newcomer at the instance's limit", "instance", instance, "attachment", digest(oldest.key.session))
+	return true
+}
+
+// detachYielded tells the runtime that a yielded id's session is over.
+func (r *Relay) detachYielded(instance, session string) {
+	if rt := r.table.Runtime(instance); rt != nil {
+		rt.Send(detachFrame(instance, session))
+	}
 }
 
 // release is called when s is done. If s still holds its attachment, the
@@ -83,7 +124,7 @@ func (r *Relay) release(s *browserConn, detached bool) {
 		return // superseded, or never attached
 	}
 	r.table.RemoveAttachment(s.instance, s.id, s)
-	a.sock = nil
+	a.sock, a.left = nil, time.Now()
 	if detached {
 		r.endLocked(a)
 		return
@@ -112,10 +153,19 @@ func (r *Relay) expire(a *attachment) {
 		r.owed[a.key.instance] = append(r.owed[a.key.instance], a.key.session)
 	}
 	r.mu.Unlock()
-	r.log.Info("attachment grace expired", "instance", a.key.instance, "attachment", a.key.session, "runtime_connected", rt != nil)
+	r.log.Info("attachment grace expired", "instance", a.key.instance, "attachment", digest(a.key.session), "runtime_connected", rt != nil)
 	if rt != nil {
 		rt.Send(detachFrame(a.key.instance, a.key.session))
 	}
+}
+
+// reclaimable reports whether an attachment id of instance is held by no
+// socket and still in its grace period.
+func (r *Relay) reclaimable(instance, session string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	a := r.attachments[route{instance, session}]
+	return a != nil && a.sock == nil
 }
 
 // payOwed sends a runtime that has just connected the detaches of the

@@ -35,6 +35,8 @@ import (
 //
 //	go test ./demo/relay -run '^$' -bench Route -benchtime 200000x
 //	go test ./demo/relay -run '^$' -bench IdleAttachment -benchtime 1x
+//	go test ./demo/relay -run '^$' -bench StalledNeighbours -benchtime 100000x
+//	go test ./demo/relay -run '^$' -bench PreUpgradeRSS -benchtime 1x
 
 const benchAttachments = 100
 
@@ -270,6 +272,9 @@ const (
 func TestMain(m *testing.M) {
 	if url := os.Getenv(childURL); url != "" {
 		os.Exit(runClients(url))
+	}
+	if addr := os.Getenv(childTrickleAddr); addr != "" {
+		os.Exit(runTrickle(addr))
 	}
 	os.Exit(m.Run())
 }

@@ -3,6 +3,7 @@ package relay
 import (
 	"context"
 	"errors"
+	"strconv"
 	"time"
 
 	"github.com/coder/websocket"
@@ -57,14 +58,21 @@ func (s *browserConn) handle(f *librelay.Frame) bool {
 		return false
 	}
 	if f.Instance != s.instance || f.Session != s.id {
-		return false // never let a socket speak for another attachment
+		// Never let a socket speak for another attachment; a request still
+		// gets its one reply, on the socket's own route.
+		if f.IsRequest() {
+			e := librelay.NewError(*f, librelay.CodeMalformedFrame, "a socket sends only on its own attachment's session")
+			e.Instance, e.Session = s.instance, s.id
+			s.sendControl(&e)
+		}
+		return false
 	}
 	if f.Type == librelay.TypeACPDetach {
 		// End the id before anything the client can observe, so a hello
 		// naming it right after the close can only get a fresh one.
 		s.r.release(s, true)
 		s.toRuntime(f)
-		s.r.log.Info("browser detached", "instance", s.instance, "attachment", s.id)
+		s.r.log.Info("browser detached", "instance", s.instance, "attachment", digest(s.id))
 		s.closeWithFrame(librelay.Frame{}, relayleg.CloseNormal, "detached", true)
 		return true
 	}
@@ -94,23 +102,47 @@ func (s *browserConn) control(f *librelay.Frame) {
 	}
 }
 
-// Send queues a frame from the runtime; the socket's writer encodes it. When
-// the queue is full it waits up to SlowConsumerWait for the browser to make
-// room; after that the browser is a slow consumer and is let go.
+// Send queues a frame from the runtime; the socket's writer encodes it. It
+// never waits: the caller is the runtime leg's one reader, which every
+// attachment of the instance shares, so a socket whose queue is full is a
+// slow consumer and is shed at once (shed). Its frames stay in the runtime's
+// retention, and the client resumes from its cursor after it redials.
 func (s *browserConn) Send(f librelay.Frame) bool {
-	if n, ok := s.fits(&f); !ok {
-		s.r.log.Warn("dropping a runtime frame larger than the browser-leg limit",
-			"instance", s.instance, "attachment", s.id, "bytes", n)
-		return false
+	if n, ok := s.fits(&f); !ok && n > 0 { // n == 0: it does not encode; flush drops it
+		s.r.log.Warn("a runtime frame larger than the browser-leg limit: sending frame_too_large in its place",
+			"instance", s.instance, "attachment", digest(s.id), "seq", f.Seq, "bytes", n)
+		f = s.tooLarge(&f, n)
 	}
-	switch s.q.push(f, s.r.cfg.Limits.SlowConsumerWait) {
+	switch s.q.push(f, 0) {
 	case pushed:
 		return true
 	case pushFull:
-		s.r.log.Warn("slow consumer", "instance", s.instance, "attachment", s.id)
-		s.closeWith(relayleg.CodeSlowConsumer, "the socket did not drain its send queue", false)
+		s.shed()
 	}
 	return false
+}
+
+// shed lets go of a socket that cannot keep up: what is queued is still
+// written, then relay.error slow_consumer and close 4429, all bounded by
+// CloseTimeout and none of it waited for by anyone else. Keeping the queue
+// means every shed still delivers a queue's worth of frames, so a client
+// that resumes into a replay larger than its queue makes progress on each
+// redial instead of being shed empty-handed for ever.
+func (s *browserConn) shed() {
+	s.r.log.Warn("slow consumer: shedding the socket", "instance", s.instance, "attachment", digest(s.id))
+	s.closeWith(relayleg.CodeSlowConsumer, "the socket did not drain its send queue", true)
+}
+
+// tooLarge is the stand-in for a runtime frame of n bytes that the browser
+// leg cannot carry: relay.error frame_too_large on the attachment's session
+// with the frame's seq (0 for an unsequenced frame), so the client learns that
+// seq arrived and is lost rather than seeing a gap it would resume over, and
+// find the same frame again, for ever.
+func (s *browserConn) tooLarge(f *librelay.Frame, n int) librelay.Frame {
+	e := librelay.NewError(librelay.Frame{}, relayleg.CodeFrameTooLarge,
+		strconv.Itoa(n)+" bytes, limit "+strconv.Itoa(s.r.cfg.Limits.BrowserFrameBytes))
+	e.Instance, e.Session, e.Seq = s.instance, s.id, f.Seq
+	return e
 }
 
 // fits reports whether f's encoding is within the browser-leg limit. Only a
@@ -124,8 +156,18 @@ func (s *browserConn) fits(f *librelay.Frame) (int, bool) {
 	return len(msg), err == nil && len(msg) <= limit
 }
 
-// sendControl queues one of the relay's own frames without waiting.
-func (s *browserConn) sendControl(f *librelay.Frame) bool { return s.q.pushControl(*f) }
+// sendControl queues one of the relay's own frames without waiting. A socket
+// with no room even for that (it sends requests and does not read the
+// replies) is shed: a reply is never dropped with the socket carrying on.
+func (s *browserConn) sendControl(f *librelay.Frame) bool {
+	if s.q.pushControl(*f) {
+		return true
+	}
+	if !s.closing.Load() {
+		s.shed()
+	}
+	return false
+}
 
 // closeWith sends relay.error code (not answering anything) and closes with
 // the code's close code.
@@ -160,7 +202,7 @@ func (s *browserConn) flush(batch []librelay.Frame) error {
 	for i := range batch {
 		msg, err := librelay.AppendFrame((*buf)[:0], &batch[i])
 		if err != nil {
-			s.r.log.Warn("dropping a frame that does not encode", "instance", s.instance, "attachment", s.id, "err", err)
+			s.r.log.Warn("dropping a frame that does not encode", "instance", s.instance, "attachment", digest(s.id), "err", err)
 			continue
 		}
 		*buf = msg
@@ -202,7 +244,7 @@ func (s *browserConn) probe(id string) {
 }
 
 func (s *browserConn) timedOut() {
-	s.r.log.Info("browser missed a heartbeat", "instance", s.instance, "attachment", s.id)
+	s.r.log.Info("browser missed a heartbeat", "instance", s.instance, "attachment", digest(s.id))
 	s.closeWith(relayleg.CodeHeartbeatTimeout, "no answer to a heartbeat", false)
 }
 

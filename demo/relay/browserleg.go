@@ -49,6 +49,15 @@ func (r *Relay) serveAttach(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, "relay is shutting down", http.StatusServiceUnavailable)
 		return
 	}
+	if !r.hosts.Load().allows(req.Host) {
+		r.log.Info("browser upgrade refused: a Host the relay does not serve", "host", clampHost(req.Host), "remote", req.RemoteAddr)
+		http.Error(w, "this relay does not serve that host", http.StatusForbidden)
+		return
+	}
+	if protocolsTooLarge(req) {
+		http.Error(w, "too many or too large subprotocols offered", http.StatusBadRequest)
+		return
+	}
 	if !r.enterHello() {
 		r.log.Debug("browser upgrade refused: too many pending hellos", "remote", req.RemoteAddr)
 		w.Header().Set("Retry-After", "1")
@@ -74,8 +83,14 @@ func (r *Relay) serveAttach(w http.ResponseWriter, req *http.Request) {
 		r.leaveHello()
 		return
 	}
-	s.run()
+	// The hello is awaited on a goroutine of the socket's own: returning
+	// lets net/http drop the request, its headers and its buffers, which a
+	// socket that never says hello would otherwise hold for HelloTimeout.
+	go s.run()
 }
+
+// clampHost bounds an untrusted Host before it is logged.
+func clampHost(h string) string { return h[:min(len(h), 64)] }
 
 // offeredProtocols lists the subprotocols of a WebSocket upgrade request.
 func offeredProtocols(req *http.Request) []string {
@@ -88,8 +103,7 @@ func offeredProtocols(req *http.Request) []string {
 	return out
 }
 
-// run answers the hello on the upgrade's own goroutine, then hands the
-// socket to serve. The socket leaves the pending hellos once welcomed, or,
+// run answers the hello, then hands the socket to serve. The socket leaves the pending hellos once welcomed, or,
 // when refused, once its close has ended.
 func (s *browserConn) run() {
 	if s.handshake() {
@@ -169,7 +183,7 @@ func (s *browserConn) hello(f librelay.Frame) bool {
 		s.refuse(f, code, "attachment refused")
 		return false
 	}
-	s.r.log.Info("browser attached", "instance", s.instance, "attachment", s.id, "remote", s.addr,
+	s.r.log.Info("browser attached", "instance", s.instance, "attachment", digest(s.id), "remote", s.addr,
 		"reclaimed", f.Session != "" && f.Session == s.id)
 	return true
 }
@@ -245,7 +259,7 @@ func (s *browserConn) drainRest(rd io.Reader) bool {
 		return true
 	}
 	s.r.log.Info("browser frame too large to drain; cutting the socket", "instance", s.instance,
-		"attachment", s.id, "remote", s.addr, "drained", n)
+		"attachment", digest(s.id), "remote", s.addr, "drained", n)
 	s.cutNow()
 	return false
 }

@@ -49,6 +49,14 @@ type Config struct {
 	// upgrades, which HTTP/2 has no room for). Empty: plain HTTP, the
 	// loopback default.
 	TLSCert, TLSKey string
+	// Hosts are the names (host patterns, path.Match syntax, with or without
+	// a port) the browser leg serves, besides the loopback names (localhost,
+	// *.localhost, 127.0.0.0/8, ::1), which are always served, and the listen
+	// address ConfigureServer adds. An upgrade whose Host is none of them is
+	// refused with HTTP 403, whatever its Origin: a page whose name was
+	// rebound to the relay's address (DNS rebinding) sends its own name as
+	// Host and Origin alike.
+	Hosts []string
 
 	// Name is the relay's name in welcomes, for diagnosis only.
 	Name string
@@ -95,6 +103,18 @@ type Limits struct {
 	HelloBytes int
 	// HelloTimeout bounds the wait for a hello (default 10s).
 	HelloTimeout time.Duration
+	// HeaderBytes and HeaderTimeout bound a request's headers, in bytes and
+	// in time (default 16 KiB, 10s), and PendingConns the connections not
+	// yet upgraded (default 1024): what a peer can make the relay hold
+	// before any credential is seen. They take effect through
+	// Relay.ConfigureServer, on the http.Server that serves the relay.
+	// 16 KiB is what Node.js allows by default and twice what nginx does per
+	// line: a browser's upgrade request is well under 1 KiB plus its cookies.
+	// Past HeaderBytes net/http answers 431; past PendingConns a connection
+	// is answered 503 with Retry-After: 1 and closed unread.
+	HeaderBytes   int
+	HeaderTimeout time.Duration
+	PendingConns  int
 	// PendingHellos bounds the browser sockets the relay holds before their
 	// hello is judged: the browser leg reads the credential only with the
 	// hello, so these are unauthenticated (default 1024). Past it an upgrade
@@ -106,21 +126,28 @@ type Limits struct {
 	// before the upgrade (HTTP 401).
 	PendingHellos int
 	// AttachmentsPerInstance bounds the attachment ids one instance holds,
-	// live or in their grace period (default 1024); a hello past it gets
-	// too_many_attachments and close 4430.
+	// live or in their grace period (default 256). At the bound, the id whose
+	// socket dropped longest ago yields to a newcomer (it ends, and the
+	// runtime gets acp.detach for it); when every id is held by a live
+	// socket, the hello gets too_many_attachments and close 4430. The
+	// default is the dev runtime's MaxSessions: a runtime that keeps fewer
+	// sessions than the relay grants ids evicts live attachments' streams
+	// when fresh ones arrive, so the smaller of the two is the one that
+	// holds, and the relay's must not be the larger.
 	AttachmentsPerInstance int
 	// QueueFrames and QueueBytes bound each browser socket's send queue
-	// (default 1024 frames, 1 MiB, never less than one largest frame). When
-	// a frame for the socket does not fit for SlowConsumerWait, the socket is
-	// closed 4429 slow_consumer and its queue dropped.
+	// (default 16,384 frames, 16 MiB, never less than one largest frame): at
+	// least a runtime's whole retention (the dev runtime keeps 8,192 frames,
+	// 8 MiB), so the replay after a resume fits, and room for a fast stream
+	// to run well ahead of a slower browser, since nothing slows the runtime
+	// down for it. A
+	// frame for a full queue is never waited for room: the runtime leg's
+	// reader is shared by every attachment of the instance. The socket is
+	// shed at once: what it has queued is still written, then relay.error
+	// slow_consumer and close 4429. The runtime retains what the socket
+	// missed, and the client resumes from its cursor after it redials.
 	QueueFrames int
 	QueueBytes  int
-	// SlowConsumerWait is how long a frame for a full socket waits for room
-	// (default 2s). Waiting holds up that instance's runtime leg, which is
-	// the backpressure that lets a fast runtime stream to a slower browser
-	// without loss; the bound keeps one stalled browser from holding it up
-	// for long.
-	SlowConsumerWait time.Duration
 	// RuntimeQueueFrames and RuntimeQueueBytes bound the queue towards each
 	// runtime (default 4096 frames, 16 MiB). A browser whose frame does not
 	// fit waits: its socket is not read until there is room.
@@ -181,12 +208,14 @@ func (l *Limits) setDefaults() {
 	setDefault(&l.DrainTimeout, 10*time.Second)
 	setDefault(&l.HelloBytes, 4<<10)
 	setDefault(&l.HelloTimeout, 10*time.Second)
+	setDefault(&l.HeaderBytes, 16<<10)
+	setDefault(&l.HeaderTimeout, 10*time.Second)
+	setDefault(&l.PendingConns, 1024)
 	setDefault(&l.PendingHellos, 1024)
-	setDefault(&l.AttachmentsPerInstance, 1024)
-	setDefault(&l.QueueFrames, 1024)
-	setDefault(&l.QueueBytes, 1<<20)
+	setDefault(&l.AttachmentsPerInstance, 256)
+	setDefault(&l.QueueFrames, 16<<10)
+	setDefault(&l.QueueBytes, 16<<20)
 	l.QueueBytes = max(l.QueueBytes, l.BrowserFrameBytes)
-	setDefault(&l.SlowConsumerWait, 2*time.Second)
 	setDefault(&l.RuntimeQueueFrames, 4096)
 	setDefault(&l.RuntimeQueueBytes, 16<<20)
 	setDefault(&l.Grace, 2*time.Minute)

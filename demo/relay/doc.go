@@ -11,10 +11,16 @@
 //   - the browser leg at relayleg.AttachPath: a WebSocket (coder/websocket)
 //     carrying one frame per text message, the credential in the
 //     relayleg.BearerSubprotocol subprotocol, the Origin checked against
-//     Config.OriginPatterns (HTTP 403 otherwise). The hello names the
-//     instance and the attachment id to reclaim; the welcome grants one.
-//     Past Limits.PendingHellos sockets awaiting their hello, an upgrade is
-//     HTTP 503 with Retry-After.
+//     Config.OriginPatterns (HTTP 403 otherwise) and the Host against the
+//     names it serves (HTTP 403 otherwise; see Config.Hosts: a page whose
+//     name was rebound to the relay's address sends an Origin equal to its
+//     Host). The hello names the instance and the attachment id to reclaim;
+//     the welcome grants one. Past Limits.PendingHellos sockets awaiting
+//     their hello, an upgrade is HTTP 503 with Retry-After.
+//
+// What comes before the upgrade is bounded by the http.Server, which
+// ConfigureServer sets up: headers (Limits.HeaderBytes, HeaderTimeout) and
+// connections not yet upgraded (Limits.PendingConns).
 //
 // Relay is a handler: whoever serves it chooses plain HTTP (the loopback
 // default) or TLS. With Config.TLSCert and TLSKey, TLSConfig gives the
@@ -37,13 +43,49 @@
 // connection's write buffer, or one pooled buffer per batch to a browser),
 // so a routed frame costs no encoding buffer of its own; a frame that does
 // not encode is dropped, never written. Unknown cargo types are routed. A
-// browser socket speaks only for its own attachment: frames naming another instance or session, or none, are dropped, and so
-// are runtime frames with no session or for a session no socket holds (the
-// runtime retains them; the client resumes). relay.error frames carrying a
-// session answer a routed request and are routed like cargo. An unknown
-// control request gets unsupported_type; an unknown control notification is
-// dropped; relay.heartbeat gets relay.ack. A cargo request for an instance
-// with no runtime connected is answered with unknown_instance.
+// browser socket speaks only for its own attachment: frames naming another
+// instance or session, or none, are dropped, and so are runtime frames with
+// no session or for a session no socket holds (the runtime retains them; the
+// client resumes). A request among them still gets its one reply (spec 001):
+// relay.error malformed_frame for a browser's off its own route or a
+// runtime's naming no session or another instance, CodeUndeliverable for a
+// runtime's that no socket can be given (unsequenced, or for an id nobody
+// holds; a sequenced one for an id in its grace period is replayed to the
+// client, which answers it). relay.error frames carrying a session answer a
+// routed request and are routed like cargo. An unknown control request gets
+// unsupported_type; an unknown control notification is dropped;
+// relay.heartbeat gets relay.ack. A cargo request for an instance with no
+// runtime connected is answered with unknown_instance. The relay's own
+// replies are never dropped: a peer with no room in its queue even for one
+// (it sends requests and does not read the answers) is let go with
+// slow_consumer.
+//
+// # A frame too large for the browser leg
+//
+// A runtime frame whose encoding exceeds Limits.BrowserFrameBytes is not
+// sent, and does not vanish either: the socket gets in its place
+//
+//	{"type":"relay.error","instance":…,"session":<the attachment's id>,
+//	 "seq":<the frame's seq, 0 if unsequenced>,
+//	 "payload":{"code":"frame_too_large","message":"<n> bytes, limit <limit>"}}
+//
+// and stays open. A client reads it as "seq N arrived and is lost": it
+// reports the loss and goes on after it, rather than see a gap, resume, and
+// be replayed the same frame for ever. A replay of the frame after a resume
+// gets the same stand-in.
+//
+// # Slow consumers
+//
+// The runtime leg has one reader per instance, shared by every attachment
+// of the instance, and it never waits for a browser: a frame for a socket
+// whose send queue is full sheds that socket at once. The socket is still
+// written what it had queued, then relay.error slow_consumer and close 4429;
+// the runtime retains what it missed, and its client resumes from its
+// cursor after it redials. Nothing slows the runtime down for a slow
+// browser (the protocol has no per-session flow control, and the one TCP
+// stream would slow all of them), so the queue is deep enough for a whole
+// retention replay and for a fast stream to run well ahead of a slower
+// browser.
 //
 // # Direction rules
 //
@@ -153,16 +195,29 @@
 //     and a signature (~50 µs), so 1024 at once is a reconnect storm of
 //     thousands of browsers per second; those past it get 503 and redial
 //     with backoff.
-//   - Attachments per instance, 1024: at ~8 KiB idle each, ~8 MiB per
-//     instance at rest.
-//   - Send queue per browser socket, 1024 frames or 1 MiB of encoded frames
-//     (at least one largest frame). Chromium consumes 14–24k messages/s (notes), so 1024
-//     frames is about 50 ms of a browser falling behind. A full queue makes
-//     the runtime leg wait up to SlowConsumerWait (2s) — the backpressure that
-//     lets a fast producer stream to a slower browser without loss — and
-//     then the socket is closed 4429 and its queue dropped. Worst case per
-//     instance: 1024 sockets × 1 MiB. 2s is well inside the runtime's 10s
-//     heartbeat timeout, so one wait does not cost the runtime its connection.
+//   - Attachments per instance, 256, the dev runtime's MaxSessions: a
+//     runtime keeping fewer sessions than the relay grants ids would evict
+//     live streams when fresh attachments arrive. At ~8 KiB idle each, 2 MiB
+//     per instance at rest. At the limit the id whose socket dropped longest
+//     ago yields to the newcomer; only live sockets make a newcomer wait
+//     (4430).
+//   - Send queue per browser socket, 16,384 frames or 16 MiB of encoded
+//     frames (at least one largest frame): at least the dev runtime's whole
+//     retention (8,192 frames, 8 MiB), so the replay after a resume always
+//     fits, and about a second of a browser consuming 14–24k messages/s
+//     (notes) falling behind an unpaced stream. Memory is taken only while a
+//     browser lags; worst case per instance 256 × 16 MiB. A stalled
+//     socket is shed when its queue is full and cut at CloseTimeout.
+//     Sixteen stalled attachments cost a healthy one of the same instance
+//     nothing measurable (BenchmarkStalledNeighbours; the ratio is in the
+//     README's limits table).
+//   - Headers, 16 KiB within 10s, and 1024 connections not yet upgraded:
+//     2,000 connections each holding 15 KiB of an unfinished header (1,024
+//     held, the rest refused 503) cost the relay +39.5 MiB of resident memory
+//     (BenchmarkPreUpgradeRSS); with net/http's default of 1 MiB of headers
+//     and no bound on connections, 300 trickling 900 KiB headers held
+//     +333 MB. A socket awaiting its hello is served by a goroutine of its
+//     own, so its upgrade request is not kept.
 //   - Queue towards a runtime, 4096 frames or 16 MiB: about 25 ms of traffic
 //     at the measured rate, or 16 largest browser frames. A browser whose
 //     frame does not fit is not read until it does (holding meanwhile at

@@ -67,6 +67,19 @@ func (m idMinter) mac(random []byte, cred credHash, instance string) []byte {
 	return h.Sum(nil)[:idMACBytes]
 }
 
+// digest is how an attachment id appears in logs: an id is a capability
+// (whoever holds it, with the credential, can reclaim the attachment and
+// replay its retained stream), so a log line carries only the first 48 bits
+// of its SHA-256, in base64url: enough to follow one attachment through the
+// logs, useless for reclaiming it.
+func digest(id string) string {
+	if id == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(id))
+	return base64.RawURLEncoding.EncodeToString(sum[:6])
+}
+
 // tombstones remembers the newest ended ids, oldest forgotten first, so a
 // hello naming an ended id gets a fresh one. After a restart they are gone
 // and such an id is reclaimed; the runtime then no longer knows the session

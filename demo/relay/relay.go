@@ -28,7 +28,8 @@ type Relay struct {
 	runtime grants
 	client  grants
 	mux     *http.ServeMux
-	tls     *tls.Config // nil: plain HTTP
+	hosts   atomic.Pointer[hosts] // names the browser leg serves (Config.Hosts, ConfigureServer)
+	tls     *tls.Config           // nil: plain HTTP
 
 	// takeover serializes installing a runtime for an instance
 	// (takeover.go); never held while waiting for a peer.
@@ -38,6 +39,7 @@ type Relay struct {
 	attachments map[route]*attachment
 	perInstance map[string]int
 	ended       tombstones
+	yielded     string // set by yieldLocked, taken by attach under the same lock
 	// owed holds, per instance, the acp.detach of attachments whose grace ran
 	// out while no runtime was connected; the runtime gets them when it is
 	// back, so it can drop those sessions instead of keeping them until its
@@ -50,7 +52,8 @@ type Relay struct {
 	done   chan struct{}
 	wg     sync.WaitGroup
 
-	hellos atomic.Int64 // browser sockets not yet welcomed (Limits.PendingHellos)
+	hellos     atomic.Int64 // browser sockets not yet welcomed (Limits.PendingHellos)
+	preUpgrade atomic.Int64 // connections not yet upgraded (Limits.PendingConns, ConfigureServer)
 }
 
 // closer is a connection the relay can end on shutdown.
@@ -88,6 +91,8 @@ func New(cfg Config) (*Relay, error) {
 		peers: make(map[peer]struct{}), conns: make(map[closer]struct{}),
 		done: make(chan struct{}), tls: tlsConfig,
 	}
+	h := newHosts(cfg.Hosts)
+	r.hosts.Store(&h)
 	r.mux = http.NewServeMux()
 	r.mux.HandleFunc(relayleg.ConnectPath, r.serveConnect)
 	r.mux.HandleFunc(relayleg.AttachPath, r.serveAttach)

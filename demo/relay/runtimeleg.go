@@ -253,10 +253,32 @@ func (c *runtimeConn) handle(f *librelay.Frame) {
 		return
 	}
 	if f.Instance != c.instance || f.Session == "" {
+		c.undeliverable(f, librelay.CodeMalformedFrame, "a frame for a browser names its instance and session")
 		return
 	}
+	// A sequenced frame that a socket just shed, or an attachment in its
+	// grace period, cannot take now reaches the client when it resumes, and
+	// the client answers it then.
 	if ep := c.r.table.Attachment(c.instance, f.Session); ep != nil {
-		ep.Send(*f)
+		if ep.Send(*f) || f.Seq != 0 {
+			return
+		}
+	} else if f.Seq != 0 && c.r.reclaimable(c.instance, f.Session) {
+		return
+	}
+	c.undeliverable(f, CodeUndeliverable, "no socket holds this session")
+}
+
+// CodeUndeliverable answers a runtime's request that no browser socket can
+// be given: the session has no socket, and the frame will not reach one
+// later (it is unsequenced, or no attachment holds the id).
+const CodeUndeliverable = "undeliverable"
+
+// undeliverable answers a request the relay cannot route, so that it still
+// gets its one reply (spec 001); anything else is dropped.
+func (c *runtimeConn) undeliverable(f *librelay.Frame, code, message string) {
+	if f.IsRequest() {
+		c.sendControl(ptr(librelay.NewError(*f, code, message)))
 	}
 }
 
@@ -278,7 +300,16 @@ func (c *runtimeConn) control(f *librelay.Frame) bool {
 // fails only when the runtime connection is gone.
 func (c *runtimeConn) Send(f librelay.Frame) bool { return c.q.push(f, -1) == pushed }
 
-func (c *runtimeConn) sendControl(f *librelay.Frame) { c.q.pushControl(*f) }
+// sendControl queues one of the relay's own frames without waiting. A
+// runtime with no room even for that (it sends requests and does not read
+// the replies) is let go with slow_consumer: a reply is never dropped with
+// the connection carrying on.
+func (c *runtimeConn) sendControl(f *librelay.Frame) {
+	if !c.q.pushControl(*f) && !c.closing.Load() {
+		c.r.log.Warn("runtime does not read its replies: closing", "instance", c.instance)
+		c.closeWith(relayleg.CodeSlowConsumer, "the connection did not drain its send queue")
+	}
+}
 
 // flush encodes a batch straight into the write buffer and writes it with
 // one syscall (unless it exceeds the buffer).

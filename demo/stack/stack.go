@@ -33,7 +33,6 @@ import (
 	"net/url"
 	"os"
 	"sync"
-	"time"
 
 	"github.com/relaywasm/relaywasm/demo/devruntime"
 	"github.com/relaywasm/relaywasm/demo/relay"
@@ -326,9 +325,10 @@ func (s *Stack) startRelay(addr string) error {
 	if s.page != nil {
 		mux.Handle("/", s.page)
 	}
-	p := &relayProc{rl: rl, srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second,
+	p := &relayProc{rl: rl, srv: &http.Server{Handler: mux,
 		// TLS handshake failures and the like are a peer's problem, not the demo's.
 		ErrorLog: slog.NewLogLogger(s.cfg.Logger.With("part", "relay").Handler(), slog.LevelDebug)}}
+	rl.ConfigureServer(p.srv, ln.Addr().String())
 	s.mu.Lock()
 	s.relay, s.addr = p, ln.Addr().String()
 	s.mu.Unlock()

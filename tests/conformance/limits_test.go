@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"bytes"
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -96,7 +97,6 @@ func TestOversizeRuntimeFrame(t *testing.T) {
 func TestSlowConsumer(t *testing.T) {
 	s := newSuite(t, func(c *relay.Config) {
 		c.Limits.QueueFrames, c.Limits.QueueBytes = 64, 256<<10
-		c.Limits.SlowConsumerWait = 20 * time.Millisecond
 		c.Limits.CloseTimeout = time.Minute // the test reads only after the whole flood
 	})
 	rt := s.Connect(t)
@@ -179,5 +179,94 @@ func TestRuntimeHeartbeatProbe(t *testing.T) {
 	wantError(t, lastBeforeClose(rt), relayleg.CodeHeartbeatTimeout, "")
 	if code := <-closed; code != relayleg.CloseRuntimeGone {
 		t.Fatalf("browser of a timed-out runtime: runtime_gone close %d, want %d", code, relayleg.CloseRuntimeGone)
+	}
+}
+
+// stalledAttachments is how many sockets stop reading at once in
+// TestStalledConsumersShedAtOnce: enough that a relay waiting any fixed time
+// for each (2 s, say) would hold the instance up for longer than a peer's
+// I/O guard.
+const stalledAttachments = 16
+
+// Sockets that stop reading never hold up their instance: each is shed
+// (slow_consumer, close 4429) as soon as its queue is full, without the
+// runtime leg waiting for it, so the runtime's frames keep flowing and a
+// healthy attachment of the same instance gets its marker.
+func TestStalledConsumersShedAtOnce(t *testing.T) {
+	// 128 MiB of flood through TLS under -race takes this machine a minute,
+	// and the stalled sockets' last frames then outlast the raw client's
+	// 20 s read guard; the shedding does not depend on the transport, and
+	// the rule runs over TLS without -race and over plain HTTP with it.
+	need(t, !(overTLS && raceEnabled), "too slow over TLS under -race")
+	s := newSuite(t, func(c *relay.Config) {
+		c.Limits.QueueFrames, c.Limits.QueueBytes = 64, 256<<10
+		c.Limits.CloseTimeout = 10 * time.Minute // a hang guard: the test reads only after all 16 floods
+		c.Limits.HeartbeatInterval = time.Hour   // the raw runtime answers no probe
+	})
+	rt := s.Connect(t)
+	var stalled []*relaytest.Browser
+	for range stalledAttachments {
+		stalled = append(stalled, s.AttachWith(t, "", relaytest.DialOptions{ReadBuf: 16 << 10}))
+	}
+	healthy := s.Attach(t, "")
+	chunk := `"` + strings.Repeat("s", 64<<10) + `"`
+	for _, slow := range stalled {
+		for sent := 0; sent < s.floodBytes; sent += len(chunk) {
+			f := librelay.Frame{Type: librelay.TypeACPMessage, Instance: slow.Instance, Session: slow.Session, Payload: []byte(chunk)}
+			if err := rt.Send(f); err != nil {
+				t.Fatalf("runtime held up by stalled consumers: %v", err)
+			}
+		}
+	}
+	rt.Send(librelay.Frame{Type: librelay.TypeACPMessage, Instance: healthy.Instance, Session: healthy.Session, Payload: []byte(`"marker"`)})
+	if f := mustRead(t, healthy); string(f.Payload) != `"marker"` {
+		t.Fatalf("the healthy attachment got %s", f.Payload)
+	}
+	// All at once: a socket left waiting while the test read the others
+	// could see its close handshake time out.
+	codes := make(chan relayleg.CloseCode, len(stalled))
+	for _, slow := range stalled {
+		go func() {
+			frames, code := readUntilClosedWithin(slow, 2*time.Minute)
+			if !hasError(frames, relayleg.CodeSlowConsumer) {
+				code = -code // no relay.error slow_consumer before the close
+			}
+			codes <- code
+		}()
+	}
+	for range stalled {
+		if code := <-codes; code != relayleg.CloseSlowConsumer {
+			t.Fatalf("a stalled socket ended with %d (negative: without relay.error slow_consumer), want 4429", code)
+		}
+	}
+}
+
+// hasError reports whether frames hold a relay.error with code.
+func hasError(frames []librelay.Frame, code string) bool {
+	for _, f := range frames {
+		var e librelay.Error
+		if f.Type == librelay.TypeError && e.UnmarshalJSON(f.Payload) == nil && e.Code == code {
+			return true
+		}
+	}
+	return false
+}
+
+// readUntilClosedWithin is Browser.ReadUntilClosed with a longer guard on
+// each read than relaytest.IOTimeout: sixteen sockets drained at once, under
+// -race on a loaded machine, can take longer than that (a hang guard, not a
+// claim about speed).
+func readUntilClosedWithin(b *relaytest.Browser, guard time.Duration) ([]librelay.Frame, relayleg.CloseCode) {
+	var frames []librelay.Frame
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), guard)
+		_, msg, err := b.WS.Read(ctx)
+		cancel()
+		if err != nil {
+			return frames, relaytest.CloseCode(err)
+		}
+		if f, err := librelay.ParseFrame(msg); err == nil && f.Type != librelay.TypeHeartbeat {
+			frames = append(frames, f)
+		}
 	}
 }

@@ -21,8 +21,11 @@ import (
 //
 // Which node holds which runtime is the only thing nodes tell each other
 // about their peers. Attachments are announced once, when claimed, so that
-// an older socket elsewhere ends; no node keeps a list of another's
-// sockets.
+// an older socket elsewhere ends; no node keeps a list of another's live
+// sockets, only of the sessions some node has claimed (up to maxRemembered,
+// and never forgotten: a node gone or out of touch may still be about to
+// see a gap), so that a request for a session nobody ever held is answered
+// rather than published to nobody.
 const (
 	kindHold    = "hold"
 	kindRelease = "release"
@@ -90,7 +93,7 @@ func (t *Table) control(m *nats.Msg) {
 	case kindRelease:
 		t.releaseLocked(c.Instance, holder{c.Node, c.Epoch}, &fx)
 	case kindClaim:
-		t.claimLocked(route{c.Instance, c.Session}, &fx)
+		t.claimLocked(route{c.Instance, c.Session}, c.Node, c.Epoch, &fx)
 	case kindBeat:
 		held := make(map[string]bool, len(c.Holds))
 		for _, h := range c.Holds {
@@ -176,9 +179,15 @@ func (t *Table) releaseLocked(instance string, h holder, fx *effects) {
 
 // claimLocked: another node now holds k's socket. A socket for it here is
 // superseded; an attachment that was here is remembered as moved, so that
-// its grace running out here sends no detach.
-func (t *Table) claimLocked(k route, fx *effects) {
+// its grace running out here sends no detach. A claim older than this
+// node's own for the same socket (epoch, then node id) is one the bus
+// delivered late: this node's claim supersedes that node's socket instead.
+func (t *Table) claimLocked(k route, node uint64, epoch int64, fx *effects) {
+	if la := t.atts[k]; la != nil && (la.epoch > epoch || la.epoch == epoch && t.id > node) {
+		return
+	}
 	now := time.Now().UnixNano()
+	t.claimedLocked(k, node)
 	if la := t.atts[k]; la != nil {
 		delete(t.atts, k)
 		la.releaseLocked(t, k.instance)

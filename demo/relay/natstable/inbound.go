@@ -26,6 +26,9 @@ type inbound struct {
 	target func() relay.Endpoint
 	// onGap, when set, is told once that frames were lost on the way.
 	onGap func()
+	// toRuntime: the subject is a runtime's, whose frames come from
+	// attachments on other nodes; each names its sender's session.
+	toRuntime bool
 
 	mu   sync.Mutex
 	pubs map[pubKey]*pubState // per publishing stream: how far it came
@@ -45,8 +48,9 @@ type pubState struct {
 // the number of nodes by the times the route changed hands.
 const maxPublishers = 1024
 
+// subscribe subscribes a runtime's subject.
 func (t *Table) subscribe(subject string, target func() relay.Endpoint, onGap func()) (*inbound, error) {
-	in := &inbound{t: t, target: target, onGap: onGap, pubs: make(map[pubKey]*pubState)}
+	in := &inbound{t: t, target: target, onGap: onGap, toRuntime: true, pubs: make(map[pubKey]*pubState)}
 	sub, err := t.nc.Subscribe(subject, in.handle)
 	if err != nil {
 		return nil, err
@@ -159,6 +163,9 @@ func (in *inbound) handle(m *nats.Msg) {
 	if !lost {
 		if ep := in.target(); ep != nil {
 			if f, err := librelay.ParseFrame(body); err == nil {
+				if in.toRuntime && f.Session != "" {
+					in.t.sawFrom(route{f.Instance, f.Session}, h.node)
+				}
 				ep.Send(f)
 			}
 		}

@@ -3,6 +3,7 @@ package natstable_test
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -255,4 +256,66 @@ func errCode(f librelay.Frame) string {
 	var e librelay.Error
 	e.UnmarshalJSON(f.Payload)
 	return e.Code
+}
+
+// A runtime's request for a session no node holds gets its one reply,
+// relay.error undeliverable, as on one node, instead of being published to
+// nobody; a session claimed on another node is still routed there, before
+// and after its browser sent anything.
+func TestUnheldSessionAnsweredAcrossNodes(t *testing.T) {
+	c := cluster(t, nil)
+	rt := env(c, 0).Connect(t)
+	waitRoutable(t, c, 1)
+	b := env(c, 1).Attach(t, "")
+	waitFor(t, "node 0 to learn of the claim on node 1", func() bool {
+		return c.Node(0).Table().Attachment(b.Instance, b.Session) != nil
+	})
+	req := librelay.Frame{Type: librelay.TypeACPMessage, ID: "unheld", Instance: b.Instance, Session: "nobody-holds-this", Payload: []byte(`{}`)}
+	if err := rt.Send(req); err != nil {
+		t.Fatal(err)
+	}
+	if f := readCargo(t, rt); f.Type != librelay.TypeError || f.ReplyTo != "unheld" || errCode(f) != relay.CodeUndeliverable {
+		t.Fatalf("want relay.error undeliverable answering %q, got %s re %q: %s", req.ID, f.Type, f.ReplyTo, f.Payload)
+	}
+	held := librelay.Frame{Type: librelay.TypeACPMessage, ID: "held", Instance: b.Instance, Session: b.Session, Payload: []byte(`{}`)}
+	if err := rt.Send(held); err != nil {
+		t.Fatal(err)
+	}
+	if f := readBrowser(t, b); f.ID != "held" {
+		t.Fatalf("browser on node 1 got %s %q, want the runtime's request", f.Type, f.ID)
+	}
+}
+
+// A browser on another node than its runtime that stops reading is shed
+// with slow_consumer and close 4429 once its queue on its own node is full,
+// as on one relay: the stream's window across the bus is acknowledged as
+// its node hands frames on (the shed socket's frames are dropped there),
+// so it never ends the socket runtime_gone instead.
+func TestSlowConsumerAcrossNodes(t *testing.T) {
+	c := cluster(t, func(c *relay.Config) {
+		c.Limits.QueueFrames, c.Limits.QueueBytes = 64, 256<<10
+		c.Limits.CloseTimeout = time.Minute // the test reads only after the flood
+		c.Limits.HeartbeatInterval = time.Hour
+	})
+	rt := env(c, 0).Connect(t)
+	waitRoutable(t, c, 1)
+	slow := env(c, 1).AttachWith(t, "", relaytest.DialOptions{ReadBuf: 16 << 10})
+	fast := env(c, 1).Attach(t, "")
+	for _, b := range []*relaytest.Browser{slow, fast} {
+		b.Send(msg(b, `"hi"`))
+		readCargo(t, rt)
+	}
+	chunk := `"` + strings.Repeat("s", 64<<10) + `"`
+	for sent := 0; sent < 8<<20; sent += len(chunk) {
+		if err := rt.Send(msg(slow, chunk)); err != nil {
+			t.Fatalf("runtime held up by a slow consumer on another node: %v", err)
+		}
+	}
+	rt.Send(msg(fast, `"marker"`))
+	if f := readBrowser(t, fast); string(f.Payload) != `"marker"` {
+		t.Fatalf("other attachment got %s", f.Payload)
+	}
+	if frames, code := slow.ReadUntilClosed(); code != relayleg.CloseSlowConsumer {
+		t.Fatalf("slow socket on node 1 closed %d after %d frames, want 4429", code, len(frames))
+	}
 }

@@ -103,6 +103,8 @@ type Table struct {
 	nodes     map[uint64]int64         // other nodes: when last heard (unix nanos)
 	recent    map[route]int64          // attachments that left this node: when
 	moved     map[route]int64          // of those, reclaimed on another node since: when
+	claims    map[route]uint64         // attachments another node claimed, or sent frames from: that node
+	overflow  bool                     // claims reached maxRemembered: every session may be held elsewhere
 	connected bool
 	closed    bool
 	done      chan struct{}
@@ -132,9 +134,12 @@ type localRuntime struct {
 }
 
 type localAtt struct {
-	ep   relay.Endpoint
-	in   *inbound
-	disp *dispatcher
+	// epoch is when this node claimed the socket (unix nanos); a claim from
+	// another node that is older loses to it (see claimLocked).
+	epoch int64
+	ep    relay.Endpoint
+	in    *inbound
+	disp  *dispatcher
 }
 
 // releaseLocked lets go of the attachment's subscription; with t.mu held.
@@ -162,7 +167,7 @@ func New(cfg Config) (*Table, error) {
 		runtimes: make(map[string]*localRuntime), holders: make(map[string]holder),
 		toRuntime: make(map[string]*stream), atts: make(map[route]*localAtt), disp: make(map[string]*dispatcher), toAtt: make(map[route]*stream),
 		streams: make(map[uint64]*stream), nodes: make(map[uint64]int64),
-		recent: make(map[route]int64), moved: make(map[route]int64), done: make(chan struct{}), ready: make(chan struct{}),
+		recent: make(map[route]int64), moved: make(map[route]int64), claims: make(map[route]uint64), done: make(chan struct{}), ready: make(chan struct{}),
 	}
 	t.log = t.log.With("node", t.Node())
 	t.clock.Store(time.Now().Unix())
@@ -322,8 +327,11 @@ func (t *Table) localRuntime(instance string) relay.Endpoint {
 }
 
 // Attachment implements relay.Table: the socket on this node, or a stream
-// to the attachment's subject, which reaches the node holding the socket if
-// any does. Nothing here knows which node that is, or whether one does.
+// to the attachment's subject, which reaches the node holding the socket.
+// A session no node is known to have held gets nil, so that a runtime's
+// request for it is answered undeliverable as on a single relay; a session
+// held elsewhere once keeps its stream (it may be in its grace there, and a
+// sequenced frame then waits for the client's resume, as on a single relay).
 func (t *Table) Attachment(instance, session string) relay.Endpoint {
 	if session == "" {
 		return nil
@@ -345,6 +353,9 @@ func (t *Table) Attachment(instance, session string) relay.Endpoint {
 		return la.ep
 	}
 	if s = t.toAtt[k]; s == nil {
+		if !t.mayBeHeldLocked(k) {
+			return nil // no node claimed it: the relay answers a request for it undeliverable, as a single relay does
+		}
 		if len(t.toAtt) >= maxStreams {
 			return nil // frames for yet another session are dropped, as for a session nobody holds
 		}
@@ -366,7 +377,7 @@ func (t *Table) SetAttachment(instance, session string, ep relay.Endpoint) relay
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	old := t.atts[k]
-	la := &localAtt{ep: ep}
+	la := &localAtt{ep: ep, epoch: time.Now().UnixNano()}
 	if old != nil {
 		la.in, la.disp = old.in, old.disp
 	} else {
@@ -383,11 +394,12 @@ func (t *Table) SetAttachment(instance, session string, ep relay.Endpoint) relay
 	t.atts[k] = la
 	delete(t.recent, k)
 	delete(t.moved, k)
+	delete(t.claims, k)
 	if s := t.toAtt[k]; s != nil {
 		delete(t.toAtt, k)
 		t.dropStream(s)
 	}
-	t.publishControl(control{Kind: kindClaim, Instance: instance, Session: session})
+	t.publishControl(control{Kind: kindClaim, Instance: instance, Session: session, Epoch: la.epoch})
 	if old != nil {
 		return old.ep
 	}
@@ -414,6 +426,49 @@ func (t *Table) RemoveAttachment(instance, session string, ep relay.Endpoint) bo
 // maxRemembered bounds the attachments remembered as having left (or
 // moved); a relay's own ended ids are bounded the same way.
 const maxRemembered = 1 << 16
+
+// mayBeHeldLocked reports whether another node may hold k's socket: one
+// claimed it, sent frames from it, or this node held it before; with t.mu
+// held.
+func (t *Table) mayBeHeldLocked(k route) bool {
+	if t.overflow {
+		return true
+	}
+	if _, ok := t.claims[k]; ok {
+		return true
+	}
+	_, ok := t.recent[k]
+	return ok
+}
+
+// claimedLocked records that node holds k's socket; with t.mu held. Past
+// maxRemembered, every session counts as possibly held elsewhere, so no
+// frame is refused for a claim the table could not keep.
+func (t *Table) claimedLocked(k route, node uint64) {
+	if _, ok := t.claims[k]; !ok && len(t.claims) >= maxRemembered {
+		t.overflow = true
+		return
+	}
+	t.claims[k] = node
+}
+
+// sawFrom records that a frame from k reached this node's runtime from
+// node: k is held there. It runs before the runtime can answer the frame,
+// so a reply never finds its session unknown because the claim (on the
+// control subject, handled apart) is still on its way.
+func (t *Table) sawFrom(k route, node uint64) {
+	t.mu.RLock()
+	n, ok := t.claims[k]
+	t.mu.RUnlock()
+	if ok && n == node {
+		return
+	}
+	t.mu.Lock()
+	if t.atts[k] == nil {
+		t.claimedLocked(k, node)
+	}
+	t.mu.Unlock()
+}
 
 func (t *Table) localAtt(k route) relay.Endpoint {
 	t.mu.RLock()

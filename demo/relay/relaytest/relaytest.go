@@ -109,7 +109,9 @@ func (env *Env) serve(t testing.TB, cfg relay.Config, addr string) {
 	}
 	cfg.Limits = rl.Limits()
 	env.Relay, env.Config = rl, cfg
-	env.Server = &httptest.Server{Listener: ln, Config: &http.Server{Handler: rl}, TLS: rl.TLSConfig()}
+	srv := &http.Server{Handler: rl}
+	rl.ConfigureServer(srv, ln.Addr().String())
+	env.Server = &httptest.Server{Listener: ln, Config: srv, TLS: rl.TLSConfig()}
 	if env.Server.TLS != nil {
 		env.Server.StartTLS()
 	} else {
@@ -150,6 +152,7 @@ type Browser struct {
 // DialOptions adjusts a browser dial.
 type DialOptions struct {
 	Origin    string   // sent as Origin; "" sends none
+	Host      string   // sent as Host; "" sends the URL's
 	Protocols []string // overrides the offered subprotocols
 	ReadBuf   int      // when > 0, the socket's kernel receive buffer (to make a slow consumer fill fast)
 	// Uplink, when > 0, paces the client's writes to this many bytes per
@@ -172,7 +175,7 @@ func DialBrowser(ctx context.Context, attachURL, token string, o DialOptions) (*
 		h.Set("Origin", o.Origin)
 	}
 	ws, resp, err := websocket.Dial(ctx, attachURL, &websocket.DialOptions{
-		Subprotocols: protocols, HTTPHeader: h, HTTPClient: httpClient(o.ReadBuf, o.Uplink, o.TLS),
+		Subprotocols: protocols, HTTPHeader: h, HTTPClient: httpClient(o.ReadBuf, o.Uplink, o.TLS), Host: o.Host,
 	})
 	if err != nil {
 		return nil, resp, err
