@@ -95,6 +95,7 @@ func fanOut(b *testing.B, rt *relaytest.Runtime, env *relaytest.Env, procs []*no
 	for range benchBrowsers {
 		browsers = append(browsers, env.Attach(b, ""))
 	}
+	greet(b, rt, browsers...)
 	defer func() {
 		for _, br := range browsers {
 			br.WS.CloseNow()
@@ -127,6 +128,7 @@ func fanOut(b *testing.B, rt *relaytest.Runtime, env *relaytest.Env, procs []*no
 // returns the one-way times, sorted.
 func latencies(b *testing.B, rt *relaytest.Runtime, a, other *relaytest.Env, n int) (same, cross []time.Duration) {
 	near, far := a.Attach(b, ""), other.Attach(b, "")
+	greet(b, rt, near, far)
 	defer near.WS.CloseNow()
 	defer far.WS.CloseNow()
 	for i := range 2 * n {
@@ -151,6 +153,23 @@ func latencies(b *testing.B, rt *relaytest.Runtime, a, other *relaytest.Env, n i
 	slices.Sort(same)
 	slices.Sort(cross)
 	return same, cross
+}
+
+// greet has each browser send the runtime one message and waits until the
+// runtime has read them all, as a client's first request would: the
+// runtime's node routes to a session held on another node once it knows of
+// it (its claim, or a frame from it), and a frame for a session no node is
+// known to hold is not sent anywhere.
+func greet(b *testing.B, rt *relaytest.Runtime, browsers ...*relaytest.Browser) {
+	b.Helper()
+	for _, br := range browsers {
+		br.Send(librelay.Frame{Type: librelay.TypeACPMessage, Instance: br.Instance, Session: br.Session, Payload: []byte(`{}`)})
+	}
+	for range browsers {
+		if _, err := rt.ReadCargo(); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
 
 func discardN(b *testing.B, c *websocket.Conn, n int) {
