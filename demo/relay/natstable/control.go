@@ -93,7 +93,7 @@ func (t *Table) control(m *nats.Msg) {
 	case kindRelease:
 		t.releaseLocked(c.Instance, holder{c.Node, c.Epoch}, &fx)
 	case kindClaim:
-		t.claimLocked(route{c.Instance, c.Session}, c.Node, c.Epoch, &fx)
+		t.claimLocked(route{c.Instance, c.Session}, c.Node, &fx)
 	case kindBeat:
 		held := make(map[string]bool, len(c.Holds))
 		for _, h := range c.Holds {
@@ -179,13 +179,8 @@ func (t *Table) releaseLocked(instance string, h holder, fx *effects) {
 
 // claimLocked: another node now holds k's socket. A socket for it here is
 // superseded; an attachment that was here is remembered as moved, so that
-// its grace running out here sends no detach. A claim older than this
-// node's own for the same socket (epoch, then node id) is one the bus
-// delivered late: this node's claim supersedes that node's socket instead.
-func (t *Table) claimLocked(k route, node uint64, epoch int64, fx *effects) {
-	if la := t.atts[k]; la != nil && (la.epoch > epoch || la.epoch == epoch && t.id > node) {
-		return
-	}
+// its grace running out here sends no detach.
+func (t *Table) claimLocked(k route, node uint64, fx *effects) {
 	now := time.Now().UnixNano()
 	t.claimedLocked(k, node)
 	if la := t.atts[k]; la != nil {

@@ -134,12 +134,9 @@ type localRuntime struct {
 }
 
 type localAtt struct {
-	// epoch is when this node claimed the socket (unix nanos); a claim from
-	// another node that is older loses to it (see claimLocked).
-	epoch int64
-	ep    relay.Endpoint
-	in    *inbound
-	disp  *dispatcher
+	ep   relay.Endpoint
+	in   *inbound
+	disp *dispatcher
 }
 
 // releaseLocked lets go of the attachment's subscription; with t.mu held.
@@ -377,7 +374,7 @@ func (t *Table) SetAttachment(instance, session string, ep relay.Endpoint) relay
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	old := t.atts[k]
-	la := &localAtt{ep: ep, epoch: time.Now().UnixNano()}
+	la := &localAtt{ep: ep}
 	if old != nil {
 		la.in, la.disp = old.in, old.disp
 	} else {
@@ -399,7 +396,7 @@ func (t *Table) SetAttachment(instance, session string, ep relay.Endpoint) relay
 		delete(t.toAtt, k)
 		t.dropStream(s)
 	}
-	t.publishControl(control{Kind: kindClaim, Instance: instance, Session: session, Epoch: la.epoch})
+	t.publishControl(control{Kind: kindClaim, Instance: instance, Session: session})
 	if old != nil {
 		return old.ep
 	}
