@@ -59,7 +59,9 @@ func sdkWait(tb *tab, what, expr string) {
 	deadline := time.Now().Add(waitLimit)
 	for {
 		var ok bool
-		tb.eval(`(async () => Boolean(await (`+expr+`)))()`, &ok)
+		// A name the page has not defined yet is "not yet": WebKit may run
+		// the page's module after the load event.
+		tb.eval(`(async () => { try { return Boolean(await (`+expr+`)) } catch (e) { if (e instanceof ReferenceError) return false; throw e } })()`, &ok)
 		if ok {
 			return
 		}
