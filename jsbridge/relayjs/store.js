@@ -21,7 +21,11 @@
 // cursor and transcript always agree. A commit with a new attachment id is
 // written at once; flush, a read and clear write first; and writeAll (the
 // page is hidden or goes away) issues every store's transaction before it
-// returns and commits it at once.
+// returns and commits it at once, even while an earlier one is still being
+// written: IndexedDB runs readwrite transactions over the same stores in the
+// order they were made, and in an engine whose writes are slow (WebKitGTK's
+// take 35-190 ms each here) the page would otherwise end with the commits
+// queued behind the running write never issued.
 //
 // When IndexedDB is missing or fails, the store keeps working in memory,
 // seeded with what it knows, and reports why once (fallback).
@@ -68,7 +72,8 @@ export class Store {
     this.known = new Map(); // stream -> {session, cursor, total, keep, totalKnown}
     this.pending = []; // queued commits
     this.writing = false; // a write is scheduled or running
-    this.inFlight = false;
+    this.flying = []; // the batches of the transactions issued and not yet ended, oldest first
+    this.failed = null; // the error a write ended with, reported once the writes have drained
     this.urgent = 0;
     this.timer = null;
     this.drained = []; // resolved when nothing is queued or written
@@ -99,7 +104,7 @@ export class Store {
       const tx = this.db.transaction(STORE_STATE, "readonly");
       const rec = readState(await request(tx.objectStore(STORE_STATE).get(this.keys[stream])));
       // A queued write knows better, and reads the total itself.
-      if (!this.pending.some((c) => c.stream === stream)) this.known.set(stream, { ...rec, totalKnown: true });
+      if (![...this.flying.flat(), ...this.pending].some((c) => c.stream === stream)) this.known.set(stream, { ...rec, totalKnown: true });
       return [rec.session, rec.cursor];
     } catch (e) {
       throw this.#readFailed(e);
@@ -173,7 +178,8 @@ export class Store {
   hurry(how) {
     if (!this.writing || this.mem) return;
     this.urgent = Math.max(this.urgent, how);
-    if (this.inFlight) return; // the next write starts when this one ends
+    // The next write starts when this one ends, unless the page is going.
+    if (this.flying.length > 0 && how !== FINAL) return;
     clearTimeout(this.timer);
     this.timer = null;
     if (how === FINAL) this.#write();
@@ -196,8 +202,10 @@ export class Store {
 
   // #write writes what is queued in one transaction, starting it before it
   // returns (writeAll relies on that), unless the open has not settled yet.
+  // While a transaction is in flight only a FINAL write makes another.
   #write() {
-    if (this.inFlight || !this.writing) return;
+    if (!this.writing) return;
+    if (this.flying.length > 0 && (this.urgent !== FINAL || this.pending.length === 0)) return;
     this.timer = null;
     if (!this.db && !this.mem) {
       this.opened.then(() => this.#write());
@@ -212,38 +220,26 @@ export class Store {
       this.#drain();
       return;
     }
-    this.inFlight = true;
-    const streams = coalesce(batch);
-    writeStreams(this.db, this.keys, this.known, streams, final, (err) => {
-      this.inFlight = false;
-      if (err) {
-        this.#fallBack(batch);
-      } else {
-        for (const c of streams) this.#wrote(c);
-      }
-      if (!this.mem && this.pending.length > 0) {
-        if (this.urgent) this.#write();
-        else this.#wait();
-        return;
-      }
-      this.#drain();
-      if (err) this.#report(reasonFor(err), err);
-    });
+    this.flying.push(batch);
+    writeStreams(this.db, this.keys, this.known, coalesce(batch), final, (err) => this.#ended(err));
   }
 
-  // #wrote records what a completed transaction wrote for one stream.
-  #wrote(c) {
-    const rec = this.known.get(c.stream);
-    rec.keep = c.keep;
-    if (c.keep <= 0) {
-      rec.total = 0;
-      rec.totalKnown = true;
-    } else if (c.total >= 0) {
-      rec.total = c.total + c.n;
-      rec.totalKnown = true;
-    } else {
-      rec.totalKnown = false;
+  // #ended follows the oldest transaction in flight (they end in the order
+  // they were made). The last to end starts the next write, or drains.
+  #ended(err) {
+    if (err) {
+      this.#fallBack(); // replays every batch still in flight
+      this.failed ??= err;
     }
+    this.flying.shift();
+    if (this.flying.length > 0) return;
+    if (!this.mem && this.pending.length > 0) {
+      if (this.urgent) this.#write();
+      else this.#wait();
+      return;
+    }
+    this.#drain();
+    if (this.failed) this.#report(reasonFor(this.failed), this.failed);
   }
 
   #drain() {
@@ -253,22 +249,22 @@ export class Store {
 
   // #fallBack moves the store to memory after a failure: the memory starts
   // from the state of every stream this store has seen and replays the
-  // failed batch and anything queued since. Transcripts already in
-  // IndexedDB are not carried over.
-  #fallBack(batch) {
+  // batches still in flight and anything queued since. Transcripts already
+  // in IndexedDB are not carried over.
+  #fallBack() {
     if (this.mem) return;
     this.mem = new Map();
     for (const [stream, rec] of this.known) {
       this.mem.set(stream, { session: rec.session, cursor: rec.cursor, keep: 0, chunks: [] });
     }
-    for (const c of [...(batch ?? []), ...this.pending]) memCommit(this.mem, c);
+    for (const c of [...this.flying.flat(), ...this.pending]) memCommit(this.mem, c);
     this.pending = [];
     all.delete(this);
   }
 
   #readFailed(e) {
     const err = asError(e);
-    this.#fallBack(null);
+    this.#fallBack();
     this.#report(reasonFor(err), err);
     return err;
   }
@@ -360,8 +356,16 @@ function coalesce(batch) {
 
 // writeStreams writes coalesced commits in one readwrite transaction and
 // calls done(null), or done(error) when it failed. A stream whose total
-// this store does not know reads it first. final: issue every request now
-// and commit at once (trimming waits for the next write).
+// this store does not know reads it first, within the transaction. final:
+// issue every request now and commit at once (trimming waits for the next
+// write).
+//
+// known is brought up to date as the transaction is made, not when it
+// ends, so that a transaction made while this one is in flight (and run
+// after it by IndexedDB) counts this one's entries. A total read here is
+// known once the read returns, unless a later transaction has been made for
+// the stream since (that one reads it in turn). After a failure the store
+// is in memory, and known's totals no longer matter.
 function writeStreams(db, keys, known, streams, final, done) {
   let tx;
   let failed = null;
@@ -388,7 +392,11 @@ function writeStreams(db, keys, known, streams, final, done) {
     for (const c of streams) {
       const key = keys[c.stream];
       const rec = known.get(c.stream);
-      c.total = rec?.totalKnown ? rec.total : -1;
+      c.total = rec.totalKnown ? rec.total : -1;
+      const made = (rec.made = (rec.made ?? 0) + 1);
+      rec.keep = c.keep;
+      rec.totalKnown = c.total >= 0 || c.keep <= 0;
+      if (rec.totalKnown) rec.total = c.keep <= 0 ? 0 : c.total + c.n;
       const put = (total) => {
         if (c.keep <= 0) {
           if (total !== 0) chunks.delete(chunkRange(key, 0, MAX_CHUNK_KEY, false));
@@ -409,6 +417,8 @@ function writeStreams(db, keys, known, streams, final, done) {
       req.onsuccess = () => {
         try {
           c.total = typeof req.result?.total === "number" ? req.result.total : 0;
+          const now = known.get(c.stream); // a commit since replaced rec
+          if (now.made === made) Object.assign(now, { total: c.keep <= 0 ? 0 : c.total + c.n, totalKnown: true });
           put(c.total);
         } catch (e) {
           fail(e);

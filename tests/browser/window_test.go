@@ -90,6 +90,59 @@ func TestStoreCommitWindow(t *testing.T) {
 	}
 }
 
+// WriteAll while a write is still in flight (an engine whose writes are
+// slow) does not wait for it: the commits queued behind it go to IndexedDB
+// in a transaction made at once, which IndexedDB runs after the first, and
+// the stored transcript is whole and in order.
+func TestStoreWriteAllWhileWriting(t *testing.T) {
+	ctx := testContext(t)
+	db := database(t)
+	s := openStore(t, ctx, db)
+	s.SetCommitWindow(longWindow)
+	other := openStore(t, ctx, db)
+	mustLoad(t, ctx, s, testKey)
+	mustLoad(t, ctx, other, testKey)
+
+	hold := faults(t).Call("holdNextReadWrite")
+	defer hold.Call("release")
+	if err := s.Commit(ctx, testKey, client.Saved{Session: "att", Cursor: 2}, received(0, 2), 10); err != nil {
+		t.Fatal(err)
+	}
+	for !hold.Get("held").Bool() { // the new id's write is made once Go yields
+		select {
+		case <-ctx.Done():
+			t.Fatal("the commit with a new attachment id made no transaction")
+		case <-time.After(time.Millisecond):
+		}
+	}
+	if err := s.Commit(ctx, testKey, client.Saved{Session: "att", Cursor: 5}, received(2, 3), 10); err != nil {
+		t.Fatal(err)
+	}
+	counter := faults(t).Call("countReadWrite")
+	defer counter.Call("undo")
+	jsbridge.WriteAll()
+	runtime.Gosched()
+	if n := counter.Get("n").Int(); n != 1 {
+		t.Fatalf("WriteAll with a write in flight started %d transactions, want 1", n)
+	}
+	hold.Call("release")
+	untilStored(t, ctx, other, testKey, client.Saved{Session: "att", Cursor: 5})
+	if got, want := describe(mustHistory(t, ctx, other, testKey)), describe(received(0, 5)); got != want {
+		t.Fatalf("after WriteAll behind a write in flight the transcript is %s, want %s", got, want)
+	}
+
+	// Both ended: the store goes on from the right total.
+	if err := s.Commit(ctx, testKey, client.Saved{Session: "att", Cursor: 6}, received(5, 1), 10); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := describe(mustHistory(t, ctx, other, testKey)), describe(received(0, 6)); got != want {
+		t.Fatalf("the next write after them left the transcript %s, want %s", got, want)
+	}
+}
+
 // Through the JavaScript API: pagehide writes at once, within the event,
 // and close() resolves only once the cursor is stored.
 func TestAPIPagehideAndCloseWrite(t *testing.T) {

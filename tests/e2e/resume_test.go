@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/relaywasm/relaywasm/demo/stack"
-	"github.com/relaywasm/relaywasm/tests/webdriver"
 )
 
 // streamRate paces the dev agent in the tests that interrupt a stream: a
@@ -65,9 +64,6 @@ func checkInterrupted(tb *tab, state string, total int) {
 // chunk exactly once, in order; part of it redrawn from the transcript the
 // attachment keeps, the rest delivered after the reload.
 func TestReloadMidStream(t *testing.T) {
-	if engine == webdriver.WebKit {
-		t.Skip("WebKitGTK: after the store moved to store.js the transcript written at pagehide is not there after a reload (0 chunks redrawn); open, see the closing note")
-	}
 	const n = 2000
 	_, tb := countUnderWay(t, n)
 	tb.reload()

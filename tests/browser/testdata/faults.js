@@ -92,3 +92,29 @@ export function throwOnWebSocket(text, bigint) {
   globalThis.WebSocket.OPEN = orig.OPEN;
   return () => { globalThis.WebSocket = orig; };
 }
+
+// holdNextReadWrite keeps the next readwrite transaction started on any
+// database from ending until release() is called, as a slow engine does
+// (WebKitGTK's writes take tens of milliseconds): it keeps the transaction
+// busy with reads of its first store.
+export function holdNextReadWrite() {
+  const orig = IDBDatabase.prototype.transaction;
+  const hold = { held: false, released: false };
+  IDBDatabase.prototype.transaction = function (stores, mode, ...rest) {
+    const tx = orig.call(this, stores, mode, ...rest);
+    if (mode !== "readwrite" || hold.held) return tx;
+    hold.held = true;
+    IDBDatabase.prototype.transaction = orig;
+    const store = tx.objectStore(Array.isArray(stores) ? stores[0] : stores);
+    const spin = () => {
+      if (!hold.released) store.count().onsuccess = spin;
+    };
+    spin();
+    return tx;
+  };
+  hold.release = () => {
+    hold.released = true;
+    IDBDatabase.prototype.transaction = orig;
+  };
+  return hold;
+}
