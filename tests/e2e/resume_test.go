@@ -137,9 +137,11 @@ func setOffline(tb *tab, offline bool) {
 
 // Two tabs stream at once, each in its own conversation (its own stored
 // stream and attachment); reloading one mid-stream does not disturb the
-// other, which never even reconnects.
+// other, which never even reconnects. Tab 1's count is long (12 s at
+// streamRate) so that it is still streaming once tab 2 is back, even in an
+// engine slow to reload on a busy machine (WebKitGTK took over 3.6 s in CI).
 func TestTwoTabs(t *testing.T) {
-	const n1, n2 = 2000, 1500
+	const n1, n2 = 6000, 1500
 	s := startStack(t, streamRate)
 	one := openChat(t, newBrowser(t), "tab 1", s.PageURL())
 	two := openChat(t, one.ctx, "tab 2", s.PageURL())
