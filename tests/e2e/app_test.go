@@ -9,7 +9,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/relaywasm/relaywasm/tests/webdriver"
 )
 
 // demo/app is a web app as users build them: Vite, TypeScript, the official
@@ -116,9 +115,6 @@ func TestDemoAppChats(t *testing.T) {
 // (session/load) and shows the conversation with every chunk once, in order,
 // and the rest of the answer after it.
 func TestDemoAppReloadKeepsTheConversation(t *testing.T) {
-	if engine == webdriver.WebKit {
-		t.Skip("WebKitGTK: the WebDriver refresh of the built app times out; open, see the closing note")
-	}
 	const n = 3000
 	tb := appPage(t, 400)
 	tb.eval(`void __app.send("count 3000")`, nil)

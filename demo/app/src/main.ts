@@ -66,13 +66,28 @@ function append(role: "user" | "agent", text: string) {
     ui.log.append(el);
     current = { role, el, turn };
   }
+  // A text node per chunk, and one scroll per frame: setting the whole
+  // turn's text and reading scrollHeight for every chunk lays out the turn
+  // again each time, which a long answer (a session/load replaying thousands
+  // of chunks) turns into tens of seconds in WebKit.
   current.turn.text += text;
-  current.el.textContent = current.turn.text;
+  current.el.append(text);
   if (role === "agent") {
     app.chunks++;
     app.text += text;
   }
-  ui.log.scrollTop = ui.log.scrollHeight;
+  scrollSoon();
+}
+
+let scrolling = false;
+
+function scrollSoon() {
+  if (scrolling) return;
+  scrolling = true;
+  requestAnimationFrame(() => {
+    scrolling = false;
+    ui.log.scrollTop = ui.log.scrollHeight;
+  });
 }
 
 function note(text: string) {
