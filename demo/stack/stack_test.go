@@ -103,8 +103,19 @@ func TestStatic(t *testing.T) {
 		if resp.StatusCode != 200 || string(body) != c.body || resp.Header.Get("Content-Type") != c.ctype {
 			t.Errorf("%s: %d %q %q", c.path, resp.StatusCode, resp.Header.Get("Content-Type"), body)
 		}
-		if resp.Header.Get("Cache-Control") != "no-store" {
-			t.Errorf("%s: Cache-Control %q, want no-store", c.path, resp.Header.Get("Cache-Control"))
+		if resp.Header.Get("Cache-Control") != "no-cache" {
+			t.Errorf("%s: Cache-Control %q, want no-cache", c.path, resp.Header.Get("Cache-Control"))
+		}
+		// Revalidated: unchanged, it is not sent again.
+		req, _ := http.NewRequest(http.MethodGet, s.HTTPURL()+c.path, nil)
+		req.Header.Set("If-Modified-Since", resp.Header.Get("Last-Modified"))
+		again, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again.Body.Close()
+		if again.StatusCode != http.StatusNotModified {
+			t.Errorf("%s revalidated with If-Modified-Since %q: %d, want 304", c.path, resp.Header.Get("Last-Modified"), again.StatusCode)
 		}
 	}
 	if resp := get(t, s.HTTPURL()+"/dev-relay.key"); resp.StatusCode != http.StatusNotFound {

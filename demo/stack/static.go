@@ -16,10 +16,14 @@ import (
 var ModuleFiles = append([]string{"relay.wasm", "wasm_exec.js"}, relayjs.Names...)
 
 // static serves the page's directory at / and, at the same root, the
-// module's files from their own directory. It is a dev server: nothing is
-// cached (a rebuilt module or an edited page is picked up by a reload), and
-// .wasm goes out as application/wasm, which WebAssembly.instantiateStreaming
-// requires.
+// module's files from their own directory. It is a dev server: every
+// response is revalidated (Cache-Control: no-cache, answered 304 Not
+// Modified from the file's time), so a rebuilt module or an edited page is
+// picked up by a reload, while an unchanged relay.wasm comes from the
+// browser's cache and with it the engine's compiled code (Chromium keeps
+// the code of a module compiled while streaming beside its cache entry, and
+// no-store would throw both away: every reload compiled 3.9 MB again). .wasm
+// goes out as application/wasm, which compileStreaming requires.
 type static struct {
 	web      http.Handler // nil when no page directory is served
 	module   string       // "" when no module directory is served
@@ -58,7 +62,7 @@ func isDir(d string) bool {
 }
 
 func (s *static) ServeHTTP(w http.ResponseWriter, req *http.Request) {
-	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Cache-Control", "no-cache")
 	if s.isolated {
 		for _, h := range isolation {
 			w.Header().Set(h[0], h[1])

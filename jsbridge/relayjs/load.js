@@ -12,14 +12,17 @@ import { RelayError } from "./errors.js";
  */
 export async function start(B, options) {
   try {
+    // relay.wasm is fetched and compiled while wasm_exec.js loads: neither
+    // waits for the other, and only instantiating needs both.
+    const compiled = compile(options.wasm ?? new URL("./relay.wasm", import.meta.url));
+    compiled.catch(() => {}); // awaited below; a failure of wasm_exec.js comes first
     if (typeof globalThis.Go !== "function") {
       // wasm_exec.js is a classic script that defines globalThis.Go; it
       // evaluates as a module just as well, with no eval involved.
       await import(String(options.wasmExec ?? new URL("./wasm_exec.js", import.meta.url)));
     }
     const go = new globalThis.Go();
-    const source = options.wasm ?? new URL("./relay.wasm", import.meta.url);
-    const instance = await instantiate(source, go.importObject);
+    const instance = await WebAssembly.instantiate(await compiled, go.importObject);
     let started = false;
     const exited = go.run(instance).then(() => {
       if (!started) {
@@ -36,15 +39,17 @@ export async function start(B, options) {
   }
 }
 
-async function instantiate(source, imports) {
-  if (source instanceof WebAssembly.Module) return WebAssembly.instantiate(source, imports);
+// compile compiles relay.wasm from a URL, a Response or a compiled module,
+// streaming when the server sends application/wasm.
+async function compile(source) {
+  if (source instanceof WebAssembly.Module) return source;
   const response = source instanceof Response ? source : await fetch(source);
   if (!response.ok) throw new Error(`HTTP ${response.status} for ${response.url}`);
   try {
-    return (await WebAssembly.instantiateStreaming(response.clone(), imports)).instance;
+    return await WebAssembly.compileStreaming(response.clone());
   } catch (e) {
     // A server that does not send application/wasm: compile from the bytes.
     if (!(e instanceof TypeError)) throw e;
-    return (await WebAssembly.instantiate(await response.arrayBuffer(), imports)).instance;
+    return WebAssembly.compile(await response.arrayBuffer());
   }
 }

@@ -35,18 +35,18 @@ type Target struct {
 	Met  func(r Row) bool
 }
 
-// ratioAtLeast, atMost, below, atLeast and withinOf are the kinds
+// ratioAtLeast, ratioAtMost, atMost, atLeast and withinOf are the issues' kinds
 // of target.
 func ratioAtLeast(min float64) *Target {
 	return &Target{Text: fmt.Sprintf("≥ %.2f× baseline", min), Met: func(r Row) bool { return r.Ratio >= min }}
 }
 
-func atMost(max float64, text string) *Target {
-	return &Target{Text: text, Met: func(r Row) bool { return r.Value <= max }}
+func ratioAtMost(max float64) *Target {
+	return &Target{Text: fmt.Sprintf("≤ %.2f× baseline", max), Met: func(r Row) bool { return r.Ratio <= max }}
 }
 
-func below(max float64, text string) *Target {
-	return &Target{Text: text, Met: func(r Row) bool { return r.Value < max }}
+func atMost(max float64, text string) *Target {
+	return &Target{Text: text, Met: func(r Row) bool { return r.Value <= max }}
 }
 
 func atLeast(min float64, text string) *Target {
@@ -80,7 +80,8 @@ func check(rows []Row) error {
 	return errors.Join(errs...)
 }
 
-// Render writes rows as one markdown table.
+// Render writes rows as one markdown table, with a line saying how its
+// ratios are computed.
 func Render(w io.Writer, rows []Row) {
 	fmt.Fprintln(w, "| figure | value | baseline | ratio | target | |")
 	fmt.Fprintln(w, "|---|--:|---|--:|---|---|")
@@ -88,7 +89,15 @@ func Render(w io.Writer, rows []Row) {
 		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s |\n",
 			r.Figure+note(r.Note), quantity(r.Value, r.Unit), baseline(r), ratio(r), targetText(r), verdict(r))
 	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, RatioNote)
 }
+
+// RatioNote says how the table's ratios are computed, since a ratio is not
+// always the quotient of the two values printed beside it.
+const RatioNote = "Values are medians over the run's repetitions. Where the two were measured side by side " +
+	"(inbound, CPU, reload) the ratio is the median of the per-repetition ratios, which can differ from the quotient " +
+	"of the two medians; for round-trip percentiles it is the quotient of the two percentiles."
 
 func note(n string) string {
 	if n == "" {

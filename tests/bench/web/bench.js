@@ -261,12 +261,13 @@ async function measureReload(kind) {
   };
 }
 
-// watchInstantiate notes when relay.js's WebAssembly.instantiateStreaming
-// resolves: with the resource timing of relay.wasm, the share of reload to
-// live that is fetching and instantiating the module.
+// watchInstantiate notes when relay.js's WebAssembly.instantiate (of the
+// module it compiled while streaming it) resolves: with the resource timing
+// of relay.wasm, the share of reload to live that is fetching, compiling
+// and instantiating the module.
 function watchInstantiate(marks) {
-  const instantiate = WebAssembly.instantiateStreaming;
-  WebAssembly.instantiateStreaming = async (...args) => {
+  const instantiate = WebAssembly.instantiate;
+  WebAssembly.instantiate = async (...args) => {
     try {
       return await instantiate.apply(WebAssembly, args);
     } finally {
@@ -279,7 +280,7 @@ function watchInstantiate(marks) {
 // page (relay.wasm exports Go's as "mem"), for bench.memory.
 const memories = [];
 function keepMemory() {
-  for (const name of ["instantiateStreaming", "instantiate"]) {
+  for (const name of ["instantiateStreaming", "instantiate"]) { // relay.js, and pages that instantiate it themselves
     const original = WebAssembly[name];
     WebAssembly[name] = async (...args) => {
       const r = await original.apply(WebAssembly, args);
