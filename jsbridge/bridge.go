@@ -184,9 +184,10 @@ func withOut(b []byte, method string, args ...any) (Value, error) {
 	}
 	crossing.outMu.Lock()
 	defer crossing.outMu.Unlock()
-	// A bigger buffer when b does not fit; a small one again when a burst
-	// left a big one and b is small.
-	if crossing.outLen < len(b) || crossing.outLen > bigOut && len(b) <= smallOut {
+	// The first buffer (even for an empty b: a commit with no entries can
+	// be the first to cross), a bigger one when b does not fit, a small one
+	// again when a burst left a big one and b is small.
+	if !isObject(crossing.out) || crossing.outLen < len(b) || crossing.outLen > bigOut && len(b) <= smallOut {
 		arr, err := call(bridge, "outBuffer", len(b))
 		if err != nil {
 			return safejs.Undefined(), err

@@ -41,15 +41,23 @@ func untilStored(t *testing.T, ctx context.Context, other *jsbridge.Store, k cli
 	}
 }
 
-// A commit waits for the window unless the Store is asked to write (Flush,
-// a read, WriteAll); a new attachment id does not wait at all.
-func TestStoreCommitWindow(t *testing.T) {
+// windowStores opens two Stores on a new database: s, with the long window
+// and testKey loaded, and other, which reads what IndexedDB holds.
+func windowStores(t *testing.T) (context.Context, *jsbridge.Store, *jsbridge.Store) {
+	t.Helper()
 	ctx := testContext(t)
 	db := database(t)
 	s := openStore(t, ctx, db)
 	s.SetCommitWindow(longWindow)
 	other := openStore(t, ctx, db)
 	mustLoad(t, ctx, s, testKey)
+	return ctx, s, other
+}
+
+// A commit waits for the window unless the Store is asked to write (Flush,
+// a read, WriteAll); a new attachment id does not wait at all.
+func TestStoreCommitWindow(t *testing.T) {
+	ctx, s, other := windowStores(t)
 
 	if err := s.Commit(ctx, testKey, client.Saved{Session: "att", Cursor: 0}, nil, 10); err != nil {
 		t.Fatal(err)
@@ -95,12 +103,7 @@ func TestStoreCommitWindow(t *testing.T) {
 // in a transaction made at once, which IndexedDB runs after the first, and
 // the stored transcript is whole and in order.
 func TestStoreWriteAllWhileWriting(t *testing.T) {
-	ctx := testContext(t)
-	db := database(t)
-	s := openStore(t, ctx, db)
-	s.SetCommitWindow(longWindow)
-	other := openStore(t, ctx, db)
-	mustLoad(t, ctx, s, testKey)
+	ctx, s, other := windowStores(t)
 	mustLoad(t, ctx, other, testKey)
 
 	hold := faults(t).Call("holdNextReadWrite")
