@@ -16,7 +16,7 @@ import "embed"
 
 // Names are the files of this folder that ship, relay.js first.
 var Names = []string{
-	"relay.js", "relay.d.ts", "boundary.js", "bridge.js", "crossing.js", "errors.js",
+	"relay.js", "relay.d.ts", "attachment.js", "boundary.js", "bridge.js", "crossing.js", "errors.js",
 	"lifecycle.js", "load.js", "records.js", "remote.js", "sockets.js", "store.js", "stream.js", "tabs.js",
 	"worker.js",
 }

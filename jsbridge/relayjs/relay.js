@@ -12,6 +12,7 @@
 //   lifecycle.js  online, offline, hidden and pagehide
 //   load.js       fetching and starting relay.wasm
 //   errors.js     RelayError, and only Errors across the boundary
+//   attachment.js what an Attachment is in either mode: handlers, token, checks
 //   stream.js     att.stream(): the official ACP SDK's Stream over an attachment
 //   remote.js     worker mode, the page's side: the worker and the proxies
 //   worker.js     worker mode, the worker's side: relay.wasm in a Web Worker
@@ -21,13 +22,14 @@
 // no new Function anywhere, so pages with a strict Content-Security-Policy
 // can load them, and they are shipped as they are (no build step).
 
-import { CODE_BAD_CURSOR, CODE_BAD_OPTIONS, CODE_BAD_PAYLOAD, DONE_OK } from "./boundary.js";
+import { BaseAttachment, checkCursor, sendArgs } from "./attachment.js";
+import { CODE_BAD_OPTIONS, DONE_OK } from "./boundary.js";
 import { bridge } from "./bridge.js";
-import { guard, RelayError, report } from "./errors.js";
+import { RelayError, report } from "./errors.js";
 import { listenToLifecycle } from "./lifecycle.js";
 import { start } from "./load.js";
 import { DELIVERY, FINAL, startWorker } from "./remote.js";
-import { openStream, PAUSED } from "./stream.js";
+import { PAUSED } from "./stream.js";
 import { takeSlot } from "./tabs.js";
 
 export { RelayError };
@@ -136,20 +138,13 @@ function normalise(options) {
   };
 }
 
-class Attachment {
+class Attachment extends BaseAttachment {
   #slot;
-  #token;
   #last = ["connecting", 0, ""]; // state, cursor, session: kept for after the end
-  _tap = null; // the open stream() (stream.js): it takes the deliveries while set
-  #resumable = true; // the last onState info's resumable
 
   constructor(handle, slot, options) {
-    this._handle = handle;
+    super(handle, options);
     this.#slot = slot;
-    this.#token = options.token;
-    this.onMessage = options.onMessage;
-    this.onState = options.onState ?? null;
-    this.onEvicted = options.onEvicted ?? null;
     if (options[DELIVERY]) this._deliver = options[DELIVERY]; // worker.js's: batches go to the page
   }
 
@@ -166,10 +161,6 @@ class Attachment {
   get session() {
     return this.#info()[2];
   }
-  /** Whether the runtime resumes this stream (the last state info's resumable). */
-  get resumable() {
-    return this.#resumable;
-  }
   #info() {
     const live = B.attachments.has(this._handle) ? B.api.info(this._handle) : null;
     if (live) this.#last = live;
@@ -177,30 +168,22 @@ class Attachment {
   }
 
   sendACP(message, options = {}) {
-    let text = message;
-    if (typeof message !== "string") {
-      try {
-        text = JSON.stringify(message);
-      } catch (e) {
-        return Promise.reject(new RelayError(CODE_BAD_PAYLOAD, `message is not JSON: ${e.message}`));
-      }
-      if (text === undefined) return Promise.reject(new RelayError(CODE_BAD_PAYLOAD, "message is not JSON"));
+    let text, trace;
+    try {
+      [text, trace] = sendArgs(message, options);
+    } catch (e) {
+      return Promise.reject(e);
     }
     // The text crosses as UTF-8 in the bridge's buffer, not as a string
     // Go would have to take and encode itself.
-    const trace = options.trace ?? "";
-    if (typeof trace !== "string") return Promise.reject(new RelayError(CODE_BAD_OPTIONS, "trace must be a string"));
     return B.call("send", () => [this._handle, ...B.text(text), trace], options.signal);
   }
 
-  /** The ACP SDK's Stream over this attachment (stream.js). */
-  stream(options) {
-    return openStream(this, options);
-  }
-
   resume(afterSeq) {
-    if (!Number.isSafeInteger(afterSeq) || afterSeq < 0) {
-      return Promise.reject(new RelayError(CODE_BAD_CURSOR, "afterSeq must be a seq (a non-negative integer)"));
+    try {
+      checkCursor(afterSeq);
+    } catch (e) {
+      return Promise.reject(e);
     }
     return B.call("resume", [this._handle, afterSeq]);
   }
@@ -236,12 +219,7 @@ class Attachment {
       const f = batch[i];
       let r;
       try {
-        r = (this._tap ?? this).onMessage(f.payload ?? null, {
-          seq: f.seq ?? 0,
-          session: f.session ?? "",
-          replay: replay[i] === 1,
-          trace: f.trace ?? "",
-        });
+        r = (this._tap ?? this).onMessage(f.payload ?? null, BaseAttachment._meta(f, replay[i] === 1));
       } catch (e) {
         report("onMessage", e);
         return this.#delivered(i, waitID, from);
@@ -268,20 +246,7 @@ class Attachment {
 
   _state(state, info) {
     this.#last = [state, this.#last[1], this.#last[2]];
-    this._tap?.state(state, info);
-    if (typeof info?.resumable === "boolean") this.#resumable = info.resumable;
-    if (this.onState) guard("onState", () => this.onState(state, info));
-  }
-
-  _evicted(info) {
-    this._tap?.evicted(info);
-    if (this.onEvicted) guard("onEvicted", () => this.onEvicted(info));
-  }
-
-  async _token() {
-    const t = typeof this.#token === "function" ? await this.#token() : this.#token;
-    if (typeof t !== "string") throw new TypeError("the token function must resolve to a string");
-    return t;
+    super._state(state, info);
   }
 
   // The attachment ended (detach, close or a fatal error): keep its last

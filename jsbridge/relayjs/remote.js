@@ -11,9 +11,10 @@
 // att.stream() works as on the main thread: stream.js needs an attachment's
 // onMessage, sendACP, close, state and _tap, which these proxies have.
 
-import { CODE_BAD_CURSOR, CODE_BAD_PAYLOAD, CODE_CANCELED } from "./boundary.js";
-import { guard, RelayError, report } from "./errors.js";
-import { openStream, PAUSED } from "./stream.js";
+import { BaseAttachment, checkCursor, sendArgs } from "./attachment.js";
+import { CODE_BAD_OPTIONS, CODE_CANCELED } from "./boundary.js";
+import { RelayError, report } from "./errors.js";
+import { PAUSED } from "./stream.js";
 
 /**
  * DELIVERY is the attach option (worker.js's) that replaces an
@@ -235,24 +236,18 @@ class RemoteRelay {
   }
 
   #bad(what) {
-    return Promise.reject(new RelayError("bad_options", what));
+    return Promise.reject(new RelayError(CODE_BAD_OPTIONS, what));
   }
 }
 
-class RemoteAttachment {
+class RemoteAttachment extends BaseAttachment {
   #c;
-  #token;
   #name = "";
   #now = ["connecting", 0, ""]; // state, cursor, session, as the worker last said
-  _tap = null; // the open stream() (stream.js), as in relay.js
 
   constructor(c, h, options) {
+    super(h, options);
     this.#c = c;
-    this._handle = h;
-    this.#token = options.token;
-    this.onMessage = options.onMessage;
-    this.onState = options.onState ?? null;
-    this.onEvicted = options.onEvicted ?? null;
   }
 
   _attached(name, now) {
@@ -274,25 +269,18 @@ class RemoteAttachment {
   }
 
   sendACP(message, options = {}) {
-    let text = message;
-    if (typeof message !== "string") {
-      try {
-        text = JSON.stringify(message);
-      } catch (e) {
-        return Promise.reject(new RelayError(CODE_BAD_PAYLOAD, `message is not JSON: ${e.message}`));
-      }
-      if (text === undefined) return Promise.reject(new RelayError(CODE_BAD_PAYLOAD, "message is not JSON"));
+    try {
+      return this.#c.call("send", [this._handle, ...sendArgs(message, options)], options.signal);
+    } catch (e) {
+      return Promise.reject(e);
     }
-    return this.#c.call("send", [this._handle, text], options.signal);
-  }
-
-  stream(options) {
-    return openStream(this, options);
   }
 
   resume(afterSeq) {
-    if (!Number.isSafeInteger(afterSeq) || afterSeq < 0) {
-      return Promise.reject(new RelayError(CODE_BAD_CURSOR, "afterSeq must be a seq (a non-negative integer)"));
+    try {
+      checkCursor(afterSeq);
+    } catch (e) {
+      return Promise.reject(e);
     }
     return this.#c.call("resume", [this._handle, afterSeq]);
   }
@@ -318,7 +306,7 @@ class RemoteAttachment {
       const f = batch[i];
       const seq = f.seq ?? 0;
       try {
-        const r = (this._tap ?? this).onMessage(f.payload ?? null, { seq, session: f.session ?? "", replay: replay[i] === 1 });
+        const r = (this._tap ?? this).onMessage(f.payload ?? null, BaseAttachment._meta(f, replay[i] === 1));
         if (r !== null && typeof r === "object" && typeof r.then === "function") await r;
       } catch (e) {
         if (e !== PAUSED) report("onMessage", e);
@@ -333,18 +321,6 @@ class RemoteAttachment {
     this.#now = now ?? [state, this.#now[1], this.#now[2]];
     this.#now[0] = state;
     if (state === "closed") this.#c.attachments.delete(this._handle);
-    this._tap?.state(state, info);
-    if (this.onState) guard("onState", () => this.onState(state, info));
-  }
-
-  _evicted(info) {
-    this._tap?.evicted(info);
-    if (this.onEvicted) guard("onEvicted", () => this.onEvicted(info));
-  }
-
-  async _token() {
-    const t = typeof this.#token === "function" ? await this.#token() : this.#token;
-    if (typeof t !== "string") throw new TypeError("the token function must resolve to a string");
-    return t;
+    super._state(state, info);
   }
 }

@@ -100,7 +100,7 @@ const ops = {
     atts.set(h, att);
     return { name: att.name, now: [att.state, att.cursor, att.session] };
   },
-  send: (h, text, signal) => att(h).sendACP(text, { signal }),
+  send: (h, text, trace, signal) => att(h).sendACP(text, { trace, signal }),
   resume: (h, afterSeq) => att(h).resume(afterSeq),
   history: (h) => att(h).history(),
   detach: (h) => att(h).detach().finally(() => atts.delete(h)),

@@ -167,3 +167,49 @@ func TestWorkerModeStream(t *testing.T) {
 		t.Fatalf("initialize went out with ids %q, want the page's, then the stream's own (rw-…)", ids)
 	}
 }
+
+// attachmentChecks is what the page's attachment answers to the calls both
+// modes must take and refuse alike (attachment.js): its resumable, then the
+// outcome ("sent", "resumed" or the RelayError's code) of a send with a
+// trace, a send with a trace that is not a string, one with a trace the
+// envelope refuses, one with no JSON, and a resume from before the start.
+const attachmentChecks = `(async () => {
+	const a = __w.att;
+	const outcome = (p, ok) => p.then(() => ok, (e) => e.code ?? String(e));
+	const echo = (id) => ({ jsonrpc: "2.0", id, method: "_relaywasm/echo", params: {} });
+	return [
+		a.resumable,
+		await outcome(a.sendACP(echo("t-ok"), { trace: "trace-1" }), "sent"),
+		await outcome(a.sendACP(echo("t-num"), { trace: 5 }), "sent"),
+		await outcome(a.sendACP(echo("t-bad"), { trace: "no spaces allowed" }), "sent"),
+		await outcome(a.sendACP(undefined), "sent"),
+		await outcome(a.resume(-1), "resumed"),
+	];
+})()`
+
+// An attachment in worker mode takes and refuses what one on the main
+// thread does, and says whether the runtime resumes (att.resumable), as
+// relay.d.ts promises for both.
+func TestWorkerModeAttachmentMatchesMainThread(t *testing.T) {
+	s := startStackServing(t, workerDir, 0)
+	br := newBrowser(t)
+	answers := map[string][]any{}
+	for _, mode := range []string{"main", "worker"} {
+		url := s.PageURL()
+		if mode == "main" {
+			url += "?main"
+		}
+		tb := openTab(t, br, mode, url)
+		workerReady(tb, mode)
+		var got []any
+		tb.eval(attachmentChecks, &got)
+		answers[mode] = got
+	}
+	m, w := answers["main"], answers["worker"]
+	if fmt.Sprint(m) != fmt.Sprint(w) {
+		t.Fatalf("worker mode answers %v, the main thread %v", w, m)
+	}
+	if len(m) != 6 || m[0] != true || m[1] != "sent" || m[2] != "bad_options" || m[3] == "sent" || m[4] != "bad_payload" || m[5] != "bad_cursor" {
+		t.Fatalf("the attachment answers %v, want [true sent bad_options <refused> bad_payload bad_cursor]", m)
+	}
+}
