@@ -16,10 +16,11 @@ type timeline struct {
 	InstantiateEnd float64 `json:"instantiateEnd"` // instantiateStreaming resolved
 }
 
-// reloadKinds are the two pages reloaded in turn: relay.wasm, and the raw
-// client that keeps its attachment id and cursor in sessionStorage and
-// resumes by hand, which is what a reload costs without relay.wasm.
-var reloadKinds = []string{wasmIDB, rawJS}
+// reloadKinds are the pages reloaded in turn: relay.wasm on the main thread
+// and in worker mode, and the raw client that keeps its attachment id and
+// cursor in sessionStorage and resumes by hand, which is what a reload costs
+// without relay.wasm.
+var reloadKinds = []string{wasmIDB, wasmWorker, rawJS}
 
 // reloads measures reload to live: two tabs, one per kind, reloaded in
 // turn. Before each reload the page leaves frames undelivered on purpose
@@ -57,7 +58,7 @@ func (s *session) reloads() ([]Row, error) {
 			return nil, err
 		}
 	}
-	return reloadRows(got[wasmIDB], got[rawJS]), nil
+	return reloadRows(got[wasmIDB], got[wasmWorker], got[rawJS]), nil
 }
 
 // reloadOnce reloads an armed tab, reads its timeline and arms it again.
@@ -75,7 +76,7 @@ func reloadOnce(t *tab, kind string) (timeline, error) {
 	return tl, t.call(nil, "arm", kind)
 }
 
-func reloadRows(wasm, raw []timeline) []Row {
+func reloadRows(wasm, worker, raw []timeline) []Row {
 	pick := func(tls []timeline, f func(timeline) float64) []float64 {
 		out := make([]float64, len(tls))
 		for i, tl := range tls {
@@ -89,11 +90,14 @@ func reloadRows(wasm, raw []timeline) []Row {
 		"ms", "raw JS WebSocket, cursor in sessionStorage", total, pick(raw, live))
 	live2.Target = &Target{Text: "≤ baseline + 40 ms (and < 200 ms)", Met: func(r Row) bool { return r.Value-r.Baseline <= 40 && r.Value < 200 }}
 	live2.why = (*prober).whyReload
+	inWorker := paired(fmt.Sprintf("Chromium reload to live, worker mode, median of %d", len(worker)),
+		"ms", "raw JS WebSocket, cursor in sessionStorage", pick(worker, live), pick(raw, live))
 	part := func(name string, f func(timeline) float64) Row {
 		return paired("… of which "+name, "ms", "reload to live", pick(wasm, f), total)
 	}
 	return []Row{
 		live2,
+		inWorker,
 		part("navigation → bench page running (unload, HTML, scripts)", func(tl timeline) float64 { return tl.LoadStart }),
 		part("fetching + instantiating relay.wasm", func(tl timeline) float64 { return tl.InstantiateEnd - tl.WasmFetchStart }),
 		part("loadRelay (wasm_exec.js, relay.wasm, Go start, store open)", func(tl timeline) float64 { return tl.LoadEnd - tl.LoadStart }),

@@ -15,7 +15,7 @@ func (s *session) roundTrips() ([]Row, error) {
 	for _, count := range []int{min(n, rttBlock), n} { // the warm-up, then the measurement
 		ms, cpu = map[string][]float64{}, map[string][]float64{}
 		for done := 0; done < count; done += rttBlock {
-			for _, v := range []string{wasmIDB, rawJS} {
+			for _, v := range []string{wasmIDB, wasmWorker, rawJS} {
 				var block []float64
 				before, err := s.tab.cpuTime()
 				if err == nil {
@@ -33,20 +33,24 @@ func (s *session) roundTrips() ([]Row, error) {
 			}
 		}
 	}
-	rows := rttRows(ms[wasmIDB], ms[rawJS])
+	rows := rttRows("", ms[wasmIDB], ms[rawJS])
+	rows = append(rows, rttRows("worker mode, ", ms[wasmWorker], ms[rawJS])...)
 	// The round trip's time is mostly waiting; what relay.wasm costs the
 	// page is steadier to compare as main-thread CPU, block by block.
-	return append(rows, paired("Chromium round trip, page main thread CPU per round trip", "µs", "raw JS WebSocket",
-		cpu[wasmIDB], cpu[rawJS])), nil
+	return append(rows,
+		paired("Chromium round trip, page main thread CPU per round trip", "µs", "raw JS WebSocket", cpu[wasmIDB], cpu[rawJS]),
+		paired("Chromium round trip, worker mode, page main thread CPU per round trip", "µs", "raw JS WebSocket", cpu[wasmWorker], cpu[rawJS]),
+	), nil
 }
 
 // rttRows reports percentiles of the two distributions; the ratio is of the
-// percentiles (the round trips are not paired one by one).
-func rttRows(wasm, raw []float64) []Row {
+// percentiles (the round trips are not paired one by one). mode prefixes
+// the figures' names.
+func rttRows(mode string, wasm, raw []float64) []Row {
 	row := func(p float64, name string) Row {
 		v, b := percentile(wasm, p), percentile(raw, p)
 		return Row{
-			Figure:   "Chromium round trip sendACP → onMessage (echo), " + name + " of " + count(len(wasm)),
+			Figure:   "Chromium round trip sendACP → onMessage (echo), " + mode + name + " of " + count(len(wasm)),
 			Unit:     "ms",
 			Value:    v,
 			Baseline: b,
@@ -56,7 +60,9 @@ func rttRows(wasm, raw []float64) []Row {
 	}
 	p50 := row(50, "p50")
 	p50.Target = withinOf(1, "≤ baseline + 1 ms")
-	p50.why = (*prober).whyRoundTrip
+	if mode == "" {
+		p50.why = (*prober).whyRoundTrip // it profiles the main thread's client
+	}
 	p99 := row(99, "p99")
 	p99.Target = withinOf(1, "≤ baseline + 1 ms")
 	return []Row{p50, p99}

@@ -16,7 +16,7 @@
 import { loadRelay } from "./relay.js";
 
 const CONFIG_KEY = "relaywasm-bench-config";
-const RELOAD_KEY = "relaywasm-bench-reload"; // "wasm" or "raw" while reloads are measured
+const RELOAD_KEY = "relaywasm-bench-reload"; // "wasm", "worker" or "raw" while reloads are measured
 const RAW_STATE_KEY = "relaywasm-bench-raw"; // the raw client's {session, cursor}
 const RELOAD_STREAM = "reload"; // the wasm reload client's stored stream
 const RELOAD_ECHOES = 3; // frames left undelivered before each reload
@@ -183,7 +183,7 @@ let reloadClient = null;
 // which then holds it and every later one.
 async function arm(kind) {
   sessionStorage.setItem(RELOAD_KEY, kind);
-  reloadClient ??= kind === "wasm" ? await reloadWasm(await loadRelay(), null) : await reloadRaw(null);
+  reloadClient ??= kind === "raw" ? await reloadRaw(null) : await reloadWasm(await reloadRelay(kind), null, kind);
   const c = reloadClient;
   const arrived = new Promise((resolve, reject) => {
     c.arrived = resolve;
@@ -213,10 +213,18 @@ function reloadHandler(c, first) {
   };
 }
 
-async function reloadWasm(relay, first) {
+// reloadRelay loads the Relay of a reload client: on the main thread
+// ("wasm") or in a worker ("worker").
+async function reloadRelay(kind) {
+  const relay = await loadRelay({ worker: kind === "worker" });
+  if (kind === "worker" && relay.mode !== "worker") throw new Error(`worker mode did not start: ${relay.reason}`);
+  return relay;
+}
+
+async function reloadWasm(relay, first, kind) {
   const c = { holding: false, cursor: 0 };
   c.handler = reloadHandler(c, first);
-  return wasmClient(relay, RELOAD_STREAM, 0, c);
+  return wasmClient(relay, `${RELOAD_STREAM}-${kind}`, 0, c);
 }
 
 // reloadRaw attaches the raw client, asking for its stored session back and
@@ -236,12 +244,12 @@ async function reloadRaw(first) {
 async function measureReload(kind) {
   const marks = {};
   const live = new Promise((resolve) => (marks.first = resolve));
-  if (kind === "wasm") {
-    watchInstantiate(marks);
+  if (kind !== "raw") {
+    if (kind === "wasm") watchInstantiate(marks); // a worker's is out of sight
     marks.loadStart = performance.now();
-    const relay = await loadRelay();
+    const relay = await reloadRelay(kind);
     marks.loadEnd = performance.now();
-    reloadClient = await reloadWasm(relay, marks.first);
+    reloadClient = await reloadWasm(relay, marks.first, kind);
   } else {
     marks.loadStart = marks.loadEnd = performance.now();
     reloadClient = await reloadRaw(marks.first);
