@@ -41,7 +41,7 @@ export async function start(B, options) {
 
 // compile compiles relay.wasm from a URL, a Response or a compiled module,
 // streaming when the server sends application/wasm.
-async function compile(source) {
+export async function compile(source) {
   if (source instanceof WebAssembly.Module) return source;
   const response = source instanceof Response ? source : await fetch(source);
   if (!response.ok) throw new Error(`HTTP ${response.status} for ${response.url}`);

@@ -14,6 +14,7 @@
 import { BaseAttachment, checkCursor, sendArgs } from "./attachment.js";
 import { CODE_BAD_OPTIONS, CODE_CANCELED } from "./boundary.js";
 import { RelayError, report } from "./errors.js";
+import { compile } from "./load.js";
 import { PAUSED } from "./stream.js";
 
 /**
@@ -34,12 +35,17 @@ let worker = null; // the Worker connection, once started (a Promise)
  * start or load relay.wasm: the caller falls back to the main thread.
  */
 export async function startWorker(options) {
+  // A worker's first relay.wasm is fetched and compiled here, while the
+  // worker starts and loads its modules, and the compiled module crosses to
+  // it; that had waited for the worker's module graph. If it fails here the
+  // worker loads it itself, and reports why that fails.
+  const early = worker === null && options.wasm === undefined ? compile(new URL("./relay.wasm", import.meta.url)).catch(() => undefined) : undefined;
   worker ??= connect().catch((e) => {
     worker = null;
     throw e;
   });
   const w = await worker;
-  const wasm = await portable(options.wasm);
+  const wasm = (await early) ?? (await portable(options.wasm));
   const o = { ...options, worker: false, signal: undefined };
   if (wasm !== undefined) o.wasm = wasm;
   if (options.wasmExec !== undefined) o.wasmExec = String(new URL(String(options.wasmExec), location.href));
