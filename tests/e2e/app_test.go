@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-
 )
 
 // demo/app is a web app as users build them: Vite, TypeScript, the official

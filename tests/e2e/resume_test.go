@@ -3,10 +3,13 @@ package e2e
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/relaywasm/relaywasm/demo/stack"
+	"github.com/relaywasm/relaywasm/jsbridge/boundary"
 )
 
 // streamRate paces the dev agent in the tests that interrupt a stream: a
@@ -20,15 +23,54 @@ const streamRate = 500
 const interruptAfter = 200 // chunks shown before the test interrupts the stream
 
 // countUnderWay starts the stack and a chat tab at desktop size, and has the
-// tab ask for "count n" and wait until the answer is under way.
+// tab ask for "count n" and wait until the answer is under way and part of
+// it is in IndexedDB: an engine whose writes are slow on a busy machine
+// (WebKitGTK's took over 0.4 s each in CI) would otherwise be interrupted
+// before it had stored any of it.
 func countUnderWay(t *testing.T, n int) (*stack.Stack, *tab) {
 	t.Helper()
 	s := startStack(t, streamRate)
 	tb := openChat(t, newBrowser(t), "tab", s.PageURL())
 	tb.viewport(1280, 800, false)
+	var before int
+	tb.eval(storedCursor, &before)
 	startCount(tb, n)
+	waitStored(tb, before+2)
 	return s, tb
 }
+
+// waitStored waits until the page's IndexedDB holds a cursor of at least
+// want.
+func waitStored(tb *tab, want int) {
+	tb.t.Helper()
+	deadline := time.Now().Add(waitLimit)
+	for {
+		var got int
+		tb.eval(storedCursor, &got)
+		if got >= want {
+			return
+		}
+		if time.Now().After(deadline) {
+			tb.t.Fatalf("%s: IndexedDB holds cursor %d, still waiting for %d", tb.name, got, want)
+		}
+		time.Sleep(pollEvery)
+	}
+}
+
+// storedCursor is a JavaScript expression: a Promise of the highest cursor
+// the page's IndexedDB holds for any stream (0 when none), read from the
+// store relay.js writes (its names are jsbridge/boundary's).
+var storedCursor = fmt.Sprintf(`new Promise((resolve, reject) => {
+	const req = indexedDB.open(%q);
+	req.onerror = () => reject(req.error);
+	req.onsuccess = () => {
+		const db = req.result;
+		if (!db.objectStoreNames.contains(%q)) { db.close(); resolve(0); return; }
+		const all = db.transaction(%q).objectStore(%q).getAll();
+		all.onsuccess = () => { db.close(); resolve(Math.max(0, ...all.result.map((r) => r.cursor ?? 0))); };
+		all.onerror = () => { db.close(); reject(all.error); };
+	};
+})`, boundary.StoreDatabase, boundary.StoreState, boundary.StoreState, boundary.StoreState)
 
 // startCount sends "count n" and waits until the answer is under way.
 func startCount(tb *tab, n int) {

@@ -72,7 +72,9 @@ func checkCount(t *testing.T, w workerChunks, n int) {
 // transcript plus what the worker delivers after the reload hold every
 // chunk once, in order.
 func TestWorkerModeReload(t *testing.T) {
-	workerReload(t, "")
+	if w := workerReload(t, ""); len(w.Hist) == 0 {
+		t.Fatal("the reloaded page's transcript is empty: nothing of the count was written before the reload")
+	}
 }
 
 // The same with a commit window of a minute: what the reloaded page finds
@@ -81,31 +83,46 @@ func TestWorkerModeReload(t *testing.T) {
 //
 // WebKit ends the page's worker on a reload before the worker has handled
 // the page's last message (measured: the reloaded page found nothing
-// written), so there a reload in worker mode resumes from up to one commit
-// window (50 ms by default) earlier and that window's messages come again;
-// TestWorkerModeReload shows none is lost or doubled.
+// written), and Firefox on a busy machine ends it before that write has
+// committed (measured once in five runs beside other suites), so there a
+// reload in worker mode may resume from up to one commit window (50 ms by
+// default) earlier and that window's messages come again; in those engines
+// this test checks only that none is lost or doubled, as
+// TestWorkerModeReload does.
 func TestWorkerModeReloadWritesAtPagehide(t *testing.T) {
 	if engine == webdriver.WebKit {
 		t.Skip("WebKit ends the worker before it handles the page's pagehide (see above)")
 	}
-	workerReload(t, "?window=60000")
+	w := workerReload(t, "?window=60000")
+	if len(w.Hist) == 0 {
+		if engine == webdriver.Chromium {
+			t.Fatal("nothing was written at pagehide: the reloaded page's transcript is empty")
+		}
+		t.Logf("%s ended the worker before its write at pagehide committed; the resume delivered all", engine)
+	}
 }
 
-func workerReload(t *testing.T, query string) {
+func workerReload(t *testing.T, query string) workerChunks {
 	const n = 2000
 	s := startStackServing(t, workerDir, streamRate)
 	tb := openTab(t, newBrowser(t), "worker", s.PageURL()+query)
 	workerReady(tb, "worker")
+	var before int
+	tb.eval(storedCursor, &before)
 	tb.eval(fmt.Sprintf(`__w.prompt("count %d")`, n), nil)
 	tb.waitFor("300 chunks before the reload", `__w.live.length >= 300`)
+	if query == "" {
+		waitStored(tb, before+2) // as countUnderWay: the worker's windowed writes have landed some
+	}
 	tb.do("reloading", tb.page.reload)
 	workerReady(tb, "worker")
 	tb.waitFor("the whole count after the reload", fmt.Sprintf(`__w.hist.length + __w.live.length >= %d && (__w.live.at(-1) ?? __w.hist.at(-1))[1] === "%d\n"`, n, n))
 	w := workerState(tb)
-	if len(w.Hist) == 0 || len(w.Live) == 0 {
-		t.Fatalf("the reload came at the wrong time: %d chunks in the transcript, %d after", len(w.Hist), len(w.Live))
+	if len(w.Live) == 0 {
+		t.Fatalf("the reload came at the wrong time: %d chunks in the transcript, none after", len(w.Hist))
 	}
 	checkCount(t, w, n)
+	return w
 }
 
 // A page whose Content-Security-Policy forbids workers: loadRelay({worker:
