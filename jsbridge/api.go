@@ -37,11 +37,11 @@ var api = struct {
 	mu     sync.Mutex
 	relays map[int]*relay
 	atts   map[int]*attachment
-	calls  map[int]context.CancelFunc
+	calls  map[int]func() // how to cancel each pending call
 }{
 	relays: make(map[int]*relay),
 	atts:   make(map[int]*attachment),
-	calls:  make(map[int]context.CancelFunc),
+	calls:  make(map[int]func()),
 }
 
 // relay is one Relay object of relay.js: a Store shared by its attachments,
@@ -404,18 +404,24 @@ func (a *attachment) onEvicted(e client.Eviction) {
 // when the attachment is gone or not attached yet.
 func withAttachment(args []Value, op func(ctx context.Context, att *client.Attachment) (any, error)) any {
 	callID := jsInt(arg(args, 0))
-	a := lookup(jsInt(arg(args, 1)))
-	api.mu.Lock()
-	var att *client.Attachment
-	if a != nil {
-		att = a.att
-	}
-	api.mu.Unlock()
+	att := attached(jsInt(arg(args, 1)))
 	if att == nil {
 		return fail(callID, errNoAttachment)
 	}
 	start(callID, func(ctx context.Context) (any, error) { return op(ctx, att) })
 	return nil
+}
+
+// attached is attachment h's client.Attachment, nil when h is gone or not
+// attached yet.
+func attached(h int) *client.Attachment {
+	a := lookup(h)
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	if a == nil {
+		return nil
+	}
+	return a.att
 }
 
 // apiSend(callID, handle, n, buffer, trace) sends one ACP message: the n
@@ -427,9 +433,40 @@ func apiSend(args []Value) any {
 		return fail(jsInt(arg(args, 0)), err)
 	}
 	trace := jsString(arg(args, 4))
-	return withAttachment(args, func(ctx context.Context, att *client.Attachment) (any, error) {
-		return nil, att.SendACP(ctx, payload, client.WithTrace(trace))
-	})
+	callID := jsInt(arg(args, 0))
+	att := attached(jsInt(arg(args, 1)))
+	if att == nil {
+		return fail(callID, errNoAttachment)
+	}
+	// No goroutine of its own, unlike the other calls: the engine's
+	// goroutine takes the message from this callback and settles the call
+	// right after the write (StartSendACP), which is most of what a round
+	// trip costs the page otherwise. The cancel hook withdraws the message
+	// as a cancelled ctx would; it is registered first since done may run
+	// before StartSendACP returns.
+	var withdraw func(error)
+	api.mu.Lock()
+	api.calls[callID] = func() {
+		api.mu.Lock()
+		w := withdraw
+		api.mu.Unlock()
+		if w != nil {
+			w(context.Canceled)
+		}
+	}
+	api.mu.Unlock()
+	w := att.StartSendACP(payload, func(err error) {
+		api.mu.Lock()
+		delete(api.calls, callID)
+		api.mu.Unlock()
+		settle(callID, nil, err)
+	}, client.WithTrace(trace))
+	api.mu.Lock()
+	if _, waiting := api.calls[callID]; waiting {
+		withdraw = w
+	}
+	api.mu.Unlock()
+	return nil
 }
 
 // apiResume(callID, handle, afterSeq).

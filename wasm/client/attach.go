@@ -81,7 +81,7 @@ func Attach(ctx context.Context, o Options) (*Attachment, error) {
 // opts set the frame's trace id (WithTrace). payload must not be modified
 // until SendACP returns.
 func (a *Attachment) SendACP(ctx context.Context, payload []byte, opts ...SendOption) error {
-	s, err := newSend(a, payload, opts)
+	s, err := newSend(a, payload, nil, opts)
 	if err != nil {
 		return err
 	}
@@ -97,6 +97,52 @@ func (a *Attachment) SendACP(ctx context.Context, payload []byte, opts ...SendOp
 		}
 		return <-s.done // already being written; its outcome is the answer
 	}
+}
+
+// StartSendACP is SendACP for a caller that must not block, such as a
+// JavaScript event handler: it returns at once, and done is called once
+// with what SendACP would have returned. When the attachment's goroutine is
+// waiting for work, as it nearly always is, the message is handed to it
+// directly and done is called from it, right after the write; otherwise a
+// goroutine of its own waits to hand it over. Either way done must not
+// block. withdraw(err) takes the message back if it has not been taken for
+// writing yet (done then gets err), as SendACP does when its ctx ends; once
+// taken it has no effect and done gets the write's outcome.
+//
+// It exists for the browser: a sendACP from JavaScript otherwise costs a
+// goroutine, a context and two more goroutine switches per message, which
+// on the page's one thread is main-thread time.
+func (a *Attachment) StartSendACP(payload []byte, done func(error), opts ...SendOption) (withdraw func(error)) {
+	s, err := newSend(a, payload, done, opts)
+	if err != nil {
+		done(err)
+		return func(error) {}
+	}
+	withdraw = func(err error) {
+		if s.withdraw() {
+			done(err)
+		}
+	}
+	select {
+	case a.cmds <- s:
+		return withdraw
+	case <-a.done:
+		if s.take() {
+			done(a.err)
+		}
+		return withdraw
+	default:
+	}
+	go func() {
+		select {
+		case a.cmds <- s:
+		case <-a.done:
+			if s.take() {
+				done(a.err)
+			}
+		}
+	}()
+	return withdraw
 }
 
 // Resume asks the runtime to deliver the stream again from after afterSeq.

@@ -197,7 +197,7 @@ func (r *runner) enqueue(s *sendCmd) {
 	}
 	if !r.queue.push(s) {
 		if s.take() {
-			s.done <- ErrSendQueueFull
+			s.finish(ErrSendQueueFull)
 		}
 	}
 	r.a.queued.Store(int32(len(r.queue.items)))
@@ -221,7 +221,7 @@ func (r *runner) writeSend(s *sendCmd) bool {
 	if s.session != r.pos.session {
 		s.session = r.pos.session
 		if err := s.encode(r.o.Instance); err != nil {
-			s.done <- err
+			s.finish(err)
 			return true
 		}
 	}
@@ -232,13 +232,13 @@ func (r *runner) writeSend(s *sendCmd) bool {
 		r.queue.pushFront(s)
 		return false
 	case err != nil:
-		s.done <- wrap(ErrSendFailed, "", err)
+		s.finish(wrap(ErrSendFailed, "", err))
 		return false
 	}
 	if r.o.History > 0 {
 		r.entries = append(r.entries, Entry{Out: true, Payload: append([]byte(nil), s.payload...)})
 	}
-	s.done <- nil
+	s.finish(nil)
 	return true
 }
 

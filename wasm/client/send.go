@@ -28,7 +28,10 @@ type sendCmd struct {
 	trace   string
 	session string
 	frame   []byte
-	done    chan error
+	// The outcome goes to done (SendACP waits on it) or, for StartSendACP,
+	// to notify: exactly one of the two is set.
+	done   chan error
+	notify func(error)
 	// state moves from sendWaiting to sendTaken when the goroutine starts
 	// writing, or to sendWithdrawn when the caller gives up first: exactly one
 	// of the two wins, so a withdrawn message is never written.
@@ -50,11 +53,14 @@ type SendOption func(*sendCmd)
 // frame untraced.
 func WithTrace(id string) SendOption { return func(s *sendCmd) { s.trace = id } }
 
-func newSend(a *Attachment, payload []byte, opts []SendOption) (*sendCmd, error) {
+func newSend(a *Attachment, payload []byte, notify func(error), opts []SendOption) (*sendCmd, error) {
 	if len(bytes.TrimSpace(payload)) == 0 {
 		return nil, wrap(ErrBadPayload, "empty message", nil)
 	}
-	s := &sendCmd{payload: payload, session: a.Session(), done: make(chan error, 1)}
+	s := &sendCmd{payload: payload, session: a.Session(), notify: notify}
+	if notify == nil {
+		s.done = make(chan error, 1)
+	}
 	for _, o := range opts {
 		o(s)
 	}
@@ -75,6 +81,15 @@ func (s *sendCmd) encode(instance string) error {
 	}
 	s.frame = b
 	return nil
+}
+
+// finish reports the message's outcome, once.
+func (s *sendCmd) finish(err error) {
+	if s.notify != nil {
+		s.notify(err)
+		return
+	}
+	s.done <- err
 }
 
 func (s *sendCmd) take() bool     { return s.state.CompareAndSwap(sendWaiting, sendTaken) }
@@ -138,7 +153,7 @@ func (q *sendQueue) pop() *sendCmd {
 func (q *sendQueue) fail(err error) {
 	for s := q.pop(); s != nil; s = q.pop() {
 		if s.take() {
-			s.done <- err
+			s.finish(err)
 		}
 	}
 }

@@ -1,0 +1,72 @@
+//go:build !js
+
+package client_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/relaywasm/relaywasm/wasm/client"
+)
+
+// StartSendACP, the non-blocking send the browser bridge uses, reports what
+// SendACP would return: a written message (which the runtime answers), a
+// message withdrawn before it was taken (never written: the runtime does
+// not answer it), and one sent after Detach.
+func TestStartSendACP(t *testing.T) {
+	s := newStack(t, nil, nil)
+	c := newCollector()
+	a := s.attach(s.options(client.NewMemoryStore(), c))
+	c.startChat(t, a)
+
+	outcome := func() (chan error, func(error)) {
+		ch := make(chan error, 2) // a second outcome would be a bug, and is checked
+		return ch, func(err error) { ch <- err }
+	}
+	sent, done := outcome()
+	a.StartSendACP([]byte(`{"jsonrpc":"2.0","id":3,"method":"initialize","params":{"protocolVersion":1}}`), done)
+	if err := <-sent; err != nil {
+		t.Fatalf("StartSendACP while open: %v", err)
+	}
+	c.wait(t, "the answer", func(c *collector) bool { _, ok := c.response(3); return ok })
+
+	// While the connection is down the message waits in the queue, so
+	// withdrawing it ends it with the given error, and it never leaves.
+	s.front.Down()
+	c.wait(t, "reconnecting", func(c *collector) bool { return c.states[len(c.states)-1].State == client.Reconnecting })
+	queued, done := outcome()
+	withdraw := a.StartSendACP([]byte(`{"jsonrpc":"2.0","id":4,"method":"initialize","params":{"protocolVersion":1}}`), done)
+	waitFor(t, "the queued send", func() bool { return a.Queued() == 1 })
+	withdraw(context.Canceled)
+	if err := <-queued; !errors.Is(err, context.Canceled) {
+		t.Fatalf("withdrawn send: %v", err)
+	}
+	s.front.Up()
+	c.wait(t, "open again", func(c *collector) bool { return c.states[len(c.states)-1].State == client.Open })
+	c.call(t, a, 5, "initialize", `{"protocolVersion":1}`) // answered after anything sent before it
+	if _, ok := c.response(4); ok {
+		t.Fatal("the withdrawn message was sent")
+	}
+	withdraw(context.Canceled) // too late: no second outcome
+	if len(queued) != 0 {
+		t.Fatalf("a second outcome for the withdrawn send: %v", <-queued)
+	}
+
+	if err := a.Detach(context.Background()); err != nil {
+		t.Fatalf("Detach: %v", err)
+	}
+	late, done := outcome()
+	a.StartSendACP([]byte(`{"jsonrpc":"2.0","method":"n"}`), done)
+	if err := <-late; !errors.Is(err, client.ErrDetached) {
+		t.Fatalf("StartSendACP after Detach: %v", err)
+	}
+	bad, done := outcome()
+	a.StartSendACP([]byte(` `), done)
+	if err := <-bad; !errors.Is(err, client.ErrBadPayload) {
+		t.Fatalf("StartSendACP of nothing: %v", err)
+	}
+	if len(sent)+len(late)+len(bad) != 0 {
+		t.Fatal("a second outcome for one send")
+	}
+}
