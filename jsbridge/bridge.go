@@ -195,8 +195,10 @@ func withOut(b []byte, method string, args ...any) (Value, error) {
 		n, _ := arr.Length()
 		crossing.out, crossing.outLen = arr, n
 	}
-	if _, err := safejs.CopyBytesToJS(crossing.out, b); err != nil {
-		return safejs.Undefined(), err
+	if len(b) > 0 { // most commits have no entries: no copy to make
+		if _, err := safejs.CopyBytesToJS(crossing.out, b); err != nil {
+			return safejs.Undefined(), err
+		}
 	}
 	return call(bridge, method, args...)
 }

@@ -102,9 +102,15 @@ func jsBool(v Value) bool {
 	return b
 }
 
+// emptyString is JavaScript's "", held for the life of the module.
+// wasm_exec.js hands Go one reference per distinct value while Go holds it,
+// so a "" from JavaScript (the trace of every untraced sendACP) is known by
+// comparing references, in Go, instead of by two calls across to read it.
+var emptyString, _ = safejs.ValueOf("")
+
 // jsString reads a JavaScript string, "" when it is not one.
 func jsString(v Value) string {
-	if typeOf(v) != safejs.TypeString {
+	if v.Equal(emptyString) || typeOf(v) != safejs.TypeString {
 		return ""
 	}
 	s, _ := v.String()

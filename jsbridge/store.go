@@ -79,6 +79,10 @@ type Store struct {
 	mu       sync.Mutex
 	streams  map[client.Key]int // store.js's numbers for the streams
 	reported bool
+	session  struct { // the last session committed, and its JavaScript string
+		text  string
+		value Value
+	}
 }
 
 // OpenStore opens (creating if needed) the IndexedDB database and returns a
@@ -182,8 +186,24 @@ func (s *Store) Commit(ctx context.Context, k client.Key, saved client.Saved, en
 	if err != nil {
 		return err
 	}
-	_, err = withOut(data, "storeCommit", s.h, stream, saved.Session, float64(saved.Cursor), keep, n, len(data))
+	_, err = withOut(data, "storeCommit", s.h, stream, s.sessionValue(saved.Session), float64(saved.Cursor), keep, n, len(data))
 	return err
+}
+
+// sessionValue is session as a JavaScript string, made once per session
+// rather than once per commit (each new string is a call across and a
+// reference Go must later release).
+func (s *Store) sessionValue(session string) any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.session.text != session || s.session.value.IsUndefined() {
+		v, err := safejs.ValueOf(session)
+		if err != nil {
+			return session
+		}
+		s.session.text, s.session.value = session, v
+	}
+	return s.session.value
 }
 
 // History implements client.Store.
