@@ -22,10 +22,14 @@
 // written at once; flush, a read and clear write first; and writeAll (the
 // page is hidden or goes away) issues every store's transaction before it
 // returns and commits it at once, even while an earlier one is still being
-// written: IndexedDB runs readwrite transactions over the same stores in the
-// order they were made, and in an engine whose writes are slow (WebKitGTK's
-// take 35-190 ms each here) the page would otherwise end with the commits
-// queued behind the running write never issued.
+// written: in an engine whose writes are slow (WebKitGTK's take 35-190 ms
+// each here) the page would otherwise end with the commits queued behind the
+// running write never issued. That transaction writes the running one's
+// commits again, at the same keys (IndexedDB runs readwrite transactions
+// over the same stores in the order they were made, and a put of the same
+// key overwrites): the page going away may abort the running one and still
+// commit this one (Firefox did), and the stored cursor must never pass the
+// stored transcript.
 //
 // When IndexedDB is missing or fails, the store keeps working in memory,
 // seeded with what it knows, and reports why once (fallback).
@@ -72,7 +76,7 @@ export class Store {
     this.known = new Map(); // stream -> {session, cursor, total, keep, totalKnown}
     this.pending = []; // queued commits
     this.writing = false; // a write is scheduled or running
-    this.flying = []; // the batches of the transactions issued and not yet ended, oldest first
+    this.flying = []; // the transactions issued and not yet ended, oldest first: {batch, bases}
     this.failed = null; // the error a write ended with, reported once the writes have drained
     this.urgent = 0;
     this.timer = null;
@@ -104,7 +108,7 @@ export class Store {
       const tx = this.db.transaction(STORE_STATE, "readonly");
       const rec = readState(await request(tx.objectStore(STORE_STATE).get(this.keys[stream])));
       // A queued write knows better, and reads the total itself.
-      if (![...this.flying.flat(), ...this.pending].some((c) => c.stream === stream)) this.known.set(stream, { ...rec, totalKnown: true });
+      if (![...this.#inFlight(), ...this.pending].some((c) => c.stream === stream)) this.known.set(stream, { ...rec, totalKnown: true });
       return [rec.session, rec.cursor];
     } catch (e) {
       throw this.#readFailed(e);
@@ -214,17 +218,45 @@ export class Store {
       this.opened.then(() => this.#write());
       return;
     }
-    const batch = this.pending;
     const final = this.urgent === FINAL;
-    this.pending = [];
     this.urgent = 0;
     if (this.mem) {
-      for (const c of batch) memCommit(this.mem, c);
+      for (const c of this.pending.splice(0)) memCommit(this.mem, c);
       this.#drain();
       return;
     }
-    this.flying.push(batch);
-    writeStreams(this.db, this.keys, this.known, coalesce(batch), final, (err) => this.#ended(err));
+    const [batch, bases] = this.#next();
+    if (batch.length === 0) return; // nothing that can go now: after the running write
+    const streams = coalesce(batch);
+    const f = { batch, bases: new Map() };
+    this.flying.push(f); // before: a transaction that cannot be made ends at once
+    writeStreams(this.db, this.keys, this.known, streams, bases, final, (err) => this.#ended(err));
+    for (const c of streams) f.bases.set(c.stream, c.total); // -1: read within the transaction
+  }
+
+  // #next takes what the next transaction writes: the queued commits, and
+  // with a transaction in flight also the commits of every one in flight,
+  // each stream's from where the oldest of them starts writing it (bases:
+  // stream -> its total then). A stream whose start is not known yet (the
+  // oldest reads it) stays queued for after them.
+  #next() {
+    const bases = new Map();
+    for (const f of this.flying) {
+      for (const [stream, total] of f.bases) if (!bases.has(stream)) bases.set(stream, total);
+    }
+    const now = (c) => !bases.has(c.stream) || bases.get(c.stream) >= 0;
+    const batch = [...new Set(this.#inFlight())].filter(now);
+    const later = [];
+    for (const c of this.pending) (now(c) ? batch : later).push(c);
+    this.pending = later;
+    for (const [stream, total] of bases) if (total < 0) bases.delete(stream);
+    return [batch, bases];
+  }
+
+  // #inFlight are the commits of the transactions in flight, oldest first;
+  // a commit is in each one that writes it.
+  #inFlight() {
+    return this.flying.flatMap((f) => f.batch);
   }
 
   // #ended follows the oldest transaction in flight (they end in the order
@@ -260,7 +292,7 @@ export class Store {
     for (const [stream, rec] of this.known) {
       this.mem.set(stream, { session: rec.session, cursor: rec.cursor, keep: 0, chunks: [] });
     }
-    for (const c of [...this.flying.flat(), ...this.pending]) memCommit(this.mem, c);
+    for (const c of [...new Set(this.#inFlight()), ...this.pending]) memCommit(this.mem, c);
     this.pending = [];
     all.delete(this);
   }
@@ -369,7 +401,7 @@ function coalesce(batch) {
 // known once the read returns, unless a later transaction has been made for
 // the stream since (that one reads it in turn). After a failure the store
 // is in memory, and known's totals no longer matter.
-function writeStreams(db, keys, known, streams, final, done) {
+function writeStreams(db, keys, known, streams, bases, final, done) {
   let tx;
   let failed = null;
   const fail = (e) => {
@@ -395,7 +427,7 @@ function writeStreams(db, keys, known, streams, final, done) {
     for (const c of streams) {
       const key = keys[c.stream];
       const rec = known.get(c.stream);
-      c.total = rec.totalKnown ? rec.total : -1;
+      c.total = bases.has(c.stream) ? bases.get(c.stream) : rec.totalKnown ? rec.total : -1;
       const made = (rec.made = (rec.made ?? 0) + 1);
       rec.keep = c.keep;
       rec.totalKnown = c.total >= 0 || c.keep <= 0;

@@ -8,7 +8,7 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
-
+	"syscall/js"
 	"testing"
 	"time"
 
@@ -105,9 +105,52 @@ func TestStoreCommitWindow(t *testing.T) {
 func TestStoreWriteAllWhileWriting(t *testing.T) {
 	ctx, s, other := windowStores(t)
 	mustLoad(t, ctx, other, testKey)
+	hold := writeAllBehindHeldWrite(t, ctx, s)
+	hold.Call("release")
+	untilStored(t, ctx, other, testKey, client.Saved{Session: "att", Cursor: 5})
+	if got, want := describe(mustHistory(t, ctx, other, testKey)), describe(received(0, 5)); got != want {
+		t.Fatalf("after WriteAll behind a write in flight the transcript is %s, want %s", got, want)
+	}
 
+	// Both ended: the store goes on from the right total.
+	if err := s.Commit(ctx, testKey, client.Saved{Session: "att", Cursor: 6}, received(5, 1), 10); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := describe(mustHistory(t, ctx, other, testKey)), describe(received(0, 6)); got != want {
+		t.Fatalf("the next write after them left the transcript %s, want %s", got, want)
+	}
+}
+
+// The page going away may abort the write in flight and still commit the
+// one WriteAll made (Firefox did): that one holds the aborted one's commits
+// too, so the stored cursor never passes the stored transcript.
+func TestStoreWriteAllWhileWritingSurvivesAnAbort(t *testing.T) {
+	ctx := testContext(t)
+	db := database(t)
+	s := jsbridge.OpenStore(ctx, db, func(jsbridge.Fallback) {}) // the abort makes it fall back
+	s.SetCommitWindow(longWindow)
+	other := openStore(t, ctx, db)
+	mustLoad(t, ctx, s, testKey)
+	mustLoad(t, ctx, other, testKey)
+	hold := writeAllBehindHeldWrite(t, ctx, s)
+	hold.Call("abort")
+	untilStored(t, ctx, other, testKey, client.Saved{Session: "att", Cursor: 5})
+	if got, want := describe(mustHistory(t, ctx, other, testKey)), describe(received(0, 5)); got != want {
+		t.Fatalf("with the first write aborted the transcript is %s, want %s", got, want)
+	}
+}
+
+// writeAllBehindHeldWrite commits entries 0-1 (cursor 2, a new attachment
+// id: written at once) and holds that write open, then commits entries 2-4
+// (cursor 5) and calls WriteAll, which must make its transaction at once.
+// It returns the hold (holdNextReadWrite) for the caller to end.
+func writeAllBehindHeldWrite(t *testing.T, ctx context.Context, s *jsbridge.Store) js.Value {
+	t.Helper()
 	hold := faults(t).Call("holdNextReadWrite")
-	defer hold.Call("release")
+	t.Cleanup(func() { hold.Call("release") })
 	if err := s.Commit(ctx, testKey, client.Saved{Session: "att", Cursor: 2}, received(0, 2), 10); err != nil {
 		t.Fatal(err)
 	}
@@ -128,22 +171,7 @@ func TestStoreWriteAllWhileWriting(t *testing.T) {
 	if n := counter.Get("n").Int(); n != 1 {
 		t.Fatalf("WriteAll with a write in flight started %d transactions, want 1", n)
 	}
-	hold.Call("release")
-	untilStored(t, ctx, other, testKey, client.Saved{Session: "att", Cursor: 5})
-	if got, want := describe(mustHistory(t, ctx, other, testKey)), describe(received(0, 5)); got != want {
-		t.Fatalf("after WriteAll behind a write in flight the transcript is %s, want %s", got, want)
-	}
-
-	// Both ended: the store goes on from the right total.
-	if err := s.Commit(ctx, testKey, client.Saved{Session: "att", Cursor: 6}, received(5, 1), 10); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if got, want := describe(mustHistory(t, ctx, other, testKey)), describe(received(0, 6)); got != want {
-		t.Fatalf("the next write after them left the transcript %s, want %s", got, want)
-	}
+	return hold
 }
 
 // Through the JavaScript API: pagehide writes at once, within the event,

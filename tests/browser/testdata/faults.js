@@ -104,6 +104,7 @@ export function holdNextReadWrite() {
     const tx = orig.call(this, stores, mode, ...rest);
     if (mode !== "readwrite" || hold.held) return tx;
     hold.held = true;
+    hold.tx = tx;
     IDBDatabase.prototype.transaction = orig;
     const store = tx.objectStore(Array.isArray(stores) ? stores[0] : stores);
     const spin = () => {
@@ -115,6 +116,12 @@ export function holdNextReadWrite() {
   hold.release = () => {
     hold.released = true;
     IDBDatabase.prototype.transaction = orig;
+  };
+  // abort aborts the held transaction, as a page going away may.
+  hold.abort = () => {
+    hold.released = true;
+    IDBDatabase.prototype.transaction = orig;
+    hold.tx?.abort();
   };
   return hold;
 }
