@@ -141,6 +141,9 @@ func (fx *effects) run(t *Table) {
 
 // holdLocked records that h holds instance's runtime, unless a newer hold is
 // known. A runtime here that h supersedes is dropped and ended.
+//
+// A hold that moves from another node to a third without the old holder's
+// release is remembered as an orphan (orphanedLocked).
 func (t *Table) holdLocked(instance string, h holder, fx *effects) {
 	if lr := t.runtimes[instance]; lr != nil {
 		if !h.newer(holder{t.id, lr.epoch}) {
@@ -152,6 +155,9 @@ func (t *Table) holdLocked(instance string, h holder, fx *effects) {
 	cur, ok := t.holders[instance]
 	if ok && (cur == h || !h.newer(cur)) {
 		return
+	}
+	if ok && cur.Node != h.Node {
+		t.orphanedLocked(instance, cur.Node)
 	}
 	t.holders[instance] = h
 	s := t.toRuntime[instance]
@@ -227,6 +233,11 @@ func (t *Table) expire(now time.Time) {
 		}
 	}
 	forget := now.Add(-t.cfg.Remember).UnixNano()
+	for o, at := range t.orphans {
+		if at < forget {
+			delete(t.orphans, o)
+		}
+	}
 	for k, at := range t.moved {
 		if at < forget {
 			delete(t.moved, k)
@@ -247,10 +258,42 @@ func (t *Table) expire(now time.Time) {
 	fx.run(t)
 }
 
-// nodeGoneLocked forgets a node: its runtimes are gone, and streams it
+// orphanedLocked records that instance's runtime was held by node and is now
+// held by another, and this node never heard node let it go. Either node
+// is alive and was superseded (a second connection for the instance: the
+// sockets stay, as a takeover on a single relay leaves them), or node died
+// and the runtime redialled elsewhere before its lease ran out here. Then
+// the runtime's connection to node ended unheard, and what it had in
+// flight to this node's sockets may be lost: a client whose last frames
+// were lost so, on a stream that ended meanwhile, would wait for ever for
+// frames it cannot know it missed. A single relay closes every socket of
+// the instance with runtime_gone when its runtime's connection ends, so
+// that each client resumes from its cursor; this node does so once it
+// takes node for gone (nodeGoneLocked), which a superseded node that lives
+// on never is.
+func (t *Table) orphanedLocked(instance string, node uint64) {
+	if len(t.orphans) < maxRemembered {
+		t.orphans[orphan{instance, node}] = time.Now().UnixNano()
+	}
+}
+
+// orphan is a hold that moved away from node unheard (orphanedLocked).
+type orphan struct {
+	instance string
+	node     uint64
+}
+
+// nodeGoneLocked forgets a node: its runtimes are gone, the instances whose
+// runtime moved away from it unheard get runtime_gone here, and streams it
 // consumed have no consumer.
 func (t *Table) nodeGoneLocked(node uint64, fx *effects) {
 	delete(t.nodes, node)
+	for o := range t.orphans {
+		if o.node == node {
+			delete(t.orphans, o)
+			fx.gone = append(fx.gone, o.instance)
+		}
+	}
 	for inst, h := range t.holders {
 		if h.Node == node {
 			t.releaseLocked(inst, h, fx)
