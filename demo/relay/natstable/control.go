@@ -164,9 +164,8 @@ func (t *Table) holdLocked(instance string, h holder, fx *effects) {
 	if s == nil {
 		s = t.newStream(t.sub.runtime(instance), instance, true)
 		t.toRuntime[instance] = s
-	} else {
-		s.forget(0) // the same subject, another consumer
 	}
+	s.heldBy(t.sub.unheard(t.id, s.no, h)) // the same subject, another consumer
 	fx.arrived = append(fx.arrived, arrival{instance, s})
 }
 
@@ -181,6 +180,44 @@ func (t *Table) releaseLocked(instance string, h holder, fx *effects) {
 		t.dropStream(s)
 	}
 	fx.gone = append(fx.gone, instance)
+}
+
+// unheard: a frame this node published to a runtime's subject reached no
+// subscriber at all (NATS's "503" on the frame's reply subject, which names
+// the stream and the hold it was sent under). The holder subscribes before
+// it announces its hold and lets go only once it has heard a newer one, so
+// nobody subscribing means the holder died (or let the runtime go) before
+// any other node took it: the frame is lost, and whatever socket here sent
+// it, a session.resume say, waits in vain for its answer, and would take
+// the silence for a runtime that cannot resume. So the instance's sockets
+// here get runtime_gone now, as on one relay when its runtime leaves,
+// rather than when the lease runs out: the hold, if it is still the one
+// known, is released; if another has come since, the one the frame was
+// sent under is an orphan (orphanedLocked) whose node is plainly gone. A
+// holder that is in fact alive (its subscription was being re-established)
+// is learnt again from its next beat; it costs a redial, never content.
+func (t *Table) unheard(m *nats.Msg) {
+	if len(m.Data) != 0 || m.Header.Get("Status") != "503" {
+		return
+	}
+	no, h, ok := parseUnheard(m.Subject)
+	if !ok {
+		return
+	}
+	var fx effects
+	t.mu.Lock()
+	if s := t.streams[no]; s != nil && s.toRuntime && t.connected && !t.closed {
+		o := orphan{s.instance, h.Node}
+		if cur, ok := t.holders[s.instance]; ok && cur == h {
+			t.log.Info("a runtime's node takes no frames for it; taking the runtime for gone", "instance", s.instance, "peer", nodeToken(h.Node))
+			t.releaseLocked(s.instance, h, &fx)
+		} else if _, ok := t.orphans[o]; ok {
+			delete(t.orphans, o)
+			fx.gone = append(fx.gone, s.instance)
+		}
+	}
+	t.mu.Unlock()
+	fx.run(t)
 }
 
 // claimLocked: another node now holds k's socket. A socket for it here is

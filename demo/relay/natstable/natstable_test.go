@@ -224,6 +224,34 @@ func TestRuntimeMovesFromDeadNode(t *testing.T) {
 	}
 }
 
+// The runtime's node dies and no runtime comes back: a browser on another
+// node that sends before the dead node's lease runs out (a client that
+// reclaimed its id there and asks to resume, say) would have its frame
+// published to nobody, and wait in vain for the answer. NATS tells the
+// browser's node that nobody took the frame, and the browser gets
+// runtime_gone at once, as on one relay when its runtime leaves; a hello
+// is then unknown_instance. The lease is longer than the test's guard, so
+// only that can end the socket.
+func TestFrameToDeadRuntimeNode(t *testing.T) {
+	c := clusterLease(t, func(c *relay.Config) { c.Limits.HeartbeatInterval = time.Hour }, time.Hour)
+	env(c, 0).Connect(t)
+	waitRoutable(t, c, 2)
+	b := env(c, 2).Attach(t, "")
+	c.Kill(0)
+	resume, _ := librelay.Resume{AfterSeq: 0}.MarshalJSON()
+	b.Send(librelay.Frame{Type: librelay.TypeResume, ID: "resume-1", Instance: b.Instance, Session: b.Session, Payload: resume})
+	if _, code := b.ReadUntilClosed(); code != relayleg.CloseRuntimeGone {
+		t.Fatalf("browser closed %d, want 4502 (runtime_gone)", code)
+	}
+	nb, _, err := relaytest.DialBrowser(context.Background(), c.Node(2).AttachURL(), "client-token", relaytest.DialOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, _, _ := nb.Hello("test", b.Session, librelay.ProtocolVersion); f.Type != librelay.TypeError || errCode(f) != librelay.CodeUnknownInstance {
+		t.Fatalf("hello after the runtime's node died: %+v", f)
+	}
+}
+
 // A browser on node 1 drops without a detach; its grace runs out on node 1
 // and the runtime on node 0 gets acp.detach for it.
 func TestGraceDetachAcrossNodes(t *testing.T) {

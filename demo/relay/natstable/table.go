@@ -113,6 +113,9 @@ type Table struct {
 	wg        sync.WaitGroup
 	ctlSub    *nats.Subscription
 	ackSub    *nats.Subscription
+	// unheardSub takes NATS's word that a frame to a runtime reached nobody
+	// (control.go, unheard).
+	unheardSub *nats.Subscription
 }
 
 type route struct{ instance, session string }
@@ -191,11 +194,15 @@ func New(cfg Config) (*Table, error) {
 		t.ctlSub.SetPendingLimits(-1, 64<<20) // control traffic is small, and a lost claim would be wrong
 		t.ackSub, err = nc.Subscribe(t.sub.ack(t.id), t.handleAck)
 	}
+	if err == nil {
+		t.ackSub.SetPendingLimits(-1, 64<<20)
+		t.unheardSub, err = nc.Subscribe(t.sub.unheardAll(t.id), t.unheard)
+	}
 	if err != nil {
 		nc.Close()
 		return nil, err
 	}
-	t.ackSub.SetPendingLimits(-1, 64<<20)
+	t.unheardSub.SetPendingLimits(-1, 64<<20)
 	if nc.IsConnected() {
 		t.reconnected()
 	}
