@@ -106,6 +106,12 @@ func attach(t *testing.T, c *stack.Cluster, hop *proxy) *browser {
 		RelayKey:   c.PublicKey(), Name: "test", Store: client.NewMemoryStore(), History: 1 << 20,
 		OnMessage: col.onMessage, OnEvicted: col.onEvicted,
 		Backoff: client.Backoff{Initial: 20 * time.Millisecond, Max: 200 * time.Millisecond},
+		// The dev runtime answers every session.resume. On a machine starved
+		// by other work (the browser suites beside this one) an answer can
+		// take longer than the default 3s, and the client would report the
+		// stream as not resumed; a resume that is truly lost still is, well
+		// within the guard.
+		ResumeTimeout: guard / 3,
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), guard)
 	defer cancel()

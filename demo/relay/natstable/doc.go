@@ -12,6 +12,7 @@
 //	relay.at.<instance>.<session>  frames for one attachment's browser; only the node holding that socket subscribes
 //	relay.ctl                      holds, releases, claims and heartbeats; every node
 //	relay.ack.<node>               how far the streams a node publishes were taken
+//	relay.nr.<node>.…              the reply subject of a node's frames to runtimes: NATS says there when one reached nobody
 //
 // (instance names that are not plain tokens are "~" and their base64url).
 // A frame on the wire is its librelay encoding after a 25-byte header: the
@@ -60,7 +61,14 @@
 //     every node sharing the attachment key); its runtime redials, and its
 //     new node's hold routes every node's browsers to it. Until the lease
 //     runs out a runtime frame to one of its sockets may wait up to the
-//     window.
+//     window. What the runtime had in flight through the dead node may be
+//     lost, so once a node takes it for gone, the sockets there of every
+//     instance whose runtime it held get runtime_gone, whether or not the
+//     runtime has come back elsewhere meanwhile, and their clients resume;
+//     a frame for the runtime that reaches nobody before then (NATS says so
+//     on its reply subject) ends the sockets of its instance at once, so a
+//     client that reclaimed its id meanwhile is not left waiting for the
+//     answer to its session.resume.
 //   - This node loses NATS: the runtimes held elsewhere are unreachable, so
 //     their sockets here get runtime_gone, and hellos for them are
 //     unknown_instance until the bus is back; this node's own runtimes keep

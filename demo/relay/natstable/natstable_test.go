@@ -23,13 +23,20 @@ const guard = 30 * time.Second
 
 func cluster(t *testing.T, edit func(*relay.Config)) *stack.Cluster {
 	t.Helper()
+	return clusterLease(t, edit, 1500*time.Millisecond)
+}
+
+// clusterLease is a cluster whose nodes take a silent peer for gone after
+// lease.
+func clusterLease(t *testing.T, edit func(*relay.Config), lease time.Duration) *stack.Cluster {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), guard)
 	defer cancel()
 	c, err := stack.StartCluster(ctx, stack.ClusterConfig{
 		Nodes: 3, RelayOnly: true, Instance: "test", ClientToken: "client-token", RuntimeToken: "runtime-token",
 		Logger: slog.New(slog.DiscardHandler),
 		EditTable: func(_ int, c *natstable.Config) {
-			c.Heartbeat, c.Lease = 100*time.Millisecond, 1500*time.Millisecond
+			c.Heartbeat, c.Lease = 100*time.Millisecond, lease
 		},
 		EditRelay: func(_ int, c *relay.Config) {
 			if edit != nil {
@@ -183,6 +190,66 @@ func TestRuntimeSupersededAcrossNodes(t *testing.T) {
 		f := readCargo(t, rt2)
 		return f.Session == b.Session
 	})
+}
+
+// The runtime's node dies and the runtime redials another node before the
+// dead node's lease runs out, so the hold moves with no release: the
+// frames the runtime had in flight through the dead node may be lost, and
+// a stream that ended meanwhile would never show the browsers the gap. The
+// browsers on the runtime's new node and on a third get runtime_gone once
+// the dead node is taken for gone, as on one relay when its runtime's
+// connection ends, so that their clients resume; new traffic reaches the
+// new runtime. (A runtime superseded on a node that lives on leaves the
+// sockets alone: TestRuntimeSupersededAcrossNodes.)
+func TestRuntimeMovesFromDeadNode(t *testing.T) {
+	// The raw runtime answers no heartbeat: none is sent, so that nothing
+	// but the move can end the sockets.
+	c := clusterLease(t, func(c *relay.Config) { c.Limits.HeartbeatInterval = time.Hour }, 2*time.Second)
+	env(c, 0).Connect(t)
+	waitRoutable(t, c, 1, 2)
+	b1, b2 := env(c, 1).Attach(t, ""), env(c, 2).Attach(t, "")
+	c.Kill(0)
+	rt := env(c, 1).Connect(t)
+	for i, b := range []*relaytest.Browser{b1, b2} {
+		b.AnswerHeartbeats = true
+		if _, code := b.ReadUntilClosed(); code != relayleg.CloseRuntimeGone {
+			t.Fatalf("browser on node %d closed %d, want 4502 (runtime_gone)", i+1, code)
+		}
+	}
+	waitRoutable(t, c, 2)
+	b := env(c, 2).Attach(t, b2.Session)
+	b.Send(msg(b, `{"after":"move"}`))
+	if f := readCargo(t, rt); f.Session != b2.Session || string(f.Payload) != `{"after":"move"}` {
+		t.Fatalf("new runtime got %+v", f)
+	}
+}
+
+// The runtime's node dies and no runtime comes back: a browser on another
+// node that sends before the dead node's lease runs out (a client that
+// reclaimed its id there and asks to resume, say) would have its frame
+// published to nobody, and wait in vain for the answer. NATS tells the
+// browser's node that nobody took the frame, and the browser gets
+// runtime_gone at once, as on one relay when its runtime leaves; a hello
+// is then unknown_instance. The lease is longer than the test's guard, so
+// only that can end the socket.
+func TestFrameToDeadRuntimeNode(t *testing.T) {
+	c := clusterLease(t, func(c *relay.Config) { c.Limits.HeartbeatInterval = time.Hour }, time.Hour)
+	env(c, 0).Connect(t)
+	waitRoutable(t, c, 2)
+	b := env(c, 2).Attach(t, "")
+	c.Kill(0)
+	resume, _ := librelay.Resume{AfterSeq: 0}.MarshalJSON()
+	b.Send(librelay.Frame{Type: librelay.TypeResume, ID: "resume-1", Instance: b.Instance, Session: b.Session, Payload: resume})
+	if _, code := b.ReadUntilClosed(); code != relayleg.CloseRuntimeGone {
+		t.Fatalf("browser closed %d, want 4502 (runtime_gone)", code)
+	}
+	nb, _, err := relaytest.DialBrowser(context.Background(), c.Node(2).AttachURL(), "client-token", relaytest.DialOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, _, _ := nb.Hello("test", b.Session, librelay.ProtocolVersion); f.Type != librelay.TypeError || errCode(f) != librelay.CodeUnknownInstance {
+		t.Fatalf("hello after the runtime's node died: %+v", f)
+	}
 }
 
 // A browser on node 1 drops without a detach; its grace runs out on node 1

@@ -32,6 +32,10 @@ type stream struct {
 	stalled  bool   // the consumer left the window full for StallTimeout
 	closed   bool
 	used     int64 // the table's coarse clock at the last Send
+	// reply is the reply subject a stream to a runtime gives its frames
+	// (subjects.unheard: the hold they are sent under); empty for a stream
+	// to an attachment.
+	reply string
 }
 
 func (t *Table) newStream(subject, instance string, toRuntime bool) *stream {
@@ -61,6 +65,9 @@ func (s *stream) Send(f librelay.Frame) bool {
 	s.sent++
 	if cap(b) <= maxKeptBuffer {
 		s.buf = b
+	}
+	if s.reply != "" {
+		return s.t.nc.PublishRequest(s.subject, s.reply, b) == nil
 	}
 	return s.t.nc.Publish(s.subject, b) == nil
 }
@@ -130,6 +137,16 @@ func (s *stream) forget(node uint64) {
 		s.consumer, s.stalled = 0, false
 		s.room.Broadcast()
 	}
+}
+
+// heldBy points a stream to a runtime at a new hold: reply names it, and
+// the consumer is not known yet.
+func (s *stream) heldBy(reply string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reply = reply
+	s.consumer, s.stalled = 0, false
+	s.room.Broadcast()
 }
 
 // close ends the stream; waiting and later Sends return false. The table

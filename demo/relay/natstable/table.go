@@ -104,6 +104,7 @@ type Table struct {
 	recent    map[route]int64          // attachments that left this node: when
 	moved     map[route]int64          // of those, reclaimed on another node since: when
 	claims    map[route]uint64         // attachments another node claimed, or sent frames from: that node
+	orphans   map[orphan]int64         // runtimes that moved away from a node unheard: when
 	overflow  bool                     // claims reached maxRemembered: every session may be held elsewhere
 	connected bool
 	closed    bool
@@ -112,6 +113,9 @@ type Table struct {
 	wg        sync.WaitGroup
 	ctlSub    *nats.Subscription
 	ackSub    *nats.Subscription
+	// unheardSub takes NATS's word that a frame to a runtime reached nobody
+	// (control.go, unheard).
+	unheardSub *nats.Subscription
 }
 
 type route struct{ instance, session string }
@@ -164,7 +168,7 @@ func New(cfg Config) (*Table, error) {
 		runtimes: make(map[string]*localRuntime), holders: make(map[string]holder),
 		toRuntime: make(map[string]*stream), atts: make(map[route]*localAtt), disp: make(map[string]*dispatcher), toAtt: make(map[route]*stream),
 		streams: make(map[uint64]*stream), nodes: make(map[uint64]int64),
-		recent: make(map[route]int64), moved: make(map[route]int64), claims: make(map[route]uint64), done: make(chan struct{}), ready: make(chan struct{}),
+		recent: make(map[route]int64), moved: make(map[route]int64), claims: make(map[route]uint64), orphans: make(map[orphan]int64), done: make(chan struct{}), ready: make(chan struct{}),
 	}
 	t.log = t.log.With("node", t.Node())
 	t.clock.Store(time.Now().Unix())
@@ -190,11 +194,15 @@ func New(cfg Config) (*Table, error) {
 		t.ctlSub.SetPendingLimits(-1, 64<<20) // control traffic is small, and a lost claim would be wrong
 		t.ackSub, err = nc.Subscribe(t.sub.ack(t.id), t.handleAck)
 	}
+	if err == nil {
+		t.ackSub.SetPendingLimits(-1, 64<<20)
+		t.unheardSub, err = nc.Subscribe(t.sub.unheardAll(t.id), t.unheard)
+	}
 	if err != nil {
 		nc.Close()
 		return nil, err
 	}
-	t.ackSub.SetPendingLimits(-1, 64<<20)
+	t.unheardSub.SetPendingLimits(-1, 64<<20)
 	if nc.IsConnected() {
 		t.reconnected()
 	}
@@ -255,10 +263,14 @@ func (t *Table) Runtime(instance string) relay.Endpoint {
 
 // SetRuntime implements relay.Table: this node now holds instance's runtime,
 // subscribes to its subject and tells the others, whose older hold (if any)
-// ends superseded.
+// ends superseded. A hold it replaces that was another node's is an orphan
+// (orphanedLocked).
 func (t *Table) SetRuntime(instance string, ep relay.Endpoint) relay.Endpoint {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if h, ok := t.holders[instance]; ok && h.Node != t.id {
+		t.orphanedLocked(instance, h.Node)
+	}
 	old := t.runtimes[instance]
 	t.epoch = max(t.epoch+1, time.Now().UnixNano())
 	lr := &localRuntime{ep: ep, epoch: t.epoch}

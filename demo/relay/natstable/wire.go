@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"strconv"
+	"strings"
 )
 
 // Every data message (a frame on its way to a runtime or to a browser) is
@@ -124,3 +125,31 @@ func (s subjects) control() string { return s.prefix + ".ctl" }
 
 // ack is where a node's publishers hear how far their streams were taken.
 func (s subjects) ack(node uint64) string { return s.prefix + ".ack." + nodeToken(node) }
+
+// unheard is the reply subject of every frame node publishes on stream to a
+// runtime held by h: NATS answers a message with a reply subject that
+// reached no subscriber with a "503" status there, which is how the node
+// learns at once that h's node no longer subscribes to the runtime's
+// subject. unheardAll is what the node subscribes to for them.
+func (s subjects) unheard(node, stream uint64, h holder) string {
+	return s.prefix + ".nr." + nodeToken(node) + "." + strconv.FormatUint(stream, 16) + "." +
+		nodeToken(h.Node) + "." + strconv.FormatInt(h.Epoch, 16)
+}
+
+func (s subjects) unheardAll(node uint64) string { return s.prefix + ".nr." + nodeToken(node) + ".>" }
+
+// parseUnheard reads the stream and hold back from an unheard subject.
+func parseUnheard(subject string) (stream uint64, h holder, ok bool) {
+	parts := strings.Split(subject, ".")
+	if len(parts) < 3 {
+		return 0, holder{}, false
+	}
+	parts = parts[len(parts)-3:]
+	stream, err1 := strconv.ParseUint(parts[0], 16, 64)
+	node, err2 := strconv.ParseUint(parts[1], 16, 64)
+	epoch, err3 := strconv.ParseInt(parts[2], 16, 64)
+	if err1 != nil || err2 != nil || err3 != nil {
+		return 0, holder{}, false
+	}
+	return stream, holder{node, epoch}, true
+}
