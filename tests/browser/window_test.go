@@ -107,10 +107,7 @@ func TestStoreWriteAllWhileWriting(t *testing.T) {
 	mustLoad(t, ctx, other, testKey)
 	hold := writeAllBehindHeldWrite(t, ctx, s)
 	hold.Call("release")
-	untilStored(t, ctx, other, testKey, client.Saved{Session: "att", Cursor: 5})
-	if got, want := describe(mustHistory(t, ctx, other, testKey)), describe(received(0, 5)); got != want {
-		t.Fatalf("after WriteAll behind a write in flight the transcript is %s, want %s", got, want)
-	}
+	untilWhole(t, ctx, other, 5, "after WriteAll behind a write in flight")
 
 	// Both ended: the store goes on from the right total.
 	if err := s.Commit(ctx, testKey, client.Saved{Session: "att", Cursor: 6}, received(5, 1), 10); err != nil {
@@ -137,9 +134,16 @@ func TestStoreWriteAllWhileWritingSurvivesAnAbort(t *testing.T) {
 	mustLoad(t, ctx, other, testKey)
 	hold := writeAllBehindHeldWrite(t, ctx, s)
 	hold.Call("abort")
-	untilStored(t, ctx, other, testKey, client.Saved{Session: "att", Cursor: 5})
-	if got, want := describe(mustHistory(t, ctx, other, testKey)), describe(received(0, 5)); got != want {
-		t.Fatalf("with the first write aborted the transcript is %s, want %s", got, want)
+	untilWhole(t, ctx, other, 5, "with the first write aborted")
+}
+
+// untilWhole waits until other loads cursor for testKey and checks that
+// its transcript then holds entries 1 to cursor, each once, in order.
+func untilWhole(t *testing.T, ctx context.Context, other *jsbridge.Store, cursor int, when string) {
+	t.Helper()
+	untilStored(t, ctx, other, testKey, client.Saved{Session: "att", Cursor: uint64(cursor)})
+	if got, want := describe(mustHistory(t, ctx, other, testKey)), describe(received(0, cursor)); got != want {
+		t.Fatalf("%s the transcript is %s, want %s", when, got, want)
 	}
 }
 
