@@ -306,29 +306,16 @@ func (c *Cluster) startRuntime(ctx context.Context) error {
 	if c.cfg.EditRuntime != nil {
 		c.cfg.EditRuntime(&cfg)
 	}
-	rt, err := devruntime.New(cfg)
-	if err != nil {
-		return errors.Join(ErrStack, err)
+	set := func(p *runtimeProc) {
+		c.mu.Lock()
+		c.rt = p
+		c.mu.Unlock()
 	}
-	runCtx, cancel := context.WithCancel(context.Background())
-	p := &runtimeProc{rt: rt, cancel: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(p.done)
-		if p.err = rt.Run(runCtx); p.err != nil {
-			c.fail(errors.Join(ErrStack, p.err))
+	return runRuntime(ctx, cfg, set, func(err error) {
+		if err != nil {
+			c.fail(errors.Join(ErrStack, err))
 		}
-	}()
-	c.mu.Lock()
-	c.rt = p
-	c.mu.Unlock()
-	select {
-	case <-rt.Connected():
-		return nil
-	case <-p.done:
-		return errors.Join(ErrStack, errors.New("the runtime stopped before the relay welcomed it"), p.err)
-	case <-ctx.Done():
-		return errors.Join(ErrStack, ctx.Err())
-	}
+	})
 }
 
 // Close stops the runtime, every node (cleanly: relay.error shutting_down)

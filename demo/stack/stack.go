@@ -366,6 +366,28 @@ func (s *Stack) startRuntime(ctx context.Context) error {
 	if s.cfg.EditRuntime != nil {
 		s.cfg.EditRuntime(&cfg)
 	}
+	set := func(p *runtimeProc) {
+		s.mu.Lock()
+		s.rt = p
+		s.mu.Unlock()
+	}
+	return runRuntime(ctx, cfg, set, func(err error) {
+		switch {
+		case errors.Is(err, devruntime.ErrSuperseded):
+			// Another runtime holds the instance now (a real contenox
+			// runtime pointed at this relay, say): the demo's runtime
+			// steps aside and the relay and the page keep serving.
+			s.cfg.Logger.Warn("the demo's runtime stopped: another runtime took over the instance; the relay keeps serving", "instance", s.cfg.Instance)
+		case err != nil:
+			s.fail(errors.Join(ErrStack, err))
+		}
+	})
+}
+
+// runRuntime runs a dev runtime on cfg and waits until the relay welcomed
+// it. set is given the running runtime before the wait, so that a Close
+// meanwhile stops it; ended is called with what its Run returned.
+func runRuntime(ctx context.Context, cfg devruntime.Config, set func(*runtimeProc), ended func(error)) error {
 	rt, err := devruntime.New(cfg)
 	if err != nil {
 		return errors.Join(ErrStack, err)
@@ -375,19 +397,9 @@ func (s *Stack) startRuntime(ctx context.Context) error {
 	go func() {
 		defer close(p.done)
 		p.err = rt.Run(runCtx)
-		switch {
-		case errors.Is(p.err, devruntime.ErrSuperseded):
-			// Another runtime holds the instance now (a real contenox
-			// runtime pointed at this relay, say): the demo's runtime
-			// steps aside and the relay and the page keep serving.
-			s.cfg.Logger.Warn("the demo's runtime stopped: another runtime took over the instance; the relay keeps serving", "instance", s.cfg.Instance)
-		case p.err != nil:
-			s.fail(errors.Join(ErrStack, p.err))
-		}
+		ended(p.err)
 	}()
-	s.mu.Lock()
-	s.rt = p
-	s.mu.Unlock()
+	set(p)
 	select {
 	case <-rt.Connected():
 		return nil

@@ -47,11 +47,11 @@ export class BaseAttachment {
     if (typeof t !== "string") throw new TypeError("the token function must resolve to a string");
     return t;
   }
+}
 
-  // _meta is what onMessage is given beside a delivered frame's payload.
-  static _meta(f, replay) {
-    return { seq: f.seq ?? 0, session: f.session ?? "", replay, trace: f.trace ?? "" };
-  }
+/** meta is what onMessage is given beside a delivered frame's payload. */
+export function meta(f, replay) {
+  return { seq: f.seq ?? 0, session: f.session ?? "", replay, trace: f.trace ?? "" };
 }
 
 /** sendArgs checks sendACP's arguments and returns [JSON text, trace]; it throws a RelayError. */

@@ -22,7 +22,7 @@
 // no new Function anywhere, so pages with a strict Content-Security-Policy
 // can load them, and they are shipped as they are (no build step).
 
-import { BaseAttachment, checkCursor, sendArgs } from "./attachment.js";
+import { BaseAttachment, checkCursor, meta, sendArgs } from "./attachment.js";
 import { CODE_BAD_OPTIONS, DONE_OK } from "./boundary.js";
 import { bridge } from "./bridge.js";
 import { RelayError, report } from "./errors.js";
@@ -219,7 +219,7 @@ class Attachment extends BaseAttachment {
       const f = batch[i];
       let r;
       try {
-        r = (this._tap ?? this).onMessage(f.payload ?? null, BaseAttachment._meta(f, replay[i] === 1));
+        r = (this._tap ?? this).onMessage(f.payload ?? null, meta(f, replay[i] === 1));
       } catch (e) {
         report("onMessage", e);
         return this.#delivered(i, waitID, from);

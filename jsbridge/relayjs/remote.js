@@ -11,7 +11,7 @@
 // att.stream() works as on the main thread: stream.js needs an attachment's
 // onMessage, sendACP, close, state and _tap, which these proxies have.
 
-import { BaseAttachment, checkCursor, sendArgs } from "./attachment.js";
+import { BaseAttachment, checkCursor, meta, sendArgs } from "./attachment.js";
 import { CODE_BAD_OPTIONS, CODE_CANCELED } from "./boundary.js";
 import { RelayError, report } from "./errors.js";
 import { compile } from "./load.js";
@@ -312,7 +312,7 @@ class RemoteAttachment extends BaseAttachment {
       const f = batch[i];
       const seq = f.seq ?? 0;
       try {
-        const r = (this._tap ?? this).onMessage(f.payload ?? null, BaseAttachment._meta(f, replay[i] === 1));
+        const r = (this._tap ?? this).onMessage(f.payload ?? null, meta(f, replay[i] === 1));
         if (r !== null && typeof r === "object" && typeof r.then === "function") await r;
       } catch (e) {
         if (e !== PAUSED) report("onMessage", e);
