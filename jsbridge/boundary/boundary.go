@@ -93,6 +93,13 @@ const (
 	EntryOutbound = 1
 )
 
+// StoreSpill begins the sessionStorage keys where a page that goes away
+// leaves a copy of its last write (store.js), for the reloaded page to
+// finish when the engine abandoned the IndexedDB transaction (WebKit aborts
+// what is not committed when the page is torn down). sessionStorage is
+// synchronous and survives a reload of the tab; IndexedDB stays the store.
+const StoreSpill = "relaywasm.spill"
+
 // DefaultCommitWindowMs is how long a store gathers commits before it
 // writes them (jsbridge.Store).
 const DefaultCommitWindowMs = 50
@@ -141,7 +148,7 @@ func constants() []constant {
 		{"SOCKET_OPEN", SocketOpen}, {"SOCKET_CLOSE", SocketClose},
 		{"DONE_OK", DoneOK}, {"DONE_FAILED", DoneFailed},
 		{"STORE_DATABASE", StoreDatabase}, {"STORE_VERSION", StoreVersion},
-		{"STORE_STATE", StoreState}, {"STORE_CHUNKS", StoreChunks},
+		{"STORE_STATE", StoreState}, {"STORE_CHUNKS", StoreChunks}, {"STORE_SPILL", StoreSpill},
 		{"DEFAULT_COMMIT_WINDOW_MS", DefaultCommitWindowMs},
 		{"FALLBACK_UNAVAILABLE", FallbackUnavailable}, {"FALLBACK_BLOCKED", FallbackBlocked},
 		{"FALLBACK_FAILED", FallbackFailed}, {"FALLBACK_QUOTA", FallbackQuota},

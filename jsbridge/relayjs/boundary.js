@@ -26,6 +26,7 @@ export const STORE_DATABASE = "relaywasm";
 export const STORE_VERSION = 1;
 export const STORE_STATE = "state";
 export const STORE_CHUNKS = "chunks";
+export const STORE_SPILL = "relaywasm.spill";
 export const DEFAULT_COMMIT_WINDOW_MS = 50;
 export const FALLBACK_UNAVAILABLE = "indexeddb_unavailable";
 export const FALLBACK_BLOCKED = "indexeddb_blocked";

@@ -31,6 +31,18 @@
 // commit this one (Firefox did), and the stored cursor must never pass the
 // stored transcript.
 //
+// WebKit aborts every transaction not committed when the page is torn down,
+// so a reload there could lose what the page showed last. writeAll also
+// leaves a copy of what its transaction writes in sessionStorage (the
+// spill, under STORE_SPILL: synchronous, and kept across a reload of the
+// tab); the spill is dropped when the transaction commits. Every write marks
+// the state records it writes with the page and the write's number. A store
+// that opens the database finishes the spills of stores no longer alive (the
+// previous page): an entry whose state record carries neither its mark nor a
+// later one of the same page was never written, and is written now. There
+// is no sessionStorage in a worker, and a spill over the origin's quota is
+// not kept: then IndexedDB's transaction is all there is.
+//
 // When IndexedDB is missing or fails, the store keeps working in memory,
 // seeded with what it knows, and reports why once (fallback).
 
@@ -42,6 +54,7 @@ import {
   FALLBACK_UNAVAILABLE,
   STORE_CHUNKS,
   STORE_DATABASE,
+  STORE_SPILL,
   STORE_STATE,
   STORE_VERSION,
 } from "./boundary.js";
@@ -54,6 +67,12 @@ const NOW = 1; // a flush or a read waits for the write
 const FINAL = 2; // the page is going away
 
 const all = new Set(); // the page's IndexedDB stores, for writeAll
+
+// PAGE and stores name this page's spills, one per store; marks counts its
+// writes.
+const PAGE = `${Date.now().toString(36)}.${Math.random().toString(36).slice(2)}`;
+let stores = 0;
+let marks = 0;
 
 /** writeAll has every store write what it has queued, now (pagehide, hidden). */
 export function writeAll() {
@@ -81,6 +100,8 @@ export class Store {
     this.urgent = 0;
     this.timer = null;
     this.drained = []; // resolved when nothing is queued or written
+    this.spillKey = ""; // this store's sessionStorage key, once open
+    this.spilled = new Map(); // stream -> its entry in the spill
     this.opened = memory ? Promise.resolve() : this.#open(database || STORE_DATABASE);
   }
 
@@ -228,10 +249,43 @@ export class Store {
     const [batch, bases] = this.#next();
     if (batch.length === 0) return; // nothing that can go now: after the running write
     const streams = coalesce(batch);
-    const f = { batch, bases: new Map() };
+    const f = { batch, bases: new Map(), mark: `${PAGE}/${++marks}`, final };
     this.flying.push(f); // before: a transaction that cannot be made ends at once
-    writeStreams(this.db, this.keys, this.known, streams, bases, final, (err) => this.#ended(err));
+    writeStreams(this.db, this.keys, this.known, streams, bases, f.mark, final, (err) => this.#ended(err));
     for (const c of streams) f.bases.set(c.stream, c.total); // -1: read within the transaction
+    if (final) this.#spill(streams, f.mark);
+  }
+
+  // #spill leaves a copy of a final write in sessionStorage (see the top
+  // of this file), with the entries of earlier final writes still in flight
+  // for the streams this one does not write.
+  #spill(streams, mark) {
+    const storage = sessionStore();
+    if (!storage || !this.spillKey) return;
+    for (const c of streams) {
+      const bytes = c.keep > 0 && c.n > 0 ? toBase64(c.chunk ?? concat(c.parts)) : "";
+      const { session, cursor, keep, n } = c;
+      const start = c.total ?? -1;
+      this.spilled.set(c.stream, { mark, key: this.keys[c.stream], session, cursor, keep, start, n, bytes });
+    }
+    this.#keepSpill(storage);
+  }
+
+  // #unspill drops the entries of a final write that committed.
+  #unspill(mark) {
+    const storage = sessionStore();
+    if (!storage || this.spilled.size === 0) return;
+    for (const [stream, e] of this.spilled) if (e.mark === mark) this.spilled.delete(stream);
+    this.#keepSpill(storage);
+  }
+
+  #keepSpill(storage) {
+    try {
+      if (this.spilled.size === 0) storage.removeItem(this.spillKey);
+      else storage.setItem(this.spillKey, JSON.stringify([...this.spilled.values()]));
+    } catch {
+      // over the quota, or storage refused: IndexedDB's transaction is all there is
+    }
   }
 
   // #next takes what the next transaction writes: the queued commits, and
@@ -266,7 +320,8 @@ export class Store {
       this.#fallBack(); // replays every batch still in flight
       this.failed ??= err;
     }
-    this.flying.shift();
+    const f = this.flying.shift();
+    if (!err && f.final) this.#unspill(f.mark);
     if (this.flying.length > 0) return;
     if (!this.mem && this.pending.length > 0) {
       if (this.urgent) this.#write();
@@ -352,6 +407,9 @@ export class Store {
     // Never block a newer page that upgrades the schema; this page's next
     // transaction fails and the store falls back to memory.
     outcome.onversionchange = () => outcome.close();
+    const prefix = spillPrefix(database);
+    await finishSpills(outcome, prefix);
+    this.spillKey = `${prefix}${PAGE}:${++stores}`;
     this.db = outcome;
     all.add(this);
   }
@@ -391,9 +449,9 @@ function coalesce(batch) {
 
 // writeStreams writes coalesced commits in one readwrite transaction and
 // calls done(null), or done(error) when it failed. A stream whose total
-// this store does not know reads it first, within the transaction. final:
-// issue every request now and commit at once (trimming waits for the next
-// write).
+// this store does not know reads it first, within the transaction. The
+// state records carry mark. A final write issues every request now and
+// commits at once (trimming waits for the next write).
 //
 // known is brought up to date as the transaction is made, not when it
 // ends, so that a transaction made while this one is in flight (and run
@@ -401,7 +459,7 @@ function coalesce(batch) {
 // known once the read returns, unless a later transaction has been made for
 // the stream since (that one reads it in turn). After a failure the store
 // is in memory, and known's totals no longer matter.
-function writeStreams(db, keys, known, streams, bases, final, done) {
+function writeStreams(db, keys, known, streams, bases, mark, final, done) {
   let tx;
   let failed = null;
   const fail = (e) => {
@@ -427,6 +485,7 @@ function writeStreams(db, keys, known, streams, bases, final, done) {
     for (const c of streams) {
       const key = keys[c.stream];
       const rec = known.get(c.stream);
+      c.chunk = concat(c.parts);
       c.total = bases.has(c.stream) ? bases.get(c.stream) : rec.totalKnown ? rec.total : -1;
       const made = (rec.made = (rec.made ?? 0) + 1);
       rec.keep = c.keep;
@@ -437,11 +496,11 @@ function writeStreams(db, keys, known, streams, bases, final, done) {
           if (total !== 0) chunks.delete(chunkRange(key, 0, MAX_CHUNK_KEY, false));
           total = 0;
         } else if (c.n > 0) {
-          chunks.put(concat(c.parts), [...key, total]);
+          chunks.put(c.chunk, [...key, total]);
           total += c.n;
           if (!final) trim(chunks, key, total - c.keep, fail);
         }
-        states.put({ session: c.session, cursor: c.cursor, total, keep: c.keep }, key);
+        states.put({ session: c.session, cursor: c.cursor, total, keep: c.keep, mark }, key);
       };
       if (c.total >= 0) {
         put(c.total);
@@ -480,6 +539,116 @@ function trim(store, key, first, fail) {
       fail(e);
     }
   };
+}
+
+// spillPrefix begins the spill keys of the stores on a database.
+function spillPrefix(database) {
+  return `${STORE_SPILL}:${encodeURIComponent(database)}:`;
+}
+
+// sessionStore is the page's sessionStorage, or null (a worker, or storage
+// refused: reading the property can throw).
+function sessionStore() {
+  try {
+    return globalThis.sessionStorage ?? null;
+  } catch {
+    return null;
+  }
+}
+
+// finishSpills writes what the spills under prefix hold and IndexedDB does
+// not, and drops them; the spills of this page's live stores are theirs.
+// A spill that cannot be written is put back, for the next page.
+async function finishSpills(db, prefix) {
+  const storage = sessionStore();
+  if (!storage) return;
+  const live = new Set([...all].map((s) => s.spillKey));
+  const taken = [];
+  try {
+    for (let i = 0; i < storage.length; i++) {
+      const k = storage.key(i);
+      if (k?.startsWith(prefix) && !live.has(k)) taken.push([k, storage.getItem(k)]);
+    }
+    for (const [k] of taken) storage.removeItem(k);
+  } catch {
+    return;
+  }
+  const entries = taken.flatMap(([, v]) => readSpill(v));
+  if (entries.length === 0) return;
+  try {
+    await completed(writeSpill(db, entries));
+  } catch {
+    try {
+      for (const [k, v] of taken) storage.setItem(k, v);
+    } catch {
+      // nothing more to be done
+    }
+  }
+}
+
+// writeSpill writes, in one transaction, each spilled entry whose final
+// write did not commit (see the top of this file), where that write
+// would have (start -1: after what is stored).
+function writeSpill(db, entries) {
+  const tx = db.transaction([STORE_STATE, STORE_CHUNKS], "readwrite");
+  const states = tx.objectStore(STORE_STATE);
+  const chunks = tx.objectStore(STORE_CHUNKS);
+  for (const e of entries) {
+    const req = states.get(e.key);
+    req.onsuccess = () => {
+      if (written(req.result?.mark, e.mark)) return;
+      let total = e.start >= 0 ? e.start : readState(req.result).total;
+      if (e.keep <= 0) {
+        chunks.delete(chunkRange(e.key, 0, MAX_CHUNK_KEY, false));
+        total = 0;
+      } else if (e.n > 0 && e.bytes) {
+        chunks.put(fromBase64(e.bytes), [...e.key, total]);
+        total += e.n;
+      }
+      states.put({ session: e.session, cursor: e.cursor, total, keep: e.keep, mark: e.mark }, e.key);
+    };
+  }
+  return tx;
+}
+
+// written tells whether a state record marked stored holds the write
+// marked mark: it is that write's, or a later one's of the same page.
+function written(stored, mark) {
+  if (typeof stored !== "string") return false;
+  const at = mark.lastIndexOf("/");
+  const page = mark.slice(0, at + 1);
+  return stored.startsWith(page) && Number(stored.slice(at + 1)) >= Number(mark.slice(at + 1));
+}
+
+// readSpill is the entries of a spill's text, or none when it is not one.
+function readSpill(text) {
+  try {
+    const v = JSON.parse(text);
+    return Array.isArray(v) ? v.filter(isSpillEntry) : [];
+  } catch {
+    return [];
+  }
+}
+
+function isSpillEntry(e) {
+  const num = (x) => typeof x === "number" && Number.isSafeInteger(x);
+  return (
+    e !== null && typeof e === "object" && typeof e.mark === "string" && Array.isArray(e.key) && e.key.length === 3 &&
+    typeof e.session === "string" && num(e.cursor) && num(e.keep) && num(e.start) && num(e.n) && typeof e.bytes === "string"
+  );
+}
+
+function toBase64(bytes) {
+  let s = "";
+  for (let i = 0; i < bytes.length; i += 0x8000) s += String.fromCharCode.apply(null, bytes.subarray(i, i + 0x8000));
+  return btoa(s);
+}
+
+function fromBase64(text) {
+  const s = atob(text);
+  const out = new Uint8Array(s.length);
+  for (let i = 0; i < s.length; i++) out[i] = s.charCodeAt(i);
+  return out;
 }
 
 function chunkRange(key, from, to, upperOpen) {

@@ -7,12 +7,14 @@ import (
 	"encoding/json"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall/js"
 	"testing"
 	"time"
 
 	"github.com/relaywasm/relaywasm/jsbridge"
+	"github.com/relaywasm/relaywasm/jsbridge/boundary"
 	"github.com/relaywasm/relaywasm/wasm/client"
 )
 
@@ -104,10 +106,18 @@ func TestStoreCommitWindow(t *testing.T) {
 // the stored transcript is whole and in order.
 func TestStoreWriteAllWhileWriting(t *testing.T) {
 	ctx, s, other := windowStores(t)
+	db := database(t)
 	mustLoad(t, ctx, other, testKey)
-	hold := writeAllBehindHeldWrite(t, ctx, s)
+	hold := writeAllBehindHeldWrite(t, ctx, s, nil)
+	spill := spills(db)
+	if len(spill) != 1 {
+		t.Fatalf("WriteAll left %d spills in sessionStorage, want 1", len(spill))
+	}
 	hold.Call("release")
 	untilWhole(t, ctx, other, 5, "after WriteAll behind a write in flight")
+	if left := spills(db); len(left) != 0 {
+		t.Fatalf("the spill outlived the write that committed it: %v", left)
+	}
 
 	// Both ended: the store goes on from the right total.
 	if err := s.Commit(ctx, testKey, client.Saved{Session: "att", Cursor: 6}, received(5, 1), 10); err != nil {
@@ -119,6 +129,80 @@ func TestStoreWriteAllWhileWriting(t *testing.T) {
 	if got, want := describe(mustHistory(t, ctx, other, testKey)), describe(received(0, 6)); got != want {
 		t.Fatalf("the next write after them left the transcript %s, want %s", got, want)
 	}
+
+	// A page that went away after that write committed and before it
+	// could drop the spill: the store opened next leaves it alone, since
+	// the state record carries its mark.
+	for _, v := range spill {
+		sessionStorage().Call("setItem", spillPrefix(db)+"gone:1", v)
+	}
+	next := openStore(t, ctx, db)
+	if got := mustLoad(t, ctx, next, testKey); got != (client.Saved{Session: "att", Cursor: 6}) {
+		t.Fatalf("a spill whose write had committed was written again: the state is %+v, want cursor 6", got)
+	}
+	if got, want := describe(mustHistory(t, ctx, next, testKey)), describe(received(0, 6)); got != want {
+		t.Fatalf("a spill whose write had committed was written again: the transcript is %s, want %s", got, want)
+	}
+	if left := spills(db); len(left) != 0 {
+		t.Fatalf("the store that opened kept the spill: %v", left)
+	}
+}
+
+// A page torn down before its writes commit (WebKit aborts every
+// transaction not committed then, this one's and WriteAll's): the next
+// store to open the database, as the reloaded page's does, finishes the
+// spill WriteAll left in sessionStorage, once, and the transcript is whole.
+func TestStoreSpillFinishesWhatThePageLost(t *testing.T) {
+	ctx := testContext(t)
+	db := database(t)
+	fell := make(chan jsbridge.Fallback, 1)
+	s := jsbridge.OpenStore(ctx, db, func(f jsbridge.Fallback) { fell <- f }) // the aborts make it fall back
+	s.SetCommitWindow(longWindow)
+	mustLoad(t, ctx, s, testKey)
+	var undo js.Value
+	hold := writeAllBehindHeldWrite(t, ctx, s, func() {
+		undo = faults(t).Call("abortAfterPut", boundary.StoreChunks) // WriteAll's transaction
+	})
+	undo.Invoke()
+	hold.Call("abort")
+	select {
+	case <-fell:
+	case <-ctx.Done():
+		t.Fatal("the store did not see its writes abort")
+	}
+	if n, err := await(ctx, faults(t).Call("countChunks", db)); err != nil || n.Int() != 0 {
+		t.Fatalf("IndexedDB holds %v chunks (%v) after both writes aborted, want none", n, err)
+	}
+	if len(spills(db)) != 1 {
+		t.Fatalf("WriteAll left %d spills, want 1", len(spills(db)))
+	}
+
+	reloaded := openStore(t, ctx, db)
+	untilWhole(t, ctx, reloaded, 5, "after the spill was finished")
+	if left := spills(db); len(left) != 0 {
+		t.Fatalf("the spill outlived its finishing: %v", left)
+	}
+	again := openStore(t, ctx, db)
+	untilWhole(t, ctx, again, 5, "with a second store opened after")
+}
+
+func sessionStorage() js.Value { return js.Global().Get("sessionStorage") }
+
+// spillPrefix begins the sessionStorage keys of db's spills (store.js).
+func spillPrefix(db string) string {
+	return boundary.StoreSpill + ":" + js.Global().Call("encodeURIComponent", db).String() + ":"
+}
+
+// spills are the values of db's spills in sessionStorage.
+func spills(db string) []string {
+	var out []string
+	st := sessionStorage()
+	for i := range st.Length() {
+		if k := st.Call("key", i).String(); strings.HasPrefix(k, spillPrefix(db)) {
+			out = append(out, st.Call("getItem", k).String())
+		}
+	}
+	return out
 }
 
 // The page going away may abort the write in flight and still commit the
@@ -132,7 +216,7 @@ func TestStoreWriteAllWhileWritingSurvivesAnAbort(t *testing.T) {
 	other := openStore(t, ctx, db)
 	mustLoad(t, ctx, s, testKey)
 	mustLoad(t, ctx, other, testKey)
-	hold := writeAllBehindHeldWrite(t, ctx, s)
+	hold := writeAllBehindHeldWrite(t, ctx, s, nil)
 	hold.Call("abort")
 	untilWhole(t, ctx, other, 5, "with the first write aborted")
 }
@@ -149,9 +233,10 @@ func untilWhole(t *testing.T, ctx context.Context, other *jsbridge.Store, cursor
 
 // writeAllBehindHeldWrite commits entries 0-1 (cursor 2, a new attachment
 // id: written at once) and holds that write open, then commits entries 2-4
-// (cursor 5) and calls WriteAll, which must make its transaction at once.
-// It returns the hold (holdNextReadWrite) for the caller to end.
-func writeAllBehindHeldWrite(t *testing.T, ctx context.Context, s *jsbridge.Store) js.Value {
+// (cursor 5), calls fault when not nil, and calls WriteAll, which must make
+// its transaction at once. It returns the hold (holdNextReadWrite) for the
+// caller to end.
+func writeAllBehindHeldWrite(t *testing.T, ctx context.Context, s *jsbridge.Store, fault func()) js.Value {
 	t.Helper()
 	hold := faults(t).Call("holdNextReadWrite")
 	t.Cleanup(func() { hold.Call("release") })
@@ -167,6 +252,9 @@ func writeAllBehindHeldWrite(t *testing.T, ctx context.Context, s *jsbridge.Stor
 	}
 	if err := s.Commit(ctx, testKey, client.Saved{Session: "att", Cursor: 5}, received(2, 3), 10); err != nil {
 		t.Fatal(err)
+	}
+	if fault != nil {
+		fault()
 	}
 	counter := faults(t).Call("countReadWrite")
 	defer counter.Call("undo")
