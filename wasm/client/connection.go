@@ -42,11 +42,11 @@ func (r *runner) connection() (*link, error) {
 }
 
 func (r *runner) dial(ctx context.Context) (Conn, error) {
-	ctx, cancel := context.WithTimeout(ctx, r.o.HandshakeTimeout)
+	ctx, cancel := handshakeContext(ctx, r.o.HandshakeTimeout)
 	defer cancel()
 	credential, err := r.o.Credential(ctx)
 	if err != nil {
-		return nil, wrap(ErrUnreachable, "the Credential function failed", err)
+		return nil, wrap(ErrUnreachable, "the Credential function failed", timedOut(ctx, err))
 	}
 	protocols := []string{relayleg.Subprotocol, relayleg.BearerSubprotocol(credential)}
 	conn, err := r.o.Transport.Dial(ctx, r.o.URL, protocols)
@@ -54,9 +54,31 @@ func (r *runner) dial(ctx context.Context) (Conn, error) {
 		if ce, ok := errors.AsType[*CloseError](err); ok {
 			return nil, closeError(ce)
 		}
-		return nil, wrap(ErrUnreachable, "", err)
+		return nil, wrap(ErrUnreachable, "", timedOut(ctx, err))
 	}
 	return conn, nil
+}
+
+// handshakeContext is ctx canceled after d with context.DeadlineExceeded
+// as its cause. It is a timer of its own rather than context.WithTimeout:
+// a deadline context links time's formatting into relay.wasm (the
+// deadline's String), which costs more of the module than this does.
+func handshakeContext(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	t := time.AfterFunc(d, func() { cancel(context.DeadlineExceeded) })
+	return ctx, func() {
+		t.Stop()
+		cancel(context.Canceled)
+	}
+}
+
+// timedOut is err, or context.DeadlineExceeded when the handshake's time
+// ran out (ctx says canceled then, and its cause says why).
+func timedOut(ctx context.Context, err error) error {
+	if cause := context.Cause(ctx); errors.Is(err, context.Canceled) && errors.Is(cause, context.DeadlineExceeded) {
+		return cause
+	}
+	return err
 }
 
 // readLoop parses what the socket delivers and hands it over a batch at a
