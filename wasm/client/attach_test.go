@@ -8,6 +8,7 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -221,6 +222,81 @@ func TestBadOptions(t *testing.T) {
 		cancel()
 		if !errors.Is(err, client.ErrBadOptions) {
 			t.Errorf("%s: %v, want ErrBadOptions", name, err)
+		}
+	}
+}
+
+// A dial that hangs is held for HandshakeTimeout and no longer: the client
+// gives up on it with ErrUnreachable for context.DeadlineExceeded, and
+// dials again. Two ways to hang: a relay that accepts the TCP connection and
+// then says nothing, and a Credential function that waits on its ctx (and
+// returns ctx.Err(), context.Canceled, as most code does).
+func TestHandshakeTimeoutBoundsADial(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var accepted atomic.Int32
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			defer c.Close() // silent until the test ends
+		}
+	}()
+	token := func(context.Context) (string, error) { return "token", nil }
+	waits := func(ctx context.Context) (string, error) {
+		<-ctx.Done()
+		return "", ctx.Err()
+	}
+	t.Run("silent relay", func(t *testing.T) {
+		before := accepted.Load()
+		dialsTimeOut(t, "ws://"+ln.Addr().String()+"/v1/attach", token)
+		if n := accepted.Load() - before; n < 2 {
+			t.Fatalf("the relay accepted %d connections, want a new dial after each timeout", n)
+		}
+	})
+	t.Run("credential waits", func(t *testing.T) {
+		dialsTimeOut(t, "ws://"+ln.Addr().String()+"/v1/attach", waits)
+	})
+}
+
+// dialsTimeOut attaches to url and waits for two dials to end timed out.
+func dialsTimeOut(t *testing.T, url string, credential func(context.Context) (string, error)) {
+	t.Helper()
+	changes := make(chan client.StateChange, 64)
+	o := client.Options{
+		URL: url, Instance: "demo", Name: "test",
+		Credential:       credential,
+		Store:            client.NewMemoryStore(),
+		OnMessage:        func(client.Message) error { return nil },
+		OnState:          func(c client.StateChange) { changes <- c },
+		HandshakeTimeout: 100 * time.Millisecond,
+		Backoff:          client.Backoff{Initial: time.Millisecond, Max: 5 * time.Millisecond},
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), guard)
+	defer cancel()
+	go func() {
+		if a, err := client.Attach(ctx, o); err == nil {
+			a.Close()
+		}
+	}()
+	for failed := 0; failed < 2; {
+		select {
+		case c := <-changes:
+			if c.Err == nil {
+				continue
+			}
+			if !errors.Is(c.Err, client.ErrUnreachable) || !errors.Is(c.Err, context.DeadlineExceeded) {
+				t.Fatalf("a hung dial ended with %v, want ErrUnreachable for context.DeadlineExceeded", c.Err)
+			}
+			failed++
+		case <-ctx.Done():
+			t.Fatal("a hung dial was never given up on")
 		}
 	}
 }
