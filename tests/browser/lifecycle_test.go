@@ -3,6 +3,7 @@
 package browser
 
 import (
+	"encoding/base64"
 	"syscall/js"
 	"testing"
 
@@ -54,4 +55,19 @@ func TestAPILifecycleEvents(t *testing.T) {
 	}
 	js.Global().Call("dispatchEvent", js.Global().Get("Event").New("online"))
 	until("a redial on online", func(f js.Value) bool { return f.Get("hellos").Int() == 2 && f.Get("answered").Int() == 2 })
+
+	// Each dial's hello carries a nonce of its own, NonceSize random bytes
+	// (drawn from the page's crypto.getRandomValues in this build).
+	var nonces []string
+	for i := range fr.Get("nonces").Length() {
+		n := fr.Get("nonces").Index(i)
+		b, err := base64.StdEncoding.DecodeString(n.String())
+		if n.Type() != js.TypeString || err != nil || len(b) != librelay.NonceSize {
+			t.Fatalf("hello %d has nonce %s, want %d bytes in base64", i+1, stringify(n), librelay.NonceSize)
+		}
+		nonces = append(nonces, n.String())
+	}
+	if nonces[0] == nonces[1] {
+		t.Fatalf("both dials sent nonce %s", nonces[0])
+	}
 }

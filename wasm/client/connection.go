@@ -258,7 +258,7 @@ func (r *runner) wake() error {
 }
 
 func (r *runner) hello() error {
-	nonce, err := librelay.NewNonce()
+	nonce, err := newNonce()
 	if err != nil {
 		return wrap(ErrProtocol, "no randomness for a nonce", err)
 	}

@@ -68,6 +68,7 @@ export function fakeRelay(cfg) {
     answered: 0, // resumes answered
     acks: [], // re of each relay.ack
     hellos: 0, // relay.hello frames: one per dial
+    nonces: [], // the nonce of each hello, base64 as sent
     heartbeats: 0, // relay.heartbeat requests from the client
     onResume: null,
   };
@@ -76,6 +77,7 @@ export function fakeRelay(cfg) {
     switch (f.type) {
       case cfg.hello:
         r.hellos++;
+        r.nonces.push(f.payload?.nonce);
         r.instance = f.instance;
         setTimeout(() =>
           reply({

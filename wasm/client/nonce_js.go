@@ -1,0 +1,35 @@
+//go:build js
+
+package client
+
+import (
+	"github.com/hack-pad/safejs"
+
+	"github.com/relaywasm/relaywasm/librelay"
+)
+
+// newNonce is librelay.NewNonce's bytes drawn from the page's
+// crypto.getRandomValues, where crypto/rand's come from on js/wasm too.
+// Going there directly keeps crypto/rand's FIPS generator (its AES and
+// DRBG, about 6 KB of relay.wasm gzipped) out of the module.
+func newNonce() ([]byte, error) {
+	n := make([]byte, librelay.NonceSize)
+	arr, err := safejs.Global().Get("Uint8Array")
+	if err == nil {
+		arr, err = arr.New(len(n))
+	}
+	var crypto safejs.Value
+	if err == nil {
+		crypto, err = safejs.Global().Get("crypto")
+	}
+	if err == nil {
+		_, err = crypto.Call("getRandomValues", arr)
+	}
+	if err == nil {
+		_, err = safejs.CopyBytesToGo(n, arr)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return n, nil
+}
