@@ -230,10 +230,12 @@ export class Store {
 
   // #write writes what is queued in one transaction, starting it before it
   // returns (writeAll relies on that), unless the open has not settled yet.
-  // While a transaction is in flight only a FINAL write makes another.
+  // While a transaction is in flight only a FINAL write makes another, even
+  // with nothing queued (it writes the running one's commits again, and
+  // spills them), unless the newest in flight is a FINAL one already.
   #write() {
     if (!this.writing) return;
-    if (this.flying.length > 0 && (this.urgent !== FINAL || this.pending.length === 0)) return;
+    if (this.flying.length > 0 && (this.urgent !== FINAL || (this.pending.length === 0 && this.flying.at(-1).final))) return;
     this.timer = null;
     if (!this.db && !this.mem) {
       this.opened.then(() => this.#write());

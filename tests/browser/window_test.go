@@ -221,6 +221,44 @@ func TestStoreWriteAllWhileWritingSurvivesAnAbort(t *testing.T) {
 	untilWhole(t, ctx, other, 5, "with the first write aborted")
 }
 
+// WriteAll with a write in flight and nothing queued behind it still makes
+// a transaction, writing the running one's commits again (and spilling
+// them): the page going away may abort the running one.
+func TestStoreWriteAllWithOnlyAWriteInFlight(t *testing.T) {
+	ctx := testContext(t)
+	db := database(t)
+	s := jsbridge.OpenStore(ctx, db, func(jsbridge.Fallback) {}) // the abort makes it fall back
+	s.SetCommitWindow(longWindow)
+	other := openStore(t, ctx, db)
+	mustLoad(t, ctx, s, testKey)
+	mustLoad(t, ctx, other, testKey)
+	hold := faults(t).Call("holdNextReadWrite")
+	t.Cleanup(func() { hold.Call("release") })
+	if err := s.Commit(ctx, testKey, client.Saved{Session: "att", Cursor: 2}, received(0, 2), 10); err != nil {
+		t.Fatal(err)
+	}
+	for !hold.Get("held").Bool() { // the new id's write is made once Go yields
+		select {
+		case <-ctx.Done():
+			t.Fatal("the commit with a new attachment id made no transaction")
+		case <-time.After(time.Millisecond):
+		}
+	}
+	counter := faults(t).Call("countReadWrite")
+	jsbridge.WriteAll()
+	runtime.Gosched()
+	n := counter.Get("n").Int()
+	counter.Call("undo")
+	if n != 1 {
+		t.Fatalf("WriteAll with only a write in flight started %d transactions, want 1", n)
+	}
+	if len(spills(db)) != 1 {
+		t.Fatalf("WriteAll left %d spills, want 1", len(spills(db)))
+	}
+	hold.Call("abort")
+	untilWhole(t, ctx, other, 2, "with the write in flight aborted")
+}
+
 // untilWhole waits until other loads cursor for testKey and checks that
 // its transcript then holds entries 1 to cursor, each once, in order.
 func untilWhole(t *testing.T, ctx context.Context, other *jsbridge.Store, cursor int, when string) {
