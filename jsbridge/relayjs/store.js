@@ -39,7 +39,9 @@
 // the state records it writes with the page and the write's number. A store
 // that opens the database finishes the spills of stores no longer alive (the
 // previous page): an entry whose state record carries neither its mark nor a
-// later one of the same page was never written, and is written now. There
+// later one of the same page was never written, and is written now, unless
+// the record is gone or ends before the entry starts (the storage was
+// cleared since: a spill never brings back what was deleted). There
 // is no sessionStorage in a worker, and a spill over the origin's quota is
 // not kept: then IndexedDB's transaction is all there is.
 //
@@ -589,8 +591,8 @@ async function finishSpills(db, prefix) {
 }
 
 // writeSpill writes, in one transaction, each spilled entry whose final
-// write did not commit (see the top of this file), where that write
-// would have (start -1: after what is stored).
+// write did not commit (see the top of this file) and which continues what
+// is stored, where that write would have (start -1: after what is stored).
 function writeSpill(db, entries) {
   const tx = db.transaction([STORE_STATE, STORE_CHUNKS], "readwrite");
   const states = tx.objectStore(STORE_STATE);
@@ -599,7 +601,11 @@ function writeSpill(db, entries) {
     const req = states.get(e.key);
     req.onsuccess = () => {
       if (written(req.result?.mark, e.mark)) return;
-      let total = e.start >= 0 ? e.start : readState(req.result).total;
+      // A spill continues what is stored: with the record gone (the storage
+      // was cleared since) or short of where it starts, it is not written.
+      const stored = readState(req.result);
+      if (e.start < 0 ? req.result == null : e.start > stored.total) return;
+      let total = e.start >= 0 ? e.start : stored.total;
       if (e.keep <= 0) {
         chunks.delete(chunkRange(e.key, 0, MAX_CHUNK_KEY, false));
         total = 0;

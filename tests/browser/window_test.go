@@ -186,6 +186,50 @@ func TestStoreSpillFinishesWhatThePageLost(t *testing.T) {
 	untilWhole(t, ctx, again, 5, "with a second store opened after")
 }
 
+// A spill outlives the storage it continues (the page went before the
+// write that committed it could drop it, and the site's IndexedDB was
+// cleared since): the store that opens next drops it, and the stream starts
+// afresh instead of coming back from sessionStorage.
+func TestStoreSpillOverClearedStorageIsDropped(t *testing.T) {
+	ctx := testContext(t)
+	db := database(t)
+	s := jsbridge.OpenStore(ctx, db, func(jsbridge.Fallback) {}) // the deletion makes it fall back
+	s.SetCommitWindow(longWindow)
+	mustLoad(t, ctx, s, testKey)
+	if err := s.Commit(ctx, testKey, client.Saved{Session: "att", Cursor: 2}, received(0, 2), 10); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Commit(ctx, testKey, client.Saved{Session: "att", Cursor: 5}, received(2, 3), 10); err != nil {
+		t.Fatal(err)
+	}
+	jsbridge.WriteAll()
+	spill := spills(db)
+	if len(spill) != 1 {
+		t.Fatalf("WriteAll left %d spills, want 1", len(spill))
+	}
+	if err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := await(ctx, faults(t).Call("deleteDatabase", db)); err != nil {
+		t.Fatal(err)
+	}
+	sessionStorage().Call("setItem", spillPrefix(db)+"gone:1", spill[0])
+
+	next := openStore(t, ctx, db)
+	if got := mustLoad(t, ctx, next, testKey); got != (client.Saved{}) {
+		t.Fatalf("over cleared storage the spill brought back %+v", got)
+	}
+	if h := mustHistory(t, ctx, next, testKey); len(h) != 0 {
+		t.Fatalf("over cleared storage the spill brought back the transcript %s", describe(h))
+	}
+	if left := spills(db); len(left) != 0 {
+		t.Fatalf("the dropped spill is still there: %v", left)
+	}
+}
+
 func sessionStorage() js.Value { return js.Global().Get("sessionStorage") }
 
 // spillPrefix begins the sessionStorage keys of db's spills (store.js).

@@ -125,3 +125,13 @@ export function holdNextReadWrite() {
   };
   return hold;
 }
+
+// deleteDatabase deletes a database (its open connections close on the
+// versionchange), as a user clearing the site's storage does.
+export function deleteDatabase(name) {
+  return new Promise((resolve, reject) => {
+    const req = indexedDB.deleteDatabase(name);
+    req.onsuccess = () => resolve();
+    req.onerror = () => reject(req.error);
+  });
+}
