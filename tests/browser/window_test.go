@@ -156,9 +156,7 @@ func TestStoreSpillFinishesWhatThePageLost(t *testing.T) {
 	ctx := testContext(t)
 	db := database(t)
 	fell := make(chan jsbridge.Fallback, 1)
-	s := jsbridge.OpenStore(ctx, db, func(f jsbridge.Fallback) { fell <- f }) // the aborts make it fall back
-	s.SetCommitWindow(longWindow)
-	mustLoad(t, ctx, s, testKey)
+	s := fallibleStore(t, ctx, db, func(f jsbridge.Fallback) { fell <- f }) // the aborts make it fall back
 	var undo js.Value
 	hold := writeAllBehindHeldWrite(t, ctx, s, func() {
 		undo = faults(t).Call("abortAfterPut", boundary.StoreChunks) // WriteAll's transaction
@@ -193,9 +191,7 @@ func TestStoreSpillFinishesWhatThePageLost(t *testing.T) {
 func TestStoreSpillOverClearedStorageIsDropped(t *testing.T) {
 	ctx := testContext(t)
 	db := database(t)
-	s := jsbridge.OpenStore(ctx, db, func(jsbridge.Fallback) {}) // the deletion makes it fall back
-	s.SetCommitWindow(longWindow)
-	mustLoad(t, ctx, s, testKey)
+	s := fallibleStore(t, ctx, db, nil) // the deletion makes it fall back
 	if err := s.Commit(ctx, testKey, client.Saved{Session: "att", Cursor: 2}, received(0, 2), 10); err != nil {
 		t.Fatal(err)
 	}
@@ -255,10 +251,8 @@ func spills(db string) []string {
 func TestStoreWriteAllWhileWritingSurvivesAnAbort(t *testing.T) {
 	ctx := testContext(t)
 	db := database(t)
-	s := jsbridge.OpenStore(ctx, db, func(jsbridge.Fallback) {}) // the abort makes it fall back
-	s.SetCommitWindow(longWindow)
+	s := fallibleStore(t, ctx, db, nil) // the abort makes it fall back
 	other := openStore(t, ctx, db)
-	mustLoad(t, ctx, s, testKey)
 	mustLoad(t, ctx, other, testKey)
 	hold := writeAllBehindHeldWrite(t, ctx, s, nil)
 	hold.Call("abort")
@@ -271,29 +265,11 @@ func TestStoreWriteAllWhileWritingSurvivesAnAbort(t *testing.T) {
 func TestStoreWriteAllWithOnlyAWriteInFlight(t *testing.T) {
 	ctx := testContext(t)
 	db := database(t)
-	s := jsbridge.OpenStore(ctx, db, func(jsbridge.Fallback) {}) // the abort makes it fall back
-	s.SetCommitWindow(longWindow)
+	s := fallibleStore(t, ctx, db, nil) // the abort makes it fall back
 	other := openStore(t, ctx, db)
-	mustLoad(t, ctx, s, testKey)
 	mustLoad(t, ctx, other, testKey)
-	hold := faults(t).Call("holdNextReadWrite")
-	t.Cleanup(func() { hold.Call("release") })
-	if err := s.Commit(ctx, testKey, client.Saved{Session: "att", Cursor: 2}, received(0, 2), 10); err != nil {
-		t.Fatal(err)
-	}
-	for !hold.Get("held").Bool() { // the new id's write is made once Go yields
-		select {
-		case <-ctx.Done():
-			t.Fatal("the commit with a new attachment id made no transaction")
-		case <-time.After(time.Millisecond):
-		}
-	}
-	counter := faults(t).Call("countReadWrite")
-	jsbridge.WriteAll()
-	runtime.Gosched()
-	n := counter.Get("n").Int()
-	counter.Call("undo")
-	if n != 1 {
+	hold := holdFirstWrite(t, ctx, s)
+	if n := writeAllCounted(t); n != 1 {
 		t.Fatalf("WriteAll with only a write in flight started %d transactions, want 1", n)
 	}
 	if len(spills(db)) != 1 {
@@ -313,12 +289,44 @@ func untilWhole(t *testing.T, ctx context.Context, other *jsbridge.Store, cursor
 	}
 }
 
-// writeAllBehindHeldWrite commits entries 0-1 (cursor 2, a new attachment
-// id: written at once) and holds that write open, then commits entries 2-4
+// writeAllBehindHeldWrite holds the first write (holdFirstWrite), then
+// commits entries 2-4
 // (cursor 5), calls fault when not nil, and calls WriteAll, which must make
 // its transaction at once. It returns the hold (holdNextReadWrite) for the
 // caller to end.
 func writeAllBehindHeldWrite(t *testing.T, ctx context.Context, s *jsbridge.Store, fault func()) js.Value {
+	t.Helper()
+	hold := holdFirstWrite(t, ctx, s)
+	if err := s.Commit(ctx, testKey, client.Saved{Session: "att", Cursor: 5}, received(2, 3), 10); err != nil {
+		t.Fatal(err)
+	}
+	if fault != nil {
+		fault()
+	}
+	if n := writeAllCounted(t); n != 1 {
+		t.Fatalf("WriteAll with a write in flight started %d transactions, want 1", n)
+	}
+	return hold
+}
+
+// fallibleStore opens a Store on db that may fall back to memory (the
+// test's faults make it), calling onFallback when not nil, with the long
+// window and testKey loaded.
+func fallibleStore(t *testing.T, ctx context.Context, db string, onFallback func(jsbridge.Fallback)) *jsbridge.Store {
+	t.Helper()
+	if onFallback == nil {
+		onFallback = func(jsbridge.Fallback) {}
+	}
+	s := jsbridge.OpenStore(ctx, db, onFallback)
+	s.SetCommitWindow(longWindow)
+	mustLoad(t, ctx, s, testKey)
+	return s
+}
+
+// holdFirstWrite commits entries 0-1 (cursor 2, a new attachment id:
+// written at once) and holds that write open (holdNextReadWrite), for the
+// caller to end.
+func holdFirstWrite(t *testing.T, ctx context.Context, s *jsbridge.Store) js.Value {
 	t.Helper()
 	hold := faults(t).Call("holdNextReadWrite")
 	t.Cleanup(func() { hold.Call("release") })
@@ -332,20 +340,19 @@ func writeAllBehindHeldWrite(t *testing.T, ctx context.Context, s *jsbridge.Stor
 		case <-time.After(time.Millisecond):
 		}
 	}
-	if err := s.Commit(ctx, testKey, client.Saved{Session: "att", Cursor: 5}, received(2, 3), 10); err != nil {
-		t.Fatal(err)
-	}
-	if fault != nil {
-		fault()
-	}
+	return hold
+}
+
+// writeAllCounted calls WriteAll and says how many readwrite transactions
+// it started before this goroutine ran again (WriteAll starts its
+// transaction before it returns control to JavaScript).
+func writeAllCounted(t *testing.T) int {
+	t.Helper()
 	counter := faults(t).Call("countReadWrite")
 	defer counter.Call("undo")
 	jsbridge.WriteAll()
 	runtime.Gosched()
-	if n := counter.Get("n").Int(); n != 1 {
-		t.Fatalf("WriteAll with a write in flight started %d transactions, want 1", n)
-	}
-	return hold
+	return counter.Get("n").Int()
 }
 
 // Through the JavaScript API: pagehide writes at once, within the event,

@@ -13,22 +13,23 @@ import (
 // Going there directly keeps crypto/rand's FIPS generator (its AES and
 // DRBG, about 6 KB of relay.wasm gzipped) out of the module.
 func newNonce() ([]byte, error) {
-	n := make([]byte, librelay.NonceSize)
-	arr, err := safejs.Global().Get("Uint8Array")
-	if err == nil {
-		arr, err = arr.New(len(n))
-	}
-	var crypto safejs.Value
-	if err == nil {
-		crypto, err = safejs.Global().Get("crypto")
-	}
-	if err == nil {
-		_, err = crypto.Call("getRandomValues", arr)
-	}
-	if err == nil {
-		_, err = safejs.CopyBytesToGo(n, arr)
-	}
+	crypto, err := safejs.Global().Get("crypto")
 	if err != nil {
+		return nil, err
+	}
+	bytes, err := safejs.Global().Get("Uint8Array")
+	if err != nil {
+		return nil, err
+	}
+	arr, err := bytes.New(librelay.NonceSize)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := crypto.Call("getRandomValues", arr); err != nil {
+		return nil, err
+	}
+	n := make([]byte, librelay.NonceSize)
+	if _, err := safejs.CopyBytesToGo(n, arr); err != nil {
 		return nil, err
 	}
 	return n, nil
