@@ -114,6 +114,7 @@ func inboundRows(res map[string][]streamResult, z Sizes) []Row {
 	mainCPU.Target = ratioAtMost(1.1)
 	logCPU := paired("Chromium inbound, relay.wasm, transcript on, page main thread CPU per frame", "µs", base, cpu(wasmLog, mainThread), cpu(rawJS, mainThread))
 	logCPU.Target = ratioAtMost(1.3)
+	logCPU.why = (*prober).whyTranscript
 	return []Row{
 		main, bytes, mem, log, worker,
 		mainCPU,

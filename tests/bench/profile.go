@@ -130,12 +130,17 @@ func (p *prober) session() (*session, error) {
 // compare profiles fn for relay.wasm and then for the raw WebSocket, and
 // reports the top frames of each.
 func (p *prober) compare(name string, fn func(s *session, variant string) error) (string, error) {
+	return p.compareVariant(name, wasmIDB, fn)
+}
+
+// compareVariant is compare with the relay.wasm variant named.
+func (p *prober) compareVariant(name, wasm string, fn func(s *session, variant string) error) (string, error) {
 	s, err := p.session()
 	if err != nil {
 		return "", err
 	}
 	var out strings.Builder
-	for _, v := range []string{wasmIDB, rawJS} {
+	for _, v := range []string{wasm, rawJS} {
 		prof, err := s.tab.cpuProfile(func() error { return fn(s, v) })
 		if err != nil {
 			return "", err
@@ -151,6 +156,15 @@ func (p *prober) compare(name string, fn func(s *session, variant string) error)
 
 func (p *prober) whyInbound() (string, error) {
 	return p.compare("inbound", func(s *session, v string) error {
+		_, err := s.stream(v, s.cfg.Sizes.Frames)
+		return err
+	})
+}
+
+// whyTranscript profiles the inbound stream of a client that keeps a
+// transcript (history on), beside the raw WebSocket's.
+func (p *prober) whyTranscript() (string, error) {
+	return p.compareVariant("inbound-transcript", wasmLog, func(s *session, v string) error {
 		_, err := s.stream(v, s.cfg.Sizes.Frames)
 		return err
 	})
