@@ -587,3 +587,79 @@ func TestAPIMemoryStorageOnRequest(t *testing.T) {
 		t.Fatalf("IndexedDB holds %+v for a memory-only relay", stored)
 	}
 }
+
+// The relay's welcome signature is checked by the page's WebCrypto
+// (Ed25519) where the engine has it, and by relay.wasm's own Ed25519 where
+// it does not (or WebCrypto fails): either way a good key attaches and
+// another relay's key is bad_relay_signature.
+func TestAPIWelcomeSignatureByWebCrypto(t *testing.T) {
+	ctx := testContext(t)
+	relay := loadRelay(t, ctx, nil)
+	r := recorder(t, nil)
+	subtle := js.Global().Get("crypto").Get("subtle")
+	verify := subtle.Get("verify")
+	defer subtle.Set("verify", verify)
+	other := "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="
+
+	// What WebCrypto answered, for each Ed25519 check made through it.
+	var answers []bool
+	spy := js.FuncOf(func(this js.Value, args []js.Value) any {
+		p := verify.Call("apply", this, js.ValueOf(jsArgs(args)))
+		if args[0].String() != "Ed25519" {
+			return p
+		}
+		var note js.Func
+		note = js.FuncOf(func(_ js.Value, v []js.Value) any {
+			answers = append(answers, v[0].Bool())
+			note.Release()
+			return v[0]
+		})
+		return p.Call("then", note)
+	})
+	defer spy.Release()
+	subtle.Set("verify", spy)
+
+	att := must(t, ctx, relay.Call("attach", attachOptions(t, r, "webcrypto", nil)))
+	must(t, ctx, att.Call("detach"))
+	rejects(t, ctx, relay.Call("attach", attachOptions(t, r, "webcrypto-other", map[string]any{"relayKey": other})), "bad_relay_signature")
+	if ed25519InWebCrypto(t, ctx) {
+		if len(answers) != 2 || !answers[0] || answers[1] {
+			t.Fatalf("WebCrypto answered %v, want [true false]: the relay's key verifies there, another's does not", answers)
+		}
+	} else {
+		t.Logf("this engine's WebCrypto has no Ed25519: relay.wasm checked both (%v)", answers)
+	}
+
+	// An engine whose WebCrypto cannot (a rejected Promise): relay.wasm's
+	// check decides, with the same outcomes.
+	refuse := js.FuncOf(func(js.Value, []js.Value) any {
+		return js.Global().Get("Promise").Call("reject", js.Global().Get("DOMException").New("no Ed25519 here", "NotSupportedError"))
+	})
+	defer refuse.Release()
+	subtle.Set("verify", refuse)
+	att = must(t, ctx, relay.Call("attach", attachOptions(t, r, "webcrypto-refused", nil)))
+	must(t, ctx, att.Call("detach"))
+	rejects(t, ctx, relay.Call("attach", attachOptions(t, r, "webcrypto-refused-other", map[string]any{"relayKey": other})), "bad_relay_signature")
+}
+
+// ed25519InWebCrypto says whether the engine's WebCrypto imports the
+// relay's Ed25519 key (Chromium 137, Firefox 129, Safari 17 and later).
+func ed25519InWebCrypto(t *testing.T, ctx context.Context) bool {
+	pub, err := relayKey(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := js.Global().Get("Uint8Array").New(len(pub))
+	js.CopyBytesToJS(key, pub)
+	usages := js.ValueOf([]any{"verify"})
+	_, err = await(ctx, js.Global().Get("crypto").Get("subtle").Call("importKey", "raw", key, "Ed25519", false, usages))
+	return err == nil
+}
+
+func jsArgs(vs []js.Value) []any {
+	out := make([]any, len(vs))
+	for i, v := range vs {
+		out[i] = v
+	}
+	return out
+}

@@ -290,7 +290,7 @@ func (r *runner) welcome(f *librelay.Frame) error {
 		return wrap(ErrUnsupportedVersion, "relay selected version "+uitoa(uint64(max(w.ProtocolVersion, 0))), nil)
 	}
 	if r.o.RelayKey != nil {
-		if err := librelay.VerifyWelcome(r.o.RelayKey, l.nonce, w.ProtocolVersion, r.o.Instance, w.Signature); err != nil {
+		if err := verifyWelcome(r.o.RelayKey, l.nonce, w.ProtocolVersion, r.o.Instance, w.Signature); err != nil {
 			return wrap(ErrBadRelaySignature, "", err)
 		}
 	}
