@@ -29,6 +29,7 @@ import { RelayError, report } from "./errors.js";
 import { listenToLifecycle } from "./lifecycle.js";
 import { start } from "./load.js";
 import { DELIVERY, FINAL, startWorker } from "./remote.js";
+import { openEarly } from "./store.js";
 import { PAUSED } from "./stream.js";
 import { takeSlot } from "./tabs.js";
 
@@ -60,6 +61,9 @@ export async function loadRelay(options = {}) {
     reason = "this context has no Web Workers";
   }
   if (!B.api) {
+    // The Relay's database opens while relay.wasm loads.
+    const database = options.database ?? "";
+    if ((options.storage ?? "indexeddb") === "indexeddb" && typeof database === "string") openEarly(database);
     starting ??= start(B, options).catch((e) => {
       starting = null;
       throw e;

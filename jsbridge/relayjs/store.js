@@ -370,53 +370,82 @@ export class Store {
   }
 
   async #open(database) {
-    const failed = (reason, e) => {
-      this.mem = new Map();
-      this.#report(reason, asError(e));
-    };
-    const factory = globalThis.indexedDB;
-    if (!factory) return failed(FALLBACK_UNAVAILABLE, new Error("this page has no indexedDB"));
-    let req;
-    try {
-      req = factory.open(database, STORE_VERSION);
-    } catch (e) {
-      return failed(FALLBACK_UNAVAILABLE, e); // e.g. a SecurityError in an opaque origin
-    }
-    const outcome = await new Promise((resolve) => {
-      const timer = setTimeout(() => resolve([FALLBACK_FAILED, new DOMException("opening IndexedDB took too long", "TimeoutError")]), OPEN_TIMEOUT_MS);
-      const settle = (v) => {
-        clearTimeout(timer);
-        resolve(v);
-      };
-      req.onupgradeneeded = () => {
-        try {
-          createSchema(req.result);
-        } catch (e) {
-          settle([FALLBACK_FAILED, e]);
-        }
-      };
-      req.onblocked = () => settle([FALLBACK_BLOCKED, new DOMException("another connection blocks opening IndexedDB", "BlockedError")]);
-      req.onerror = (ev) => {
-        ev.preventDefault?.();
-        settle([FALLBACK_FAILED, req.error]);
-      };
-      req.onsuccess = () => settle(req.result);
-    });
+    const outcome = await (takeEarly(database) ?? connect(database));
     if (Array.isArray(outcome)) {
-      // An open given up on may still succeed: close it then, so that it
-      // does not block the next page in turn.
-      req.onsuccess = () => req.result.close();
-      return failed(outcome[0], outcome[1]);
+      this.mem = new Map();
+      this.#report(outcome[0], asError(outcome[1]));
+      return;
     }
-    // Never block a newer page that upgrades the schema; this page's next
-    // transaction fails and the store falls back to memory.
-    outcome.onversionchange = () => outcome.close();
     const prefix = spillPrefix(database);
     await finishSpills(outcome, prefix);
     this.spillKey = `${prefix}${PAGE}:${++stores}`;
     this.db = outcome;
     all.add(this);
   }
+}
+
+const early = new Map(); // database -> the connect started by openEarly, until a Store takes it
+
+/**
+ * openEarly starts opening database (STORE_DATABASE when empty) before any
+ * Store asks for it: loadRelay calls it before it fetches relay.wasm, so
+ * that the open runs while the module downloads and compiles rather than
+ * after Go has started (on a reload, a few milliseconds of the time to
+ * live). The first Store on the database takes the connection; a failure
+ * is that Store's fallback, as if it had opened the database itself.
+ */
+export function openEarly(database) {
+  database ||= STORE_DATABASE;
+  if (!early.has(database)) early.set(database, connect(database));
+}
+
+function takeEarly(database) {
+  const c = early.get(database);
+  early.delete(database);
+  return c;
+}
+
+// connect opens database and resolves with the connection, or with
+// [reason, error] (FALLBACK_*) when it cannot be used. It never rejects.
+function connect(database) {
+  const factory = globalThis.indexedDB;
+  if (!factory) return Promise.resolve([FALLBACK_UNAVAILABLE, new Error("this page has no indexedDB")]);
+  let req;
+  try {
+    req = factory.open(database, STORE_VERSION);
+  } catch (e) {
+    return Promise.resolve([FALLBACK_UNAVAILABLE, e]); // e.g. a SecurityError in an opaque origin
+  }
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => settle([FALLBACK_FAILED, new DOMException("opening IndexedDB took too long", "TimeoutError")]), OPEN_TIMEOUT_MS);
+    const settle = (v) => {
+      clearTimeout(timer);
+      if (Array.isArray(v)) {
+        // An open given up on may still succeed: close it then, so that
+        // it does not block the next page in turn.
+        req.onsuccess = () => req.result.close();
+      }
+      resolve(v);
+    };
+    req.onupgradeneeded = () => {
+      try {
+        createSchema(req.result);
+      } catch (e) {
+        settle([FALLBACK_FAILED, e]);
+      }
+    };
+    req.onblocked = () => settle([FALLBACK_BLOCKED, new DOMException("another connection blocks opening IndexedDB", "BlockedError")]);
+    req.onerror = (ev) => {
+      ev.preventDefault?.();
+      settle([FALLBACK_FAILED, req.error]);
+    };
+    req.onsuccess = () => {
+      // Never block a newer page that upgrades the schema; this page's
+      // next transaction fails and the store falls back to memory.
+      req.result.onversionchange = () => req.result.close();
+      settle(req.result);
+    };
+  });
 }
 
 function createSchema(db) {

@@ -26,8 +26,12 @@ import (
 // relayModule is relay.js's module namespace (its exports).
 var relayModule js.Value
 
+// moduleURLs are the Blob URLs of the modules relay.js imports, by file
+// name: importing one again (relayjsModule) gives the instance relay.js has.
+var moduleURLs = map[string]string{}
+
 func TestMain(m *testing.M) {
-	source, err := moduleSource(relayjs.Files, "relay.js", map[string]string{})
+	source, err := moduleSource(relayjs.Files, "relay.js", moduleURLs)
 	if err == nil {
 		relayModule, err = importModule(source)
 	}
@@ -76,8 +80,26 @@ var localImport = regexp.MustCompile(`from "\./([a-z]+\.js)"`)
 // from a Blob URL, because Go cannot spell import() without eval, and the
 // load event of a module script fires after it ran.
 func importModule(source string) (js.Value, error) {
+	return importURL(blobURL(source))
+}
+
+// relayjsModule is the namespace of one of the modules relay.js imports
+// (store.js, …): the instance relay.js uses.
+func relayjsModule(t *testing.T, name string) js.Value {
+	t.Helper()
+	url, ok := moduleURLs[name]
+	if !ok {
+		t.Fatalf("relay.js does not import %s", name)
+	}
+	mod, err := importURL(url)
+	if err != nil {
+		t.Fatalf("loading %s: %v", name, err)
+	}
+	return mod
+}
+
+func importURL(url string) (js.Value, error) {
 	global := js.Global()
-	url := blobURL(source)
 	const slot = "__relaywasm_test_module"
 	shim := blobURL(`import * as m from "` + url + `"; globalThis.` + slot + ` = m;`)
 	done := make(chan error, 1)

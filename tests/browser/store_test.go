@@ -329,3 +329,55 @@ func checkMemoryStore(t *testing.T, ctx context.Context, s *jsbridge.Store) {
 		t.Fatalf("memory History = %s", got)
 	}
 }
+
+// loadRelay opens the Relay's database while relay.wasm loads (openEarly):
+// the first Store on it takes that connection instead of opening its own,
+// and a failed early open is that Store's fallback.
+func TestStoreTakesTheEarlyOpen(t *testing.T) {
+	ctx := testContext(t)
+	db := database(t)
+	factory := js.Global().Get("indexedDB")
+	open := factory.Get("open")
+	opens := 0
+	spy := js.FuncOf(func(this js.Value, args []js.Value) any {
+		if args[0].String() == db {
+			opens++
+		}
+		return open.Call("apply", this, js.ValueOf(jsArgs(args)))
+	})
+	defer spy.Release()
+	factory.Set("open", spy)
+	defer factory.Set("open", open)
+	store := relayjsModule(t, "store.js")
+
+	store.Call("openEarly", db)
+	store.Call("openEarly", db) // once per database
+	s := openStore(t, ctx, db)
+	if opens != 1 {
+		t.Fatalf("%d opens of the database, want the early one alone", opens)
+	}
+	if err := s.Commit(ctx, testKey, client.Saved{Session: "early", Cursor: 3}, received(0, 3), 10); err != nil {
+		t.Fatal(err)
+	}
+	mustLoad(t, ctx, s, testKey) // waits for the write
+	again := openStore(t, ctx, db)
+	if opens != 2 {
+		t.Fatalf("%d opens, want 2: the early connection serves one Store", opens)
+	}
+	if got := mustLoad(t, ctx, again, testKey); got != (client.Saved{Session: "early", Cursor: 3}) {
+		t.Fatalf("what was written on the early connection loads as %+v", got)
+	}
+
+	refused := db + "-refused"
+	if _, err := await(ctx, faults(t).Call("createAtVersion", refused, 99)); err != nil {
+		t.Fatal(err)
+	}
+	store.Call("openEarly", refused)
+	var fell []jsbridge.Fallback
+	m := jsbridge.OpenStore(ctx, refused, func(f jsbridge.Fallback) { fell = append(fell, f) })
+	var de *jsbridge.DOMError
+	if len(fell) != 1 || fell[0].Reason != jsbridge.FallbackFailed || !errors.As(fell[0].Err, &de) || de.Name != "VersionError" {
+		t.Fatalf("fallbacks reported after a failed early open: %+v", fell)
+	}
+	checkMemoryStore(t, ctx, m)
+}
