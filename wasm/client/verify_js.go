@@ -18,9 +18,9 @@ import (
 // under one. librelay stays the one authority: whatever WebCrypto does not
 // accept (a bad signature, a bad nonce or key, an engine without Ed25519
 // in WebCrypto such as Safari before 17) is decided by VerifyWelcome, which
-// returns its error, or nil. The two agree on every signature a relay
-// makes; WebCrypto's is, if anything, the stricter check (it refuses
-// small-order keys).
+// returns its error, or nil. Both are Ed25519 (RFC 8032) verifiers: a
+// signature made with the relay's key passes either, and neither passes
+// one made without it.
 func verifyWelcome(pub ed25519.PublicKey, nonce []byte, version int, instance string, sig []byte) error {
 	if webCryptoVerifies(pub, nonce, version, instance, sig) {
 		return nil
@@ -85,8 +85,8 @@ func jsBytes(bs ...[]byte) ([]safejs.Value, bool) {
 }
 
 // webCryptoWait bounds the wait for a WebCrypto Promise. They settle at
-// once; the bound is there so that an engine's that never did would cost
-// the handshake this long (then VerifyWelcome decides), not the attachment.
+// once; the bound is there so that one that never settled would cost the
+// handshake this long (then VerifyWelcome decides), not hang the runner.
 const webCryptoWait = time.Second
 
 // await waits for p (the result of a call that returns a Promise) to
