@@ -91,7 +91,7 @@ export interface AttachOptions {
   instance: string;
   /** The bearer credential, or a function returning it, called on every dial (so it can be refreshed). */
   token: string | (() => string | Promise<string>);
-  /** The relay's pinned Ed25519 public key (librelay.FormatPublicKey); a welcome that does not verify rejects with bad_relay_signature. */
+  /** The relay's pinned Ed25519 public key (librelay.FormatPublicKey); a welcome that does not verify rejects with bad_relay_signature. Checked with WebCrypto's Ed25519 where the engine has it, else by relay.wasm. */
   relayKey?: string;
   /**
    * Which stored stream this is. Default "default". Each stream is held by one
