@@ -408,10 +408,11 @@ function takeEarly(database) {
 // connect opens database and resolves with the connection, or with
 // [reason, error] (FALLBACK_*) when it cannot be used. It never rejects.
 function connect(database) {
-  const factory = globalThis.indexedDB;
-  if (!factory) return Promise.resolve([FALLBACK_UNAVAILABLE, new Error("this page has no indexedDB")]);
   let req;
   try {
+    // Reading indexedDB itself throws where storage is denied outright.
+    const factory = globalThis.indexedDB;
+    if (!factory) return Promise.resolve([FALLBACK_UNAVAILABLE, new Error("this page has no indexedDB")]);
     req = factory.open(database, STORE_VERSION);
   } catch (e) {
     return Promise.resolve([FALLBACK_UNAVAILABLE, e]); // e.g. a SecurityError in an opaque origin

@@ -297,6 +297,23 @@ func TestStoreFallsBackWithoutIndexedDB(t *testing.T) {
 	checkMemoryStore(t, ctx, s)
 }
 
+// Storage denied outright (reading indexedDB throws): the early open does
+// not throw, and the Store falls back saying why.
+func TestStoreFallsBackWhenIndexedDBIsDenied(t *testing.T) {
+	ctx := testContext(t)
+	db := database(t)
+	undo := faults(t).Call("denyIndexedDB")
+	defer undo.Invoke()
+	relayjsModule(t, "store.js").Call("openEarly", db)
+	var fell []jsbridge.Fallback
+	s := jsbridge.OpenStore(ctx, db, func(f jsbridge.Fallback) { fell = append(fell, f) })
+	var de *jsbridge.DOMError
+	if len(fell) != 1 || fell[0].Reason != jsbridge.FallbackUnavailable || !errors.As(fell[0].Err, &de) || de.Name != "SecurityError" {
+		t.Fatalf("fallbacks reported: %+v", fell)
+	}
+	checkMemoryStore(t, ctx, s)
+}
+
 func TestStoreFallsBackWhenOpenFails(t *testing.T) {
 	ctx := testContext(t)
 	db := database(t)

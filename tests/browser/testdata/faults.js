@@ -59,6 +59,22 @@ export function hideIndexedDB() {
   };
 }
 
+// denyIndexedDB makes reading indexedDB throw a SecurityError, as a page
+// whose storage is denied outright sees.
+export function denyIndexedDB() {
+  const own = Object.getOwnPropertyDescriptor(globalThis, "indexedDB");
+  Object.defineProperty(globalThis, "indexedDB", {
+    get() {
+      throw new DOMException("storage is denied", "SecurityError");
+    },
+    configurable: true,
+  });
+  return () => {
+    delete globalThis.indexedDB;
+    if (own) Object.defineProperty(globalThis, "indexedDB", own);
+  };
+}
+
 // createAtVersion creates (or upgrades) a database to version v and closes it.
 export function createAtVersion(name, v) {
   return new Promise((resolve, reject) => {
