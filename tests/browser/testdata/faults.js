@@ -84,16 +84,19 @@ export function createAtVersion(name, v) {
   });
 }
 
-// countChunks counts the transcript records stored in a database.
+// countChunks counts the transcript records stored in a database: the
+// values that are chunks. WPE WebKit 2.38 (Safari 16's engine) can leave a
+// record whose value reads as undefined where an aborted transaction put
+// one; store.js skips those as history does, and so does this count.
 export function countChunks(name) {
   return new Promise((resolve, reject) => {
     const req = indexedDB.open(name);
     req.onerror = () => reject(req.error);
     req.onsuccess = () => {
       const db = req.result;
-      const count = db.transaction("chunks").objectStore("chunks").count();
-      count.onsuccess = () => { db.close(); resolve(count.result); };
-      count.onerror = () => { db.close(); reject(count.error); };
+      const all = db.transaction("chunks").objectStore("chunks").getAll();
+      all.onsuccess = () => { db.close(); resolve(all.result.filter((v) => v instanceof Uint8Array).length); };
+      all.onerror = () => { db.close(); reject(all.error); };
     };
   });
 }
