@@ -288,13 +288,8 @@ func TestStoreCursorAndTranscriptAgreeAfterInterruption(t *testing.T) {
 func TestStoreFallsBackWithoutIndexedDB(t *testing.T) {
 	ctx := testContext(t)
 	undo := faults(t).Call("hideIndexedDB")
-	var fell []jsbridge.Fallback
-	s := jsbridge.OpenStore(ctx, database(t), func(f jsbridge.Fallback) { fell = append(fell, f) })
-	undo.Invoke()
-	if len(fell) != 1 || fell[0].Reason != jsbridge.FallbackUnavailable {
-		t.Fatalf("fallbacks reported: %+v", fell)
-	}
-	checkMemoryStore(t, ctx, s)
+	defer undo.Invoke()
+	checkFallsBack(t, ctx, database(t), jsbridge.FallbackUnavailable, "")
 }
 
 // Storage denied outright (reading indexedDB throws): the early open does
@@ -305,13 +300,7 @@ func TestStoreFallsBackWhenIndexedDBIsDenied(t *testing.T) {
 	undo := faults(t).Call("denyIndexedDB")
 	defer undo.Invoke()
 	relayjsModule(t, "store.js").Call("openEarly", db)
-	var fell []jsbridge.Fallback
-	s := jsbridge.OpenStore(ctx, db, func(f jsbridge.Fallback) { fell = append(fell, f) })
-	var de *jsbridge.DOMError
-	if len(fell) != 1 || fell[0].Reason != jsbridge.FallbackUnavailable || !errors.As(fell[0].Err, &de) || de.Name != "SecurityError" {
-		t.Fatalf("fallbacks reported: %+v", fell)
-	}
-	checkMemoryStore(t, ctx, s)
+	checkFallsBack(t, ctx, db, jsbridge.FallbackUnavailable, "SecurityError")
 }
 
 func TestStoreFallsBackWhenOpenFails(t *testing.T) {
@@ -322,11 +311,19 @@ func TestStoreFallsBackWhenOpenFails(t *testing.T) {
 	if _, err := await(ctx, faults(t).Call("createAtVersion", db, 99)); err != nil {
 		t.Fatal(err)
 	}
+	checkFallsBack(t, ctx, db, jsbridge.FallbackFailed, "VersionError")
+}
+
+// checkFallsBack opens a Store on db and fails the test unless it fell back
+// to memory once, for reason, with a DOMException named domError as the
+// error ("" for an error of any kind), and then works in memory.
+func checkFallsBack(t *testing.T, ctx context.Context, db, reason, domError string) {
+	t.Helper()
 	var fell []jsbridge.Fallback
 	s := jsbridge.OpenStore(ctx, db, func(f jsbridge.Fallback) { fell = append(fell, f) })
 	var de *jsbridge.DOMError
-	if len(fell) != 1 || fell[0].Reason != jsbridge.FallbackFailed || !errors.As(fell[0].Err, &de) || de.Name != "VersionError" {
-		t.Fatalf("fallbacks reported: %+v", fell)
+	if len(fell) != 1 || fell[0].Reason != reason || domError != "" && (!errors.As(fell[0].Err, &de) || de.Name != domError) {
+		t.Fatalf("fallbacks reported: %+v, want one for %s (%s)", fell, reason, domError)
 	}
 	checkMemoryStore(t, ctx, s)
 }
@@ -390,11 +387,5 @@ func TestStoreTakesTheEarlyOpen(t *testing.T) {
 		t.Fatal(err)
 	}
 	store.Call("openEarly", refused)
-	var fell []jsbridge.Fallback
-	m := jsbridge.OpenStore(ctx, refused, func(f jsbridge.Fallback) { fell = append(fell, f) })
-	var de *jsbridge.DOMError
-	if len(fell) != 1 || fell[0].Reason != jsbridge.FallbackFailed || !errors.As(fell[0].Err, &de) || de.Name != "VersionError" {
-		t.Fatalf("fallbacks reported after a failed early open: %+v", fell)
-	}
-	checkMemoryStore(t, ctx, m)
+	checkFallsBack(t, ctx, refused, jsbridge.FallbackFailed, "VersionError")
 }
