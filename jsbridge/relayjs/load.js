@@ -1,6 +1,7 @@
 // load.js: fetching, instantiating and starting relay.wasm, once per page.
 
 import { CODE_WASM_EXITED, CODE_WASM_LOAD_FAILED } from "./boundary.js";
+import { compileSource } from "./compile.js";
 import { RelayError } from "./errors.js";
 
 /**
@@ -14,7 +15,8 @@ export async function start(B, options) {
   try {
     // relay.wasm is fetched and compiled while wasm_exec.js loads: neither
     // waits for the other, and only instantiating needs both.
-    const compiled = compile(options.wasm ?? new URL("./relay.wasm", import.meta.url));
+    // preload.js may have started it already.
+    const compiled = compileSource(options.wasm ?? new URL("./relay.wasm", import.meta.url));
     compiled.catch(() => {}); // awaited below; a failure of wasm_exec.js comes first
     if (typeof globalThis.Go !== "function") {
       // wasm_exec.js is a classic script that defines globalThis.Go; it
@@ -36,20 +38,5 @@ export async function start(B, options) {
   } catch (e) {
     if (e instanceof RelayError) throw e;
     throw new RelayError(CODE_WASM_LOAD_FAILED, `could not start relay.wasm: ${e?.message ?? e}`);
-  }
-}
-
-// compile compiles relay.wasm from a URL, a Response or a compiled module,
-// streaming when the server sends application/wasm.
-export async function compile(source) {
-  if (source instanceof WebAssembly.Module) return source;
-  const response = source instanceof Response ? source : await fetch(source);
-  if (!response.ok) throw new Error(`HTTP ${response.status} for ${response.url}`);
-  try {
-    return await WebAssembly.compileStreaming(response.clone());
-  } catch (e) {
-    // A server that does not send application/wasm: compile from the bytes.
-    if (!(e instanceof TypeError)) throw e;
-    return WebAssembly.compile(await response.arrayBuffer());
   }
 }

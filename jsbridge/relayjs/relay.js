@@ -10,7 +10,9 @@
 //   store.js      stream state in IndexedDB
 //   tabs.js       one attachment per stream in the browser (Web Locks)
 //   lifecycle.js  online, offline, hidden and pagehide
-//   load.js       fetching and starting relay.wasm
+//   load.js       starting relay.wasm
+//   compile.js    fetching and compiling relay.wasm
+//   preload.js    not imported: a page's own script that starts the compile early
 //   errors.js     RelayError, and only Errors across the boundary
 //   attachment.js what an Attachment is in either mode: handlers, token, checks
 //   stream.js     att.stream(): the official ACP SDK's Stream over an attachment

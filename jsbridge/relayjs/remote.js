@@ -13,8 +13,8 @@
 
 import { BaseAttachment, checkCursor, meta, sendArgs } from "./attachment.js";
 import { CODE_BAD_OPTIONS, CODE_CANCELED } from "./boundary.js";
+import { compileSource, preloaded } from "./compile.js";
 import { RelayError, report } from "./errors.js";
-import { compile } from "./load.js";
 import { PAUSED } from "./stream.js";
 
 /**
@@ -37,9 +37,12 @@ let worker = null; // the Worker connection, once started (a Promise)
 export async function startWorker(options) {
   // A worker's first relay.wasm is fetched and compiled here, while the
   // worker starts and loads its modules, and the compiled module crosses to
-  // it; that had waited for the worker's module graph. If it fails here the
-  // worker loads it itself, and reports why that fails.
-  const early = worker === null && options.wasm === undefined ? compile(new URL("./relay.wasm", import.meta.url)).catch(() => undefined) : undefined;
+  // it; that had waited for the worker's module graph (and preload.js may
+  // have started it earlier still). If it fails here the worker loads it
+  // itself, and reports why that fails.
+  const source = options.wasm ?? new URL("./relay.wasm", import.meta.url);
+  const here = worker === null && (options.wasm === undefined || preloaded(source));
+  const early = here ? compileSource(source).catch(() => undefined) : undefined;
   worker ??= connect().catch((e) => {
     worker = null;
     throw e;

@@ -177,7 +177,7 @@ func (p *prober) whyReload() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	t, err := s.openPage()
+	t, err := s.openPage(wasmPage)
 	if err == nil {
 		err = t.call(nil, "arm", wasmIDB)
 	}

@@ -31,7 +31,11 @@ func (s *session) reloads() ([]Row, error) {
 	s.cfg.logf("reload to live: %d reloads per page", n)
 	tabs := map[string]*tab{}
 	for _, kind := range reloadKinds {
-		t, err := s.openPage()
+		page := wasmPage
+		if kind == rawJS {
+			page = rawPage
+		}
+		t, err := s.openPage(page)
 		if err != nil {
 			return nil, err
 		}

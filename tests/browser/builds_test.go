@@ -3,6 +3,7 @@
 package browser
 
 import (
+	"cmp"
 	"context"
 	"io/fs"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -58,21 +60,10 @@ func TestBuildsRefuseEachOther(t *testing.T) {
 			if !strings.Contains(relayjs.BoundaryJS, c.old) {
 				t.Fatalf("boundary.js has no %q to replace", c.old)
 			}
-			srv := httptest.NewServer(modulePage(t, wasm, strings.Replace(relayjs.BoundaryJS, c.old, c.new, 1)))
+			srv := httptest.NewServer(modulePage(t, served{wasm: wasm, boundaryJS: strings.Replace(relayjs.BoundaryJS, c.old, c.new, 1)}))
 			defer srv.Close()
-			tab, err := chromium.OpenTab(b.Context(), srv.URL+"/")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer tab.Close()
-			ctx, cancel := context.WithTimeout(tab.Context(), time.Minute)
-			defer cancel()
 			var got string
-			if err := chromedp.Run(ctx, chromedp.Evaluate("window.loaded", &got, func(p *cdpruntime.EvaluateParams) *cdpruntime.EvaluateParams {
-				return p.WithAwaitPromise(true)
-			})); err != nil {
-				t.Fatal(err)
-			}
+			evalPage(t, b, srv.URL, "window.loaded", &got)
 			if !strings.HasPrefix(got, c.want) {
 				t.Fatalf("loadRelay settled with %q, want %q…", got, c.want)
 			}
@@ -93,29 +84,63 @@ func buildModule(t *testing.T) string {
 	return out
 }
 
-// modulePage serves a page that loads relay.js and puts what loadRelay
-// settles with in window.loaded: "loaded", or the rejection's code and
-// message. boundaryJS is served as boundary.js; the other modules are the
-// embedded ones, wasm_exec.js the Go toolchain's.
-func modulePage(t *testing.T, wasm, boundaryJS string) http.Handler {
+// evalPage opens url in a new tab of b and evaluates expr there, awaiting
+// its Promise, into out.
+func evalPage(t *testing.T, b *chromium.Browser, url, expr string, out any) {
+	t.Helper()
+	tab, err := chromium.OpenTab(b.Context(), url+"/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tab.Close()
+	ctx, cancel := context.WithTimeout(tab.Context(), time.Minute)
+	defer cancel()
+	if err := chromedp.Run(ctx, chromedp.Evaluate(expr, out, func(p *cdpruntime.EvaluateParams) *cdpruntime.EvaluateParams {
+		return p.WithAwaitPromise(true)
+	})); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// served is what modulePage serves.
+type served struct {
+	wasm       string // relay.wasm's path
+	boundaryJS string // served as boundary.js; "" for the embedded one
+	page       string // the page at /; "" for loadPage
+	wasmType   string // relay.wasm's Content-Type; "" for application/wasm
+	failFirst  bool   // answer the first request for relay.wasm 503
+}
+
+// loadPage loads relay.js and puts what loadRelay settles with in
+// window.loaded: "loaded", or the rejection's code and message.
+const loadPage = `<!doctype html><script type="module">
+import { loadRelay } from "./relay.js";
+window.loaded = loadRelay({ storage: "memory" }).then(() => "loaded", (e) => e.code + ": " + e.message);
+</script>`
+
+// modulePage serves s.page and relay.js's modules (the embedded ones, or
+// s.boundaryJS as boundary.js), wasm_exec.js the Go toolchain's and relay.wasm.
+func modulePage(t *testing.T, s served) http.Handler {
 	t.Helper()
 	goroot, err := exec.Command("go", "env", "GOROOT").Output()
 	if err != nil {
 		t.Fatal(err)
 	}
 	wasmExec := filepath.Join(strings.TrimSpace(string(goroot)), "lib", "wasm", "wasm_exec.js")
-	const page = `<!doctype html><script type="module">
-import { loadRelay } from "./relay.js";
-window.loaded = loadRelay({ storage: "memory" }).then(() => "loaded", (e) => e.code + ": " + e.message);
-</script>`
+	page, wasmType, boundaryJS := cmp.Or(s.page, loadPage), cmp.Or(s.wasmType, "application/wasm"), cmp.Or(s.boundaryJS, relayjs.BoundaryJS)
+	var wasmRequests atomic.Int32
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch name := strings.TrimPrefix(r.URL.Path, "/"); {
 		case name == "":
 			w.Header().Set("Content-Type", "text/html")
 			_, _ = w.Write([]byte(page))
 		case name == "relay.wasm":
-			w.Header().Set("Content-Type", "application/wasm")
-			http.ServeFile(w, r, wasm)
+			if wasmRequests.Add(1) == 1 && s.failFirst {
+				http.Error(w, "not yet", http.StatusServiceUnavailable)
+				return
+			}
+			w.Header().Set("Content-Type", wasmType)
+			http.ServeFile(w, r, s.wasm)
 		case name == "wasm_exec.js":
 			w.Header().Set("Content-Type", "text/javascript")
 			http.ServeFile(w, r, wasmExec)

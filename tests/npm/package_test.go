@@ -138,9 +138,9 @@ func TestTarballInstallsResolvesAndTypes(t *testing.T) {
 	npm(t, dir, "install", "--no-save", "--no-audit", "--no-fund", tgz)
 
 	out := run(t, dir, "node", "--input-type=module", "-e",
-		`for (const s of ["relaywasm", "relaywasm/relay.wasm", "relaywasm/wasm_exec.js"]) console.log(import.meta.resolve(s))`)
+		`for (const s of ["relaywasm", "relaywasm/preload", "relaywasm/relay.wasm", "relaywasm/wasm_exec.js"]) console.log(import.meta.resolve(s))`)
 	lines := strings.Fields(out)
-	for i, want := range []string{"relay.js", "relay.wasm", "wasm_exec.js"} {
+	for i, want := range []string{"relay.js", "preload.js", "relay.wasm", "wasm_exec.js"} {
 		p := filepath.Join(dir, "node_modules", "relaywasm", want)
 		if i >= len(lines) || lines[i] != "file://"+p {
 			t.Errorf("resolved %q, want file://%s", lines, p)

@@ -1,0 +1,66 @@
+// compile.js: fetching and compiling relay.wasm, and the compile that
+// preload.js starts before the page's modules have loaded. It imports
+// nothing, so preload.js runs as soon as these two small files arrive.
+
+/**
+ * compile compiles relay.wasm from a URL, a Response or a compiled module.
+ * It streams (compileStreaming: the engine compiles while the bytes arrive,
+ * and Chromium keeps the compiled code beside the HTTP cache's entry) when
+ * the server sends application/wasm, which streaming requires; any other
+ * type is compiled from the whole body, so a server that does not know .wasm
+ * still serves a working module.
+ */
+export async function compile(source) {
+  if (source instanceof WebAssembly.Module) return source;
+  const response = source instanceof Response ? source : await fetch(source);
+  if (!response.ok) throw new Error(`HTTP ${response.status} for ${response.url}`);
+  if (typeof WebAssembly.compileStreaming === "function" && isWasm(response)) {
+    return WebAssembly.compileStreaming(response);
+  }
+  return WebAssembly.compile(await response.arrayBuffer());
+}
+
+function isWasm(response) {
+  const type = response.headers.get("content-type") ?? "";
+  return type.split(";")[0].trim().toLowerCase() === "application/wasm";
+}
+
+// early is the compile preload started: { href, compiled }, until a
+// loadRelay for the same URL takes it.
+let early = null;
+
+/**
+ * preload starts compiling the relay.wasm at url now, for the loadRelay
+ * that later asks for the same URL (by default, or as its wasm option).
+ * A failure is that loadRelay's to report, after it has tried once more.
+ */
+export function preload(url) {
+  const compiled = compile(url);
+  compiled.catch(() => {}); // not unhandled: the loadRelay that takes it sees it
+  early = { href: String(url), compiled };
+}
+
+/**
+ * preloaded says whether source is a URL whose compile preload started and
+ * no loadRelay has taken yet.
+ */
+export function preloaded(source) {
+  if (early === null || source instanceof Response || source instanceof WebAssembly.Module) return false;
+  try {
+    return String(new URL(String(source), location.href)) === early.href;
+  } catch {
+    return false; // not a URL: compile reports it
+  }
+}
+
+/**
+ * compileSource is compile(source), except that a compile preload started
+ * for the same URL is taken instead of fetching again. A preload that failed
+ * (the network dropped while the page loaded) is tried once more here.
+ */
+export function compileSource(source) {
+  if (!preloaded(source)) return compile(source);
+  const { compiled } = early;
+  early = null;
+  return compiled.catch(() => compile(source));
+}
