@@ -108,6 +108,13 @@ func TestDemoAppChats(t *testing.T) {
 	if stop != "end_turn" || text != countText(300) {
 		t.Errorf("stop %q, text %s; want end_turn and %s", stop, describe(text), describe(countText(300)))
 	}
+	// The bundle fetched relay.wasm once: loadRelay took the compile that
+	// main.ts's first import, relaywasm/preload, had started.
+	var fetches int
+	tb.eval(`performance.getEntriesByType("resource").filter((e) => /\/relay-[^/]*\.wasm$/.test(new URL(e.name).pathname)).length`, &fetches)
+	if fetches != 1 {
+		t.Errorf("the app fetched relay.wasm %d times, want once", fetches)
+	}
 }
 
 // A reload in the middle of an answer: the reloaded app loads its session

@@ -15,6 +15,9 @@
 //
 // window.__app is a read-only view of the app's state for tests.
 
+// First, so relay.wasm's fetch and compile start before the rest of the
+// bundle runs, rather than when main() gets to loadRelay.
+import "relaywasm/preload";
 import { loadRelay, RelayError } from "relaywasm";
 import { client, PROTOCOL_VERSION } from "@agentclientprotocol/sdk";
 import type { ContentBlock, SessionNotification } from "@agentclientprotocol/sdk";
