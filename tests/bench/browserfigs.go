@@ -84,14 +84,15 @@ func openSession(ctx context.Context, cfg Config, moduleDir, tmp string) (*sessi
 // isolated when the stack serves it so, and configures it.
 // The bench page comes in two: index.html loads relay.js's preload.js
 // ahead of bench.js, as a page using relay.wasm would (its compile runs
-// while bench.js and relay.js's modules load); raw.html, the raw client's
-// for reloads, does not, so its reloads do not compile relay.wasm.
+// while bench.js and relay.js's modules load); nopreload.html does not:
+// the raw client's reloads do not compile relay.wasm, and relay.wasm's
+// reloads without it say what preload.js is worth.
 const (
-	wasmPage = ""
-	rawPage  = "raw.html"
+	wasmPage      = ""
+	noPreloadPage = "nopreload.html"
 )
 
-// openPage opens the bench page, page one of wasmPage and rawPage.
+// openPage opens the bench page, page one of wasmPage and noPreloadPage.
 func (s *session) openPage(page string) (*tab, error) {
 	t, err := s.br.openTab(s.st.PageURL() + page)
 	if err == nil && s.st.Config().CrossOriginIsolated {

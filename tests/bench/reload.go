@@ -16,11 +16,15 @@ type timeline struct {
 	InstantiateEnd float64 `json:"instantiateEnd"` // instantiateStreaming resolved
 }
 
+// wasmLate is relay.wasm on the main thread in a page without preload.js:
+// its compile starts when bench.js calls loadRelay.
+const wasmLate = "wasm-late"
+
 // reloadKinds are the pages reloaded in turn: relay.wasm on the main thread
-// and in worker mode, and the raw client that keeps its attachment id and
+// (with preload.js and without) and in worker mode, and the raw client that keeps its attachment id and
 // cursor in sessionStorage and resumes by hand, which is what a reload costs
 // without relay.wasm.
-var reloadKinds = []string{wasmIDB, wasmWorker, rawJS}
+var reloadKinds = []string{wasmIDB, wasmWorker, wasmLate, rawJS}
 
 // reloads measures reload to live: two tabs, one per kind, reloaded in
 // turn. Before each reload the page leaves frames undelivered on purpose
@@ -32,8 +36,8 @@ func (s *session) reloads() ([]Row, error) {
 	tabs := map[string]*tab{}
 	for _, kind := range reloadKinds {
 		page := wasmPage
-		if kind == rawJS {
-			page = rawPage
+		if kind == rawJS || kind == wasmLate {
+			page = noPreloadPage
 		}
 		t, err := s.openPage(page)
 		if err != nil {
@@ -62,7 +66,7 @@ func (s *session) reloads() ([]Row, error) {
 			return nil, err
 		}
 	}
-	return reloadRows(got[wasmIDB], got[wasmWorker], got[rawJS]), nil
+	return reloadRows(got[wasmIDB], got[wasmWorker], got[wasmLate], got[rawJS]), nil
 }
 
 // reloadOnce reloads an armed tab, reads its timeline and arms it again.
@@ -80,7 +84,7 @@ func reloadOnce(t *tab, kind string) (timeline, error) {
 	return tl, t.call(nil, "arm", kind)
 }
 
-func reloadRows(wasm, worker, raw []timeline) []Row {
+func reloadRows(wasm, worker, late, raw []timeline) []Row {
 	pick := func(tls []timeline, f func(timeline) float64) []float64 {
 		out := make([]float64, len(tls))
 		for i, tl := range tls {
@@ -96,11 +100,14 @@ func reloadRows(wasm, worker, raw []timeline) []Row {
 	live2.why = (*prober).whyReload
 	inWorker := paired(fmt.Sprintf("Chromium reload to live, worker mode, median of %d", len(worker)),
 		"ms", "raw JS WebSocket, cursor in sessionStorage", pick(worker, live), pick(raw, live))
+	withoutPreload := paired(fmt.Sprintf("Chromium reload to live, no preload.js (compile started by loadRelay), median of %d", len(late)),
+		"ms", "reload to live with preload.js", pick(late, live), total)
 	part := func(name string, f func(timeline) float64) Row {
 		return paired("… of which "+name, "ms", "reload to live", pick(wasm, f), total)
 	}
 	return []Row{
 		live2,
+		withoutPreload,
 		inWorker,
 		part("navigation → bench page running (unload, HTML, scripts)", func(tl timeline) float64 { return tl.LoadStart }),
 		part("fetching + instantiating relay.wasm", func(tl timeline) float64 { return tl.InstantiateEnd - tl.WasmFetchStart }),
