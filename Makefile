@@ -71,7 +71,7 @@ WASM_FLAGS := -trimpath $(foreach p,$(WASM_NOINLINE),-gcflags=$(p)=-l)
 wasm:
 	@mkdir -p $(DIST)
 	GOOS=js GOARCH=wasm $(GO) build $(WASM_FLAGS) -ldflags='-s -w' -o $(DIST)/relay.wasm ./wasm
-	cp jsbridge/relayjs/*.js jsbridge/relayjs/relay.d.ts $(DIST)/
+	cp jsbridge/relayjs/*.js jsbridge/relayjs/*.d.ts $(DIST)/
 	cp $(GOROOT)/lib/wasm/wasm_exec.js $(DIST)/
 
 ## npm: the npm package, dist/relaywasm-<version>.tgz (the version is jsbridge/relayjs/package.json's).

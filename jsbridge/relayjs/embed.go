@@ -1,8 +1,9 @@
 // Package relayjs ships the JavaScript half of relaywasm: relay.js, the ES
 // module an application imports, the modules it imports (one per concern,
 // relay.js says which), preload.js (a page's head starts relay.wasm's
-// compile with it), and relay.d.ts, its TypeScript declarations. The
-// files are shipped as they are: no build step, no bundler needed.
+// compile with it), and relay.d.ts and preload.d.ts, their TypeScript
+// declarations. The files are shipped as they are: no build step, no
+// bundler needed.
 //
 // The files are embedded so that what a server hands out, what `make wasm`
 // copies into dist/ and what the browser tests import are the same bytes as
@@ -18,13 +19,13 @@ import "embed"
 // Names are the files of this folder that ship, relay.js first.
 var Names = []string{
 	"relay.js", "relay.d.ts", "attachment.js", "boundary.js", "bridge.js", "compile.js", "crossing.js",
-	"errors.js", "lifecycle.js", "load.js", "preload.js", "records.js", "remote.js", "sockets.js", "store.js",
+	"errors.js", "lifecycle.js", "load.js", "preload.js", "preload.d.ts", "records.js", "remote.js", "sockets.js", "store.js",
 	"stream.js", "tabs.js", "worker.js",
 }
 
 // Files holds the files Names lists, for serving them as they are.
 //
-//go:embed *.js relay.d.ts
+//go:embed *.js *.d.ts
 var Files embed.FS
 
 // RelayDTS is the source of relay.d.ts.

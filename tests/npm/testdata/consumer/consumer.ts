@@ -1,6 +1,7 @@
 // Type-checked by tests/npm against the installed tarball: the package's
 // types must resolve, and must be the real ones (the @ts-expect-error lines
 // fail the check if they were `any`).
+import "relaywasm/preload"; // a side-effect import, checked (noUncheckedSideEffectImports)
 import { loadRelay, RelayError } from "relaywasm";
 import type { Attachment, Relay } from "relaywasm";
 
