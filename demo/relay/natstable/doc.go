@@ -15,8 +15,10 @@
 //	relay.nr.<node>.…              the reply subject of a node's frames to runtimes: NATS says there when one reached nobody
 //
 // (instance names that are not plain tokens are "~" and their base64url).
-// A frame on the wire is its librelay encoding after a 25-byte header: the
-// publishing node, its stream, and a counter (wire.go).
+// A frame on the wire is a 25-byte header (the publishing node, its stream,
+// and a counter) and the frame's members and payload as they are, not
+// re-encoded as JSON: the node that writes a frame to a socket validates it
+// there (wire.go).
 //
 // # What each node knows
 //

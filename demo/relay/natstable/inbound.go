@@ -5,7 +5,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/relaywasm/relaywasm/demo/relay"
-	"github.com/relaywasm/relaywasm/librelay"
 	"github.com/relaywasm/relaywasm/librelay/relayleg"
 )
 
@@ -162,7 +161,7 @@ func (in *inbound) handle(m *nats.Msg) {
 	}
 	if !lost {
 		if ep := in.target(); ep != nil {
-			if f, err := librelay.ParseFrame(body); err == nil {
+			if f, ok := parseFrame(body); ok {
 				if in.toRuntime && f.Session != "" {
 					in.t.sawFrom(route{f.Instance, f.Session}, h.node)
 				}

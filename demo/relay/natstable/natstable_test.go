@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/relaywasm/relaywasm/demo/relay"
 	"github.com/relaywasm/relaywasm/demo/relay/natstable"
 	"github.com/relaywasm/relaywasm/demo/relay/relaytest"
@@ -390,5 +391,42 @@ func TestSlowConsumerAcrossNodes(t *testing.T) {
 	}
 	if frames, code := slow.ReadUntilClosed(); code != relayleg.CloseSlowConsumer {
 		t.Fatalf("slow socket on node 1 closed %d after %d frames, want 4429", code, len(frames))
+	}
+}
+
+// Frames cross the bus unvalidated (wire.go): the node writing one to its
+// socket validates it, so a frame that does not encode never reaches a
+// browser, and the ones around it do. A publisher playing a node sends the
+// browser's node three frames: a valid one, one whose payload is not JSON,
+// and a valid one; the browser gets the two valid ones, in order.
+func TestInvalidFrameFromTheBusNotWritten(t *testing.T) {
+	c := cluster(t, nil)
+	rt := env(c, 0).Connect(t)
+	waitRoutable(t, c, 1)
+	b := env(c, 1).Attach(t, "")
+	// A frame from the runtime first: node 1 subscribes the attachment's
+	// subject before the attach is welcomed, and this shows the route works.
+	if err := rt.Send(librelay.Frame{Type: librelay.TypeACPMessage, Instance: b.Instance, Session: b.Session, Seq: 1, Payload: []byte(`{"n":0}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if f := readBrowser(t, b); f.Seq != 1 {
+		t.Fatalf("got %+v first", f)
+	}
+	nc, err := nats.Connect(c.NATSURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	subject := natstable.AttachmentSubject(b.Instance, b.Session)
+	for i, payload := range []string{`{"n":1}`, `{"n":`, `{"n":3}`} {
+		f := librelay.Frame{Type: librelay.TypeACPMessage, Instance: b.Instance, Session: b.Session, Seq: uint64(i + 2), Payload: []byte(payload)}
+		if err := nc.Publish(subject, natstable.DataMessage(99, 1, uint64(i+1), &f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, want := range []string{`{"n":1}`, `{"n":3}`} {
+		if f := readBrowser(t, b); string(f.Payload) != want {
+			t.Fatalf("browser got %+v (payload %s), want payload %s", f, f.Payload, want)
+		}
 	}
 }

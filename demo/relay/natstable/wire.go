@@ -5,23 +5,37 @@ import (
 	"encoding/binary"
 	"strconv"
 	"strings"
+
+	"github.com/relaywasm/relaywasm/librelay"
 )
 
-// Every data message (a frame on its way to a runtime or to a browser) is
-// the frame's wire form (librelay.AppendFrame) after a fixed header naming
-// the stream it belongs to and its place in it:
+// Every data message (a frame on its way to a runtime or to a browser) is a
+// fixed header naming the stream it belongs to and its place in it, then the
+// frame as the Frame it is, not as JSON:
 //
-//	[1] version (1)
+//	[1] version (2)
 //	[8] publishing node id
 //	[8] stream number, unique on that node
 //	[8] counter: 1, 2, 3 … within the stream
+//	[8] seq
+//	type, instance, session, id, re, trace: each a uvarint length and its bytes
+//	the payload, as it is, to the message's end
 //
 // The counter is how a receiver knows that nothing was lost on the bus: NATS
 // delivers at most once, in order per publisher, and a message it drops (a
 // subscriber past its pending limits, no interest while a subscription is
 // being re-established) shows as a counter that skips.
+//
+// Why not the frame's JSON: the node that read the frame from its socket has
+// parsed and validated it already, and the node that writes it to a socket
+// encodes, and with that validates, it again (librelay.AppendFrame, as for a
+// frame that never left the node), so nothing invalid reaches a socket
+// either way. JSON on the bus cost a third encode and a third parse of every
+// payload, a third of the receiving node's CPU per frame in
+// BenchmarkCrossNode. Nodes of one bus must speak one version: a message of
+// another is dropped, and shows as lost.
 const (
-	wireVersion = 1
+	wireVersion = 2
 	headerSize  = 1 + 8 + 8 + 8
 )
 
@@ -45,6 +59,52 @@ func parseHeader(b []byte) (header, []byte, bool) {
 		stream: binary.BigEndian.Uint64(b[9:]),
 		n:      binary.BigEndian.Uint64(b[17:]),
 	}, b[headerSize:], true
+}
+
+// appendFrame appends f in the bus's form (after the header).
+func appendFrame(b []byte, f *librelay.Frame) []byte {
+	b = binary.BigEndian.AppendUint64(b, f.Seq)
+	for _, s := range [...]string{f.Type, f.Instance, f.Session, f.ID, f.ReplyTo, f.Trace} {
+		b = binary.AppendUvarint(b, uint64(len(s)))
+		b = append(b, s...)
+	}
+	return append(b, f.Payload...)
+}
+
+// parseFrame reads a frame appendFrame wrote, or reports false for bytes
+// that are not one. Its strings share one allocation; its payload is b's,
+// which NATS hands to this one subscriber.
+func parseFrame(b []byte) (librelay.Frame, bool) {
+	if len(b) < 8 {
+		return librelay.Frame{}, false
+	}
+	var parts [6][]byte
+	off, total := 8, 0
+	for i := range parts {
+		n, w := binary.Uvarint(b[off:])
+		if w <= 0 || n > uint64(len(b)-off-w) {
+			return librelay.Frame{}, false
+		}
+		parts[i] = b[off+w : off+w+int(n)]
+		off += w + int(n)
+		total += int(n)
+	}
+	var sb strings.Builder
+	sb.Grow(total)
+	for _, p := range parts {
+		sb.Write(p)
+	}
+	all := sb.String()
+	f := librelay.Frame{Seq: binary.BigEndian.Uint64(b)}
+	at := 0
+	for i, dst := range [...]*string{&f.Type, &f.Instance, &f.Session, &f.ID, &f.ReplyTo, &f.Trace} {
+		*dst = all[at : at+len(parts[i])]
+		at += len(parts[i])
+	}
+	if off < len(b) {
+		f.Payload = b[off:]
+	}
+	return f, true
 }
 
 // An ack tells a publisher how far a receiver has handed a stream on:
