@@ -404,8 +404,13 @@ func TestInvalidFrameFromTheBusNotWritten(t *testing.T) {
 	rt := env(c, 0).Connect(t)
 	waitRoutable(t, c, 1)
 	b := env(c, 1).Attach(t, "")
-	// A frame from the runtime first: node 1 subscribes the attachment's
-	// subject before the attach is welcomed, and this shows the route works.
+	// The browser's frame reaching the runtime means NATS has node 1's
+	// subscription of the attachment's subject (node 1 sent it first, on the
+	// same connection); the runtime's answer shows the route works.
+	if err := b.Send(msg(b, `{}`)); err != nil {
+		t.Fatal(err)
+	}
+	readCargo(t, rt)
 	if err := rt.Send(librelay.Frame{Type: librelay.TypeACPMessage, Instance: b.Instance, Session: b.Session, Seq: 1, Payload: []byte(`{"n":0}`)}); err != nil {
 		t.Fatal(err)
 	}
