@@ -1,4 +1,4 @@
-// load.js: fetching, instantiating and starting relay.wasm, once per page.
+// load.js: instantiating and starting relay.wasm, once per page (compile.js fetches and compiles it).
 
 import { CODE_WASM_EXITED, CODE_WASM_LOAD_FAILED } from "./boundary.js";
 import { compileSource } from "./compile.js";
