@@ -21,9 +21,9 @@ type timeline struct {
 const wasmLate = "wasm-late"
 
 // reloadKinds are the pages reloaded in turn: relay.wasm on the main thread
-// (with preload.js and without) and in worker mode, and the raw client that keeps its attachment id and
-// cursor in sessionStorage and resumes by hand, which is what a reload costs
-// without relay.wasm.
+// (with preload.js and without) and in worker mode, and the raw client that
+// keeps its attachment id and cursor in sessionStorage and resumes by hand,
+// which is what a reload costs without relay.wasm.
 var reloadKinds = []string{wasmIDB, wasmWorker, wasmLate, rawJS}
 
 // reloads measures reload to live: two tabs, one per kind, reloaded in

@@ -35,15 +35,7 @@ import (
 // the bridge exits without registering, as one from before the boundary was
 // versioned would).
 func TestBuildsRefuseEachOther(t *testing.T) {
-	if _, err := os.Stat(chromium.Path()); err != nil {
-		t.Skipf("no Chromium at %s (make test installs it)", chromium.Path())
-	}
-	wasm := buildModule(t)
-	b, err := chromium.Start(chromium.Options{Profile: filepath.Join(t.TempDir(), "profile"), Scratch: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
+	wasm, b := moduleBrowser(t)
 
 	version := "export const VERSION = " + strconv.Itoa(boundary.Version) + ";"
 	global := `export const BRIDGE_GLOBAL = "` + boundary.BridgeGlobal + `";`
@@ -69,6 +61,22 @@ func TestBuildsRefuseEachOther(t *testing.T) {
 			}
 		})
 	}
+}
+
+// moduleBrowser builds relay.wasm from this tree and starts a Chromium to
+// load it in, or skips the test when there is no Chromium.
+func moduleBrowser(t *testing.T) (wasm string, b *chromium.Browser) {
+	t.Helper()
+	if _, err := os.Stat(chromium.Path()); err != nil {
+		t.Skipf("no Chromium at %s (make test installs it)", chromium.Path())
+	}
+	wasm = buildModule(t)
+	b, err := chromium.Start(chromium.Options{Profile: filepath.Join(t.TempDir(), "profile"), Scratch: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	return wasm, b
 }
 
 // buildModule builds relay.wasm from this tree into a temporary folder.

@@ -4,11 +4,7 @@ package browser
 
 import (
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"testing"
-
-	"github.com/relaywasm/relaywasm/tests/chromium"
 )
 
 // compileSpy counts the page's compiles of relay.wasm, streaming or from the
@@ -54,15 +50,7 @@ const reportCompiles = `window.loaded.then((loaded) => {
 // than application/wasm, which compileStreaming refuses, is compiled from
 // its whole body.
 func TestPreloadAndContentType(t *testing.T) {
-	if _, err := os.Stat(chromium.Path()); err != nil {
-		t.Skipf("no Chromium at %s (make test installs it)", chromium.Path())
-	}
-	wasm := buildModule(t)
-	b, err := chromium.Start(chromium.Options{Profile: filepath.Join(t.TempDir(), "profile"), Scratch: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
+	wasm, b := moduleBrowser(t)
 
 	preload := `<script type="module" src="preload.js"></script>`
 	for _, c := range []struct {
