@@ -4,11 +4,10 @@
 
 /**
  * compile compiles relay.wasm from a URL, a Response or a compiled module.
- * It streams (compileStreaming: the engine compiles while the bytes arrive,
- * and Chromium keeps the compiled code beside the HTTP cache's entry) when
- * the server sends application/wasm, which streaming requires; any other
- * type is compiled from the whole body, so a server that does not know .wasm
- * still serves a working module.
+ * It streams (compileStreaming: the engine decodes while the bytes arrive)
+ * when the server sends application/wasm, which streaming requires; any
+ * other type is compiled from the whole body, so a server that does not
+ * know .wasm still serves a working module.
  */
 export async function compile(source) {
   if (source instanceof WebAssembly.Module) return source;

@@ -14,6 +14,7 @@ type timeline struct {
 	WasmFetchStart float64 `json:"wasmFetchStart"` // resource timing of relay.wasm
 	WasmFetchEnd   float64 `json:"wasmFetchEnd"`
 	InstantiateEnd float64 `json:"instantiateEnd"` // instantiateStreaming resolved
+	RelayJS        bool    `json:"relayJS"`        // the page loaded relay.js
 }
 
 // wasmLate is relay.wasm on the main thread in a page without preload.js:
@@ -81,6 +82,9 @@ func reloadOnce(t *tab, kind string) (timeline, error) {
 	if tl.Seq <= 0 {
 		return tl, fmt.Errorf("%s reload: the first frame delivered was not a replayed one (seq %v)", kind, tl.Seq)
 	}
+	if kind == rawJS && tl.RelayJS {
+		return tl, fmt.Errorf("raw reload: the page loaded relay.js, so the baseline would include loading it")
+	}
 	return tl, t.call(nil, "arm", kind)
 }
 
@@ -109,9 +113,9 @@ func reloadRows(wasm, worker, late, raw []timeline) []Row {
 		live2,
 		withoutPreload,
 		inWorker,
-		part("navigation → bench page running (unload, HTML, scripts)", func(tl timeline) float64 { return tl.LoadStart }),
+		part("navigation → bench page running (unload, HTML, bench.js)", func(tl timeline) float64 { return tl.LoadStart }),
 		part("fetching + instantiating relay.wasm", func(tl timeline) float64 { return tl.InstantiateEnd - tl.WasmFetchStart }),
-		part("loadRelay (wasm_exec.js, relay.wasm, Go start, store open)", func(tl timeline) float64 { return tl.LoadEnd - tl.LoadStart }),
+		part("loadRelay (relay.js and its modules, wasm_exec.js, relay.wasm, Go start, store open)", func(tl timeline) float64 { return tl.LoadEnd - tl.LoadStart }),
 		part("attach (Web Lock, dial, hello → welcome)", func(tl timeline) float64 { return tl.AttachEnd - tl.LoadEnd }),
 		part("welcome → first replayed frame delivered", func(tl timeline) float64 { return tl.Live - tl.AttachEnd }),
 	}
