@@ -24,7 +24,7 @@ let cfg = JSON.parse(sessionStorage.getItem(CONFIG_KEY) ?? "null");
 // relay.js's modules start loading as the page starts, as an application's
 // import of it would, except in the raw client's reloaded page: a reload
 // without relay.wasm loads none of them. (A static import made the raw
-// baseline wait for all sixteen: 50–60 ms of relay.js in the baseline.)
+// baseline wait for all fifteen: 40–50 ms of relay.js in the baseline.)
 const relayModule = sessionStorage.getItem(RELOAD_KEY) === "raw" ? null : import("./relay.js");
 
 async function loadRelay(options) {
