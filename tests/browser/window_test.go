@@ -415,7 +415,12 @@ func TestReloadInsideTheWindowReplays(t *testing.T) {
 		t.Fatal(err)
 	}
 	app1.request(t, ctx, a1, "session/prompt", `{"sessionId":`+strconv.Quote(sid)+`,"prompt":[{"type":"text","text":"count `+strconv.Itoa(n)+`"}]}`)
-	died := a1.Cursor()
+	// The handler has seen the response; the cursor moves over a batch once
+	// the whole batch is handled, so wait for it (in WebKit under load the
+	// turn's 201 messages came in one batch, and the cursor was read before).
+	msgs := app1.messages()
+	died := msgs[len(msgs)-1].Seq
+	app1.until(t, ctx, "the cursor over the response", func() bool { return a1.Cursor() >= died })
 	stored := mustLoad(t, ctx, reloaded, k)
 	if stored.Cursor == 0 || stored.Cursor >= died {
 		t.Fatalf("stored cursor %d, delivered %d: want the cursor of the flush, before the window", stored.Cursor, died)
