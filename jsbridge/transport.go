@@ -102,6 +102,7 @@ type conn struct {
 	mu      sync.Mutex
 	isOpen  bool
 	pending []byte // records not yet read
+	recs    int    // how many records pending holds, as relay.js counted them
 	spare   []byte // the buffer the previous read returned, reused next
 	err     error  // why the socket ended; reported once pending is empty
 
@@ -111,33 +112,34 @@ type conn struct {
 
 // Read implements client.Conn.
 func (c *conn) Read(ctx context.Context) ([][]byte, error) {
-	batch, err := c.next(ctx)
+	batch, _, err := c.next(ctx)
 	if err != nil {
 		return nil, err
 	}
 	return c.split(batch), nil
 }
 
-// next waits for records and returns all of them, or why the socket ended
-// once none is left. The bytes are valid until the next call.
-func (c *conn) next(ctx context.Context) ([]byte, error) {
+// next waits for records and returns all of them and their number (0 when
+// relay.js did not say), or why the socket ended once none is left. The
+// bytes are valid until the next call.
+func (c *conn) next(ctx context.Context) ([]byte, int, error) {
 	for {
 		c.mu.Lock()
 		if len(c.pending) > 0 {
-			batch := c.pending
-			c.pending, c.spare = c.spare[:0], batch
+			batch, recs := c.pending, c.recs
+			c.pending, c.spare, c.recs = c.spare[:0], batch, 0
 			c.mu.Unlock()
-			return batch, nil
+			return batch, recs, nil
 		}
 		err := c.err
 		c.mu.Unlock()
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		select {
 		case <-c.wake:
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return nil, 0, ctx.Err()
 		}
 	}
 }
@@ -213,8 +215,8 @@ func (c *conn) ring() {
 }
 
 // onFrames receives one flushed batch from relay.js: (handle, byte length,
-// the in buffer when new or null). It copies the bytes and returns; it must
-// never block.
+// the in buffer when new or null, the number of records). It copies the
+// bytes and returns; it must never block.
 func onFrames(args []Value) any {
 	if len(args) < 3 {
 		return nil
@@ -231,6 +233,9 @@ func onFrames(args []Value) any {
 	c.pending, err = readIn(c.pending, n, args[2])
 	if err != nil && c.err == nil {
 		c.err = err
+	}
+	if err == nil {
+		c.recs += jsInt(arg(args, 3))
 	}
 	c.mu.Unlock()
 	c.ring()

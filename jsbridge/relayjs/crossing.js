@@ -10,7 +10,7 @@
 // Go's callbacks, registered once by Go (bridge init). Each is a js.Func:
 // calling one crosses into Go.
 export const go = {
-  frames: null, // (socket, byteLength, the in buffer when new or null)
+  frames: null, // (socket, byteLength, the in buffer when new or null, records)
   socket: null, // (socket, kind, code, text)
   done: null, // (id, kind, value): an asynchronous outcome Go waits for
 };

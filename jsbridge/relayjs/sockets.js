@@ -76,8 +76,8 @@ function flush(s) {
   const q = s.queue;
   if (q.length === 0) return;
   s.queue = [];
-  const n = encode(s, q);
-  go.frames(s.handle, n, fresh());
+  const n = encode(s, q); // one record per message
+  go.frames(s.handle, n, fresh(), q.length);
   shrink();
 }
 
