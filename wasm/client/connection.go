@@ -187,6 +187,11 @@ func (r *runner) catchUp() error {
 			return l.broken
 		}
 		if len(l.backlog) > 0 {
+			// What the last delivery moved is stored before the next one
+			// is awaited: a handler that answers later (a Promise, worker
+			// mode's page) would otherwise hold every commit of a stream
+			// that keeps arriving until the stream pauses.
+			r.commit()
 			b := l.backlog
 			l.backlog = nil
 			if err := r.handleBatch(b); err != nil {
