@@ -188,7 +188,8 @@ func (r *relay) storageInfo(info map[string]any) {
 }
 
 // apiAttach(callID, relayHandle, attachmentHandle, options) attaches. The
-// options object is relay.js's normalised copy of the application's.
+// options object is relay.js's normalised copy of the application's. It
+// resolves to where the stream is stored (Store.place).
 func apiAttach(args []Value) any {
 	callID, rh, h := jsInt(arg(args, 0)), jsInt(arg(args, 1)), jsInt(arg(args, 2))
 	api.mu.Lock()
@@ -215,7 +216,7 @@ func apiAttach(args []Value) any {
 		a.att = att
 		api.mu.Unlock()
 		go a.watch()
-		return nil, nil
+		return a.relay.store.place(client.Key{URL: o.URL, Instance: o.Instance, Name: o.Name}), nil
 	})
 	return nil
 }

@@ -277,6 +277,21 @@ func (s *Store) Flush(ctx context.Context) error {
 }
 
 // stream is store.js's number for k.
+// place is where k's stream is kept in store.js: [the store's handle, the
+// stream's number], or null for a Store in memory. Worker mode's page
+// commits there what its handlers accepted in the moment before it went
+// away, whose commit from the worker had not arrived (remote.js).
+func (s *Store) place(k client.Key) any {
+	if s.mem != nil {
+		return nil
+	}
+	n, err := s.stream(k)
+	if err != nil {
+		return nil
+	}
+	return []any{s.h, n}
+}
+
 func (s *Store) stream(k client.Key) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

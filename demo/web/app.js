@@ -67,6 +67,7 @@ const chat = {
   stream: "", // the stored stream's name (chat, chat#2 … in other tabs)
   attachment: "", // the relay's attachment id
   storage: "",
+  mode: "", // relay.mode: "main", or "worker" (?worker)
   relay: relayHost, // the relay node dialled (host:port)
   chunks: 0, // chunk elements shown
   redrawn: 0, // of which drawn from history after a (re)load
@@ -645,11 +646,13 @@ async function main() {
   setState("loading");
   let relay;
   try {
-    relay = await loadRelay({ wasm: new URL("./relay.wasm", location.href) });
+    // ?worker: relay.wasm in a Web Worker (loadRelay's worker mode).
+    relay = await loadRelay({ wasm: new URL("./relay.wasm", location.href), worker: config.worker });
   } catch (e) {
     return fatal("Could not load the relay client", e);
   }
   chat.storage = relay.storage;
+  chat.mode = relay.mode;
 
   // Until the transcript is redrawn, deliveries wait behind it: the handler
   // returns a Promise, so the cursor does not move past them and they are
@@ -751,6 +754,7 @@ function readConfig(loc) {
     relayKey: get("key", "").replaceAll(" ", "+"),
     stream: get("stream", "chat"),
     history: Number.isSafeInteger(history) && history > 0 ? history : 20000,
+    worker: get("worker", null) !== null,
   };
 }
 

@@ -14,7 +14,7 @@ import { BRIDGE_GLOBAL, CODE_CANCELED, CODE_WASM_LOAD_FAILED, DONE_FAILED, DONE_
 import { go, outbuf, outBuffer, text } from "./crossing.js";
 import { asError, guarded, RelayError, toGo } from "./errors.js";
 import { close, dial, messages, send } from "./sockets.js";
-import { Store, writeAll } from "./store.js";
+import { Stores, writeAll } from "./store.js";
 
 /** bridge returns the page's bridge, installing it on first use. */
 export function bridge() {
@@ -37,9 +37,6 @@ function makeBridge() {
     refused = reject;
   });
   ready.catch(() => {}); // loadRelay reports it
-  const stores = new Map(); // handle -> Store
-  let nextStore = 1;
-  const store = (h) => stores.get(h);
 
   // What Go calls: only Errors are thrown back (guarded).
   const forGo = {
@@ -114,31 +111,25 @@ function makeBridge() {
       b.attachments.delete(handle);
     },
 
-    // The store (store.js), by handle. Each asynchronous operation reports
-    // to done(id): DONE_OK with its result, or DONE_FAILED with an Error.
+    // The stores (store.js's Stores: this thread's, or in worker mode the
+    // page's, b.stores), by handle. Each asynchronous operation reports to
+    // done(id): DONE_OK with its result, or DONE_FAILED with an Error.
     // fallbackID hears (DONE_OK, null) when the store falls back to memory.
-    storeOpen(id, database, windowMs, fallbackID) {
-      const h = nextStore++;
-      const s = new Store(database, false, () => go.done(fallbackID, DONE_OK, null));
-      if (windowMs >= 0) s.setWindow(windowMs);
-      stores.set(h, s);
-      s.opened.then(() => go.done(id, DONE_OK, h));
-      return h;
-    },
-    storeStream: (h, url, instance, name) => store(h).stream(url, instance, name),
-    storeWindow: (h, ms) => store(h).setWindow(ms),
-    storeBackend: (h) => store(h).backend,
-    storeFallback: (h) => store(h).fallback,
+    storeOpen: (id, database, windowMs, fallbackID) => b.stores.open(id, database, windowMs, fallbackID),
+    storeStream: (h, url, instance, name) => b.stores.stream(h, url, instance, name),
+    storeWindow: (h, ms) => b.stores.setWindow(h, ms),
+    storeBackend: (h) => b.stores.backend(h),
+    storeFallback: (h) => b.stores.fallback(h),
     // storeCommit's entries are the len bytes Go put in the out buffer.
     storeCommit(h, stream, session, cursor, keep, n, len) {
       const bytes = len > 0 ? outbuf.bytes.slice(0, len) : null;
-      store(h).commit(stream, session, cursor, keep, n, bytes);
+      b.stores.commit(h, stream, session, cursor, keep, n, bytes);
     },
-    storeLoad: (h, id, stream) => report(id, store(h).load(stream)),
-    storeHistory: (h, id, stream) => report(id, store(h).history(stream)),
-    storeClear: (h, id, stream) => report(id, store(h).clear(stream)),
-    storeFlush: (h, id) => report(id, store(h).flush()),
-    storeWriteAll: writeAll,
+    storeLoad: (h, id, stream) => b.stores.run(h, id, "load", stream),
+    storeHistory: (h, id, stream) => b.stores.run(h, id, "history", stream),
+    storeClear: (h, id, stream) => b.stores.run(h, id, "clear", stream),
+    storeFlush: (h, id) => b.stores.run(h, id, "flush"),
+    storeWriteAll: () => b.stores.writeAll(),
   };
   for (const [name, fn] of Object.entries(forGo)) forGo[name] = guarded(fn);
 
@@ -146,6 +137,7 @@ function makeBridge() {
     version: VERSION,
     ...forGo,
     api: null, // the Go API, once Go registered it
+    stores: new Stores((id, kind, value) => go.done(id, kind, value)), // worker.js puts the page's in their place
     ready, // resolves when it has; rejects when relay.wasm is from another build
     attachments: new Map(), // handle -> Attachment, for Go's callbacks
     nextHandle: 1, // Relay and Attachment handles
@@ -181,14 +173,6 @@ function makeBridge() {
     },
   };
   return b;
-}
-
-// report settles Go's wait id with a Promise's outcome.
-function report(id, p) {
-  p.then(
-    (v) => go.done(id, DONE_OK, v ?? null),
-    (e) => go.done(id, DONE_FAILED, asError(e)),
-  );
 }
 
 function mismatch(version) {

@@ -105,7 +105,7 @@ class Relay {
     const a = new Attachment(B.nextHandle++, slot, options);
     B.attachments.set(a._handle, a);
     try {
-      await B.call("attach", [this.#handle, a._handle, { ...o, name: slot.name }], options.signal);
+      a._place = await B.call("attach", [this.#handle, a._handle, { ...o, name: slot.name }], options.signal);
     } catch (e) {
       B.attachments.delete(a._handle);
       await slot.release();

@@ -7,14 +7,18 @@
 // so a Promise it returns still holds the cursor), the token function, the
 // lifecycle events a worker does not get (visibilitychange, pagehide,
 // pageshow, freeze, resume; online and offline too, for the engines whose
-// workers do not get them), and the tab's sessionStorage (tabs.js's slots).
+// workers do not get them), the tab's sessionStorage (tabs.js's slots), and
+// the stores: Go's calls on them come from the worker and are answered here
+// (worker.js's PageStores), so that a reload writes them, and leaves their
+// copy in sessionStorage, before the page goes, as on the main thread.
 // att.stream() works as on the main thread: stream.js needs an attachment's
 // onMessage, sendACP, close, state and _tap, which these proxies have.
 
 import { BaseAttachment, checkCursor, meta, sendArgs } from "./attachment.js";
-import { CODE_BAD_OPTIONS, CODE_CANCELED } from "./boundary.js";
+import { CODE_BAD_OPTIONS, CODE_CANCELED, DONE_FAILED, DONE_OK } from "./boundary.js";
 import { compileSource, preloaded } from "./compile.js";
 import { RelayError, report } from "./errors.js";
+import { openEarly, Stores, writeAll } from "./store.js";
 import { PAUSED } from "./stream.js";
 
 /**
@@ -47,6 +51,10 @@ export async function startWorker(options) {
     worker = null;
     throw e;
   });
+  // The Relay's database opens here, where its store will be, while the
+  // worker starts.
+  const database = options.database ?? "";
+  if ((options.storage ?? "indexeddb") === "indexeddb" && typeof database === "string") openEarly(database);
   const w = await worker;
   const wasm = (await early) ?? (await portable(options.wasm));
   const o = { ...options, worker: false, signal: undefined };
@@ -104,7 +112,7 @@ function connect() {
       const c = new Connection(w);
       w.onerror = (ev) => console.error("relay.js: the worker failed:", ev.message ?? ev);
       w.onmessage = ({ data: m }) => c.receive(m);
-      forwardLifecycle(w);
+      forwardLifecycle(w, c);
       resolve(c);
     };
   });
@@ -119,6 +127,33 @@ class Connection {
     this.attachments = new Map(); // handle -> RemoteAttachment
     this.nextHandle = 1;
     this.used = false; // relay.wasm loaded in the worker
+    this.stores = new Stores((id, kind, value, h) => this.#stored(id, kind, value, h));
+  }
+
+  // #stored answers Go's wait id in the worker, with what store h says of
+  // its backend and fallback now, which Go reads right after.
+  #stored(id, kind, value, h) {
+    const s = this.stores;
+    const info = s.m.has(h) ? [s.backend(h), s.fallback(h)] : null;
+    if (kind !== DONE_OK) value = { name: value?.name ?? "Error", message: String(value?.message ?? value) };
+    this.worker.postMessage({ t: "stored", id, kind, value, h, info });
+  }
+
+  // #store runs one of Go's calls on the page's stores. One that throws
+  // (no such store: cannot happen) fails the wait it was for, if any. A
+  // commit made as Go took a batch's count stores that batch and those
+  // before it.
+  #store(m) {
+    try {
+      this.stores[m.op](...m.args);
+      if (m.op === "commit" && m.after) {
+        for (const a of this.attachments.values()) if (a._stores(m.args[0], m.args[1])) a._committed(m.after);
+      }
+    } catch (e) {
+      const id = m.op === "open" ? m.args[0] : m.op === "run" ? m.args[1] : 0;
+      if (id) this.#stored(id, DONE_FAILED, e, m.h);
+      else console.error("relay.js: a store call from the worker failed:", e);
+    }
   }
 
   call(op, args, signal) {
@@ -149,7 +184,10 @@ class Connection {
           this.worker.postMessage({ t: "done", waitID: m.waitID, n: 0 });
           break;
         }
-        a._deliver(m.batch, m.replay, m.now).then((n) => this.worker.postMessage({ t: "done", waitID: m.waitID, n }));
+        a._deliver(m.batch, m.replay, m.now).then((n) => {
+          a._accepted(m.waitID, m.batch, m.replay, n);
+          this.worker.postMessage({ t: "done", waitID: m.waitID, n });
+        });
         break;
       }
       case "state":
@@ -165,6 +203,9 @@ class Connection {
         else a._token().then((t) => reply(true, t), (e) => reply(false, String(e?.message ?? e)));
         break;
       }
+      case "store":
+        this.#store(m);
+        break;
       case "session":
         try {
           sessionStorage.setItem(m.key, m.value);
@@ -177,16 +218,25 @@ class Connection {
 }
 
 // The lifecycle events the worker cannot see, as worker.js's life names
-// them. pagehide and hidden make the worker write its stores at once.
-function forwardLifecycle(w) {
+// them. pagehide, freeze and hidden write the page's stores at once, here,
+// as lifecycle.js does on the main thread.
+function forwardLifecycle(w, c) {
   const send = (ev) => w.postMessage({ t: "life", ev });
   addEventListener("online", () => send("online"));
   addEventListener("offline", () => send("offline"));
-  addEventListener("pagehide", () => send("pagehide"));
+  addEventListener("pagehide", (ev) => {
+    // A page kept in the back/forward cache keeps its worker, whose
+    // commits then still come.
+    if (!ev.persisted) for (const a of c.attachments.values()) a._commitTail(c.stores);
+    writeAll();
+  });
   addEventListener("pageshow", (ev) => ev.persisted && send("pageshow"));
-  document.addEventListener("freeze", () => send("freeze"));
+  document.addEventListener("freeze", () => writeAll());
   document.addEventListener("resume", () => send("resume"));
-  document.addEventListener("visibilitychange", () => send(document.visibilityState === "visible" ? "visible" : "hidden"));
+  document.addEventListener("visibilitychange", () => {
+    if (document.visibilityState === "visible") send("visible");
+    else writeAll();
+  });
 }
 
 // The tab's remembered slots (tabs.js), which the worker cannot read.
@@ -206,6 +256,64 @@ function slots() {
 function reloading() {
   const type = performance.getEntriesByType?.("navigation")?.[0]?.type;
   return type === "reload" || type === "back_forward";
+}
+
+// commitTail commits messages a page's handlers accepted (tail: [seq,
+// session, payload, replay]) into stream of the page's store h, as the
+// worker's Go commits them (jsbridge/store.go Commit and appendEntry): the
+// cursor at the last seq, and with a transcript (keep > 0) one entry per
+// message not replayed, its payload as JSON text. The payload crossed from
+// the worker as an object, so its text is JSON.stringify's, the same JSON
+// as the runtime's though maybe not the same bytes.
+function commitTail(stores, h, stream, keep, tail) {
+  const store = stores.m.get(h);
+  if (!store) return;
+  const known = store.known.get(stream);
+  let cursor = known?.cursor ?? 0;
+  const session = tail.at(-1)[1];
+  if (known && known.session !== session) cursor = 0;
+  const parts = [];
+  for (const [seq, , payload, replay] of tail) {
+    cursor = Math.max(cursor, seq);
+    if (keep > 0 && (seq === 0 || !replay)) parts.push(packEntry(seq, payload));
+  }
+  const entries = parts.slice(Math.max(0, parts.length - keep));
+  const bytes = entries.length > 0 ? concatBytes(entries) : null;
+  store.commit(stream, session, cursor, keep, entries.length, bytes);
+}
+
+const encoder = new TextEncoder();
+
+// packEntry is one inbound transcript entry as jsbridge/store.go's
+// appendEntry packs it: flags (0: inbound), seq and the payload's length
+// as uvarints, then the payload (none when it is absent).
+function packEntry(seq, payload) {
+  const text = payload === undefined ? new Uint8Array(0) : encoder.encode(JSON.stringify(payload));
+  const head = [0, ...uvarint(seq), ...uvarint(text.length)];
+  const out = new Uint8Array(head.length + text.length);
+  out.set(head);
+  out.set(text, head.length);
+  return out;
+}
+
+function uvarint(n) {
+  const out = [];
+  while (n >= 0x80) {
+    out.push((n % 0x80) | 0x80);
+    n = Math.floor(n / 0x80);
+  }
+  out.push(n);
+  return out;
+}
+
+function concatBytes(parts) {
+  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+  let off = 0;
+  for (const p of parts) {
+    out.set(p, off);
+    off += p.length;
+  }
+  return out;
 }
 
 class RemoteRelay {
@@ -235,8 +343,8 @@ class RemoteRelay {
     if (typeof options.token === "function") o.token = null;
     else if (typeof options.token !== "string") return this.#bad("token must be a string or a function");
     try {
-      const { name, now } = await c.call("attach", [this.#id, h, o, slots(), reloading()], options.signal);
-      a._attached(name, now);
+      const { name, now, place } = await c.call("attach", [this.#id, h, o, slots(), reloading()], options.signal);
+      a._attached(name, now, place);
     } catch (e) {
       c.attachments.delete(h);
       throw e;
@@ -257,11 +365,45 @@ class RemoteAttachment extends BaseAttachment {
   constructor(c, h, options) {
     super(h, options);
     this.#c = c;
+    this._history = Number.isSafeInteger(options.history) && options.history > 0 ? options.history : 0;
   }
 
-  _attached(name, now) {
+  _attached(name, now, place) {
     this.#name = name;
     if (now) this.#now = now;
+    this.#place = place ?? null;
+  }
+
+  // What the handlers accepted and the worker has not committed yet: the
+  // worker commits as it takes a batch's count (worker.js), and the page
+  // hears of it after, so a page that goes away in between would lose
+  // those messages from the transcript against a runtime that does not
+  // resume. At pagehide, the page commits them itself (_commitTail).
+  #tail = []; // [{waitID, messages: [[seq, session, payload, replay]]}]
+  #place = null; // [store handle, stream] in the page's stores, or null
+
+  _accepted(waitID, batch, replay, n) {
+    if (n <= 0 || this.#place === null) return;
+    const messages = [];
+    for (let i = 0; i < n; i++) messages.push([batch[i].seq ?? 0, batch[i].session ?? "", batch[i].payload, replay[i] === 1]);
+    this.#tail.push({ waitID, messages });
+  }
+
+  _stores(h, stream) {
+    return this.#place !== null && this.#place[0] === h && this.#place[1] === stream;
+  }
+
+  _committed(waitID) {
+    this.#tail = this.#tail.filter((t) => t.waitID > waitID);
+  }
+
+  /** _commitTail commits the tail into the page's stores, as the worker's Go would have. */
+  _commitTail(stores) {
+    if (this.#tail.length === 0 || this.#place === null) return;
+    const [h, stream] = this.#place;
+    const tail = this.#tail.flatMap((t) => t.messages);
+    this.#tail = [];
+    commitTail(stores, h, stream, this._history, tail);
   }
 
   get name() {

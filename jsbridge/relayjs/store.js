@@ -50,6 +50,8 @@
 
 import {
   DEFAULT_COMMIT_WINDOW_MS,
+  DONE_FAILED,
+  DONE_OK,
   FALLBACK_BLOCKED,
   FALLBACK_FAILED,
   FALLBACK_QUOTA,
@@ -79,6 +81,72 @@ let marks = 0;
 /** writeAll has every store write what it has queued, now (pagehide, hidden). */
 export function writeAll() {
   for (const s of all) s.hurry(FINAL);
+}
+
+/**
+ * Stores are the stores relay.wasm's Go opens, by handle, as its calls name
+ * them (bridge.js's store* methods); done(id, kind, value, handle) settles
+ * Go's waits. They live where sessionStorage is, since the copy a final
+ * write leaves there is what survives a teardown that aborts the write: on
+ * the main thread they are the bridge's, and in worker mode the page's
+ * (remote.js), to which the worker forwards Go's calls (worker.js).
+ */
+const RUNS = new Set(["load", "history", "clear", "flush"]);
+
+export class Stores {
+  constructor(done) {
+    this.done = done;
+    this.m = new Map(); // handle -> Store
+    this.next = 1;
+  }
+
+  /** open opens a store and returns its handle (h, when the caller picked it). */
+  open(id, database, windowMs, fallbackID, h = this.next++) {
+    const s = new Store(database, false, () => this.done(fallbackID, DONE_OK, null, h));
+    if (windowMs >= 0) s.setWindow(windowMs);
+    this.m.set(h, s);
+    s.opened.then(() => this.done(id, DONE_OK, h, h));
+    return h;
+  }
+
+  stream(h, url, instance, name) {
+    return this.#get(h).stream(url, instance, name);
+  }
+
+  setWindow(h, ms) {
+    this.#get(h).setWindow(ms);
+  }
+
+  backend(h) {
+    return this.#get(h).backend;
+  }
+
+  fallback(h) {
+    return this.#get(h).fallback;
+  }
+
+  commit(h, stream, session, cursor, keep, n, bytes) {
+    this.#get(h).commit(stream, session, cursor, keep, n, bytes);
+  }
+
+  /** run starts op (load, history, clear or flush) and reports its outcome to id. */
+  run(h, id, op, ...args) {
+    if (!RUNS.has(op)) throw new Error(`relay.js: no store operation ${op}`);
+    this.#get(h)[op](...args).then(
+      (v) => this.done(id, DONE_OK, v ?? null, h),
+      (e) => this.done(id, DONE_FAILED, asError(e), h),
+    );
+  }
+
+  writeAll() {
+    writeAll();
+  }
+
+  #get(h) {
+    const s = this.m.get(h);
+    if (!s) throw new Error(`relay.js: no store ${h}`);
+    return s;
+  }
 }
 
 export class Store {

@@ -1,6 +1,8 @@
 // worker.js: the worker's side of worker mode (loadRelay({worker: true})).
-// relay.wasm runs here, in a dedicated module Web Worker, with its sockets,
-// IndexedDB and Web Locks: the whole protocol leaves the page's main thread.
+// relay.wasm runs here, in a dedicated module Web Worker, with its sockets
+// and Web Locks: the whole protocol leaves the page's main thread. Its
+// stores do not: they stay on the page (PageStores below), where
+// sessionStorage is and pagehide comes, as on the main thread.
 // The page (remote.js) holds proxies of the Relay and its Attachments and
 // talks to this module by messages:
 //
@@ -11,12 +13,22 @@
 //                                              messages of a batch
 //                   {t: "token", id, ok, value | message}  a token asked for
 //                   {t: "life", ev}            a lifecycle event of the page
+//                   {t: "stored", id, kind, value, h, info}  a store's
+//                                              outcome for Go's wait id, and
+//                                              [backend, fallback] of store h
 //   worker -> page  {t: "up"}                  the module runs
+//                   (attach's reply: {name, now, place}, place being where
+//                   the stream is stored: [store handle, stream], or null)
 //                   {t: "batch", h, batch, replay, waitID, now}
 //                   {t: "state" | "evicted", h, state, info, now}
 //                   ({now}: [state, cursor, session], for the getters)
 //                   {t: "token", h, id}        call the token function
 //                   {t: "session", key, value} remember a tab's slot
+//                   {t: "store", op, h, args, after}  a call of Go's on
+//                                              the page's store h (store.js's
+//                                              Stores); a commit made while Go
+//                                              took the page's count for
+//                                              batch waitID has after: waitID
 //
 // A batch of delivered messages is one postMessage: the attachment's
 // delivery (relay.js's _deliver) is replaced by one that posts the batch and
@@ -47,15 +59,84 @@ tabEnv.write = (key, value) => {
   post({ t: "session", key, value });
 };
 
-function post(m) {
+function post(m, transfer) {
   try {
-    self.postMessage(m);
+    self.postMessage(m, transfer ?? []);
   } catch {
     // A value the structured clone refuses (a state's info with a function
     // in it): send what JSON keeps of it.
     self.postMessage(JSON.parse(JSON.stringify(m)));
   }
 }
+
+// PageStores stand for the page's stores (remote.js hosts them) in Go's
+// calls, with Stores' methods. The page's store answers from IndexedDB as
+// it would on the main thread, and it writes and leaves its copy in
+// sessionStorage at pagehide itself: WebKit ends a page's worker before the
+// worker hears of the pagehide, so a store here lost the last commit window
+// on a reload (and a worker has no sessionStorage). Go's commits cross as
+// they are made, the entries' bytes transferred; what Go reads
+// synchronously (a stream's number, backend, fallback) is answered here:
+// stream numbers count up on both sides in the order of the calls, and
+// backend and fallback are what the page said with its last outcome.
+class PageStores {
+  constructor() {
+    this.answering = 0; // the waitID whose count Go is taking, or 0
+    this.next = 1;
+    this.streams = new Map(); // h -> streams numbered so far
+    this.info = new Map(); // h -> [backend, fallback]
+  }
+
+  open(id, database, windowMs, fallbackID) {
+    const h = this.next++;
+    this.streams.set(h, 0);
+    this.info.set(h, ["indexeddb", null]); // a store's until it falls back
+    post({ t: "store", op: "open", h, args: [id, database, windowMs, fallbackID, h] });
+    return h;
+  }
+
+  stream(h, url, instance, name) {
+    const n = this.streams.get(h);
+    this.streams.set(h, n + 1);
+    post({ t: "store", op: "stream", h, args: [h, url, instance, name] });
+    return n;
+  }
+
+  setWindow(h, ms) {
+    post({ t: "store", op: "setWindow", h, args: [h, ms] });
+  }
+
+  backend(h) {
+    return this.info.get(h)?.[0] ?? "memory";
+  }
+
+  fallback(h) {
+    return this.info.get(h)?.[1] ?? null;
+  }
+
+  commit(h, stream, session, cursor, keep, n, bytes) {
+    const m = { t: "store", op: "commit", h, args: [h, stream, session, cursor, keep, n, bytes], after: this.answering };
+    post(m, bytes ? [bytes.buffer] : []);
+  }
+
+  run(h, id, op, ...args) {
+    post({ t: "store", op: "run", h, args: [h, id, op, ...args] });
+  }
+
+  writeAll() {
+    post({ t: "store", op: "writeAll", h: 0, args: [] });
+  }
+
+  // stored takes the page's outcome for Go's wait id.
+  stored(m) {
+    if (m.info) this.info.set(m.h, m.info);
+    const v = m.kind === DONE_OK ? m.value : Object.assign(new Error(m.value?.message ?? ""), { name: m.value?.name ?? "Error" });
+    B.done(m.id, m.kind, v);
+  }
+}
+
+const stores = new PageStores();
+B.stores = stores;
 
 // The delivery of the attachment the page calls h: one postMessage per
 // batch, with the attachment's state, cursor and session.
@@ -98,7 +179,7 @@ const ops = {
       [DELIVERY]: delivery(h),
     });
     atts.set(h, att);
-    return { name: att.name, now: [att.state, att.cursor, att.session] };
+    return { name: att.name, now: [att.state, att.cursor, att.session], place: att._place ?? null };
   },
   send: (h, text, trace, signal) => att(h).sendACP(text, { trace, signal }),
   resume: (h, afterSeq) => att(h).resume(afterSeq),
@@ -124,9 +205,6 @@ function askToken(h) {
 const life = {
   online: () => B.api?.online(true),
   offline: () => B.api?.online(false),
-  hidden: () => B.writeAll(),
-  pagehide: () => B.writeAll(),
-  freeze: () => B.writeAll(),
   visible: () => B.api?.probe(),
   resume: () => B.api?.probe(),
   pageshow: () => B.api?.probe(),
@@ -150,7 +228,14 @@ self.onmessage = ({ data: m }) => {
       controllers.get(m.id)?.abort();
       break;
     case "done":
-      B.done(m.waitID, DONE_OK, m.n);
+      // Go commits what the count moved before it returns (and before it
+      // awaits the next batch): those commits are the batch's.
+      stores.answering = m.waitID;
+      try {
+        B.done(m.waitID, DONE_OK, m.n);
+      } finally {
+        stores.answering = 0;
+      }
       break;
     case "token": {
       const w = tokens.get(m.id);
@@ -161,6 +246,9 @@ self.onmessage = ({ data: m }) => {
     }
     case "life":
       life[m.ev]?.();
+      break;
+    case "stored":
+      stores.stored(m);
       break;
   }
 };

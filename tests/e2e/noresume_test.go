@@ -35,8 +35,28 @@ func startNonResumingStack(t *testing.T, rate float64) *stack.Stack {
 // gone (instead of waiting for it, or pretending), and the conversation goes
 // on on the same ACP session.
 func TestNonResumingRuntimeChatAndReload(t *testing.T) {
+	nonResumingChatAndReload(t, "", "main")
+}
+
+// The same with relay.wasm in a Web Worker (the demo page's ?worker): the
+// page, not the worker, writes the store at pagehide and leaves its copy in
+// sessionStorage, so what the page showed when it went away is there after
+// the reload in every engine. In WebKit the worker is ended before it hears
+// of the pagehide: with the store in the worker, up to a commit window of
+// what the page had shown was missing after the reload, and this runtime
+// never sends it again.
+func TestNonResumingRuntimeChatAndReloadInWorker(t *testing.T) {
+	nonResumingChatAndReload(t, "?worker", "worker")
+}
+
+func nonResumingChatAndReload(t *testing.T, query, mode string) {
 	s := startNonResumingStack(t, streamRate)
-	tb := openChat(t, newBrowser(t), "tab", s.PageURL())
+	tb := openChat(t, newBrowser(t), "tab", s.PageURL()+query)
+	var running string
+	tb.eval(`__chat.mode`, &running)
+	if running != mode {
+		t.Fatalf("the page runs relay.wasm in mode %q, want %q", running, mode)
+	}
 
 	tb.prompt("ping")
 	tb.waitFor("the answer to ping", lastAgentDone)
