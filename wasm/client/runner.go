@@ -237,6 +237,11 @@ func (r *runner) writeSend(s *sendCmd) bool {
 	}
 	if r.o.History > 0 {
 		r.entries = append(r.entries, Entry{Out: true, Payload: append([]byte(nil), s.payload...)})
+		// Stored before its caller hears it went, even during an awaited
+		// delivery, which would otherwise hold the commit until it ends:
+		// a page that goes away meanwhile (in worker mode, before a later
+		// commit could reach its store) keeps what it sent.
+		r.commit()
 	}
 	s.finish(nil)
 	return true

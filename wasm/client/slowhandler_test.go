@@ -4,6 +4,7 @@ package client_test
 
 import (
 	"context"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -108,5 +109,55 @@ func TestSlowHandlerCostsNothing(t *testing.T) {
 		}
 	case <-time.After(guard):
 		t.Fatal("Detach waited for the held handler")
+	}
+}
+
+// A message sent while the handler holds a delivery is in the stored
+// transcript by the time SendACP returns, with the cursor from before the
+// held batch: a page that goes away then (in worker mode, before the
+// engine's later commit would have reached its store) keeps what it sent.
+// Released, the held messages follow it, each once.
+func TestSendDuringHeldDeliveryIsStored(t *testing.T) {
+	s := newStack(t, nil, nil)
+	c := newCollector()
+	h := &holdingApp{c: c, holding: make(chan struct{}, 1)}
+	h.hold()()
+	store := client.NewMemoryStore()
+	o := s.options(store, c)
+	o.OnMessage, o.OnMessages = nil, h.onMessages
+	o.History = 1000
+	a := s.attach(o)
+	session := c.startChat(t, a)
+	before := settle(t, c, a)
+
+	release := h.hold()
+	send(t, a, `{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":`+promptParams(session, "ping")+`}`)
+	<-h.holding
+	const held = `{"jsonrpc":"2.0","id":4,"method":"session/prompt","params":` // sent during the hold
+	send(t, a, held+promptParams(session, "count 3")+`}`)
+	outs := func() (n int, last bool) {
+		h, err := store.History(context.Background(), a.Key())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, e := range h {
+			if e.Out && strings.HasPrefix(string(e.Payload), held) {
+				n++
+				last = i == len(h)-1
+			}
+		}
+		return n, last
+	}
+	if n, last := outs(); n != 1 || !last {
+		t.Fatalf("the message sent during the held delivery is in the stored transcript %d times (last: %v), want once, last", n, last)
+	}
+	if saved, _ := store.Load(context.Background(), a.Key()); saved.Cursor != before {
+		t.Fatalf("stored cursor %d during the held delivery, want %d", saved.Cursor, before)
+	}
+	release()
+	c.wait(t, "both answers", func(c *collector) bool { _, ok := c.response(4); _, ok3 := c.response(3); return ok && ok3 })
+	settle(t, c, a)
+	if n, _ := outs(); n != 1 {
+		t.Fatalf("after the release the message sent during the hold is stored %d times, want once", n)
 	}
 }
