@@ -18,7 +18,7 @@ import { BaseAttachment, checkCursor, meta, sendArgs } from "./attachment.js";
 import { CODE_BAD_OPTIONS, CODE_CANCELED, DONE_FAILED, DONE_OK } from "./boundary.js";
 import { compileSource, preloaded } from "./compile.js";
 import { RelayError, report } from "./errors.js";
-import { openEarly, Stores, writeAll } from "./store.js";
+import { concat, openEarly, Stores, writeAll } from "./store.js";
 import { PAUSED } from "./stream.js";
 
 /**
@@ -133,8 +133,7 @@ class Connection {
   // #stored answers Go's wait id in the worker, with what store h says of
   // its backend and fallback now, which Go reads right after.
   #stored(id, kind, value, h) {
-    const s = this.stores;
-    const info = s.m.has(h) ? [s.backend(h), s.fallback(h)] : null;
+    const info = this.stores.info(h);
     if (kind !== DONE_OK) value = { name: value?.name ?? "Error", message: String(value?.message ?? value) };
     this.worker.postMessage({ t: "stored", id, kind, value, h, info });
   }
@@ -258,28 +257,25 @@ function reloading() {
   return type === "reload" || type === "back_forward";
 }
 
-// commitTail commits messages a page's handlers accepted (tail: [seq,
-// session, payload, replay]) into stream of the page's store h, as the
+// commitTail commits messages a page's handlers accepted (tail: {seq,
+// session, payload, replay}) into stream of the page's store h, as the
 // worker's Go commits them (jsbridge/store.go Commit and appendEntry): the
 // cursor at the last seq, and with a transcript (keep > 0) one entry per
 // message not replayed, its payload as JSON text. The payload crossed from
 // the worker as an object, so its text is JSON.stringify's, the same JSON
 // as the runtime's though maybe not the same bytes.
 function commitTail(stores, h, stream, keep, tail) {
-  const store = stores.m.get(h);
-  if (!store) return;
-  const known = store.known.get(stream);
-  let cursor = known?.cursor ?? 0;
-  const session = tail.at(-1)[1];
-  if (known && known.session !== session) cursor = 0;
+  if (stores.info(h) === null) return; // cannot happen: the place is the page's store
+  const known = stores.state(h, stream);
+  const session = tail.at(-1).session ?? "";
+  let cursor = known && known.session === session ? known.cursor : 0;
   const parts = [];
-  for (const [seq, , payload, replay] of tail) {
+  for (const { seq = 0, payload, replay } of tail) {
     cursor = Math.max(cursor, seq);
     if (keep > 0 && (seq === 0 || !replay)) parts.push(packEntry(seq, payload));
   }
   const entries = parts.slice(Math.max(0, parts.length - keep));
-  const bytes = entries.length > 0 ? concatBytes(entries) : null;
-  store.commit(stream, session, cursor, keep, entries.length, bytes);
+  stores.commit(h, stream, session, cursor, keep, entries.length, concat(entries));
 }
 
 const encoder = new TextEncoder();
@@ -303,16 +299,6 @@ function uvarint(n) {
     n = Math.floor(n / 0x80);
   }
   out.push(n);
-  return out;
-}
-
-function concatBytes(parts) {
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-  let off = 0;
-  for (const p of parts) {
-    out.set(p, off);
-    off += p.length;
-  }
   return out;
 }
 
@@ -379,14 +365,11 @@ class RemoteAttachment extends BaseAttachment {
   // hears of it after, so a page that goes away in between would lose
   // those messages from the transcript against a runtime that does not
   // resume. At pagehide, the page commits them itself (_commitTail).
-  #tail = []; // [{waitID, messages: [[seq, session, payload, replay]]}]
+  #tail = []; // [{waitID, batch, replay, n}]: the first n of each batch
   #place = null; // [store handle, stream] in the page's stores, or null
 
   _accepted(waitID, batch, replay, n) {
-    if (n <= 0 || this.#place === null) return;
-    const messages = [];
-    for (let i = 0; i < n; i++) messages.push([batch[i].seq ?? 0, batch[i].session ?? "", batch[i].payload, replay[i] === 1]);
-    this.#tail.push({ waitID, messages });
+    if (n > 0 && this.#place !== null) this.#tail.push({ waitID, batch, replay, n });
   }
 
   _stores(h, stream) {
@@ -394,14 +377,14 @@ class RemoteAttachment extends BaseAttachment {
   }
 
   _committed(waitID) {
-    this.#tail = this.#tail.filter((t) => t.waitID > waitID);
+    while (this.#tail.length > 0 && this.#tail[0].waitID <= waitID) this.#tail.shift(); // waitIDs only grow
   }
 
   /** _commitTail commits the tail into the page's stores, as the worker's Go would have. */
   _commitTail(stores) {
     if (this.#tail.length === 0 || this.#place === null) return;
     const [h, stream] = this.#place;
-    const tail = this.#tail.flatMap((t) => t.messages);
+    const tail = this.#tail.flatMap((t) => t.batch.slice(0, t.n).map((f, i) => ({ ...f, replay: t.replay[i] === 1 })));
     this.#tail = [];
     commitTail(stores, h, stream, this._history, tail);
   }

@@ -125,6 +125,18 @@ export class Stores {
     return this.#get(h).fallback;
   }
 
+  /** info is [backend, fallback] of store h, or null when there is none. */
+  info(h) {
+    const s = this.m.get(h);
+    return s ? [s.backend, s.fallback] : null;
+  }
+
+  /** state is what store h has been told of stream last ({session, cursor}), or null. */
+  state(h, stream) {
+    const rec = this.m.get(h)?.known.get(stream);
+    return rec ? { session: rec.session, cursor: rec.cursor } : null;
+  }
+
   commit(h, stream, session, cursor, keep, n, bytes) {
     this.#get(h).commit(stream, session, cursor, keep, n, bytes);
   }
@@ -788,7 +800,8 @@ function reasonFor(err) {
   return err?.name === "QuotaExceededError" ? FALLBACK_QUOTA : FALLBACK_FAILED;
 }
 
-function concat(parts) {
+/** concat is the parts one after the other, or null for none. */
+export function concat(parts) {
   if (parts.length === 0) return null;
   if (parts.length === 1) return parts[0];
   const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));

@@ -23,6 +23,13 @@ type holdingApp struct {
 	holding chan struct{}                 // receives when a held delivery begins
 }
 
+// newHoldingApp is a holdingApp delivering to c, not holding yet.
+func newHoldingApp(c *collector) *holdingApp {
+	h := &holdingApp{c: c, holding: make(chan struct{}, 1)}
+	h.hold()()
+	return h
+}
+
 // hold makes the next deliveries wait; the function it returns releases them.
 func (h *holdingApp) hold() (release func()) {
 	ch := make(chan struct{})
@@ -61,8 +68,7 @@ func TestSlowHandlerCostsNothing(t *testing.T) {
 		cfg.Limits.HeartbeatInterval, cfg.Limits.HeartbeatTimeout = 100*time.Millisecond, 5*time.Second
 	}, nil)
 	c := newCollector()
-	h := &holdingApp{c: c, holding: make(chan struct{}, 1)}
-	h.hold()()
+	h := newHoldingApp(c)
 	store := client.NewMemoryStore()
 	rec := &recorder{Transport: client.DefaultTransport}
 	o := s.options(store, c)
@@ -120,8 +126,7 @@ func TestSlowHandlerCostsNothing(t *testing.T) {
 func TestSendDuringHeldDeliveryIsStored(t *testing.T) {
 	s := newStack(t, nil, nil)
 	c := newCollector()
-	h := &holdingApp{c: c, holding: make(chan struct{}, 1)}
-	h.hold()()
+	h := newHoldingApp(c)
 	store := client.NewMemoryStore()
 	o := s.options(store, c)
 	o.OnMessage, o.OnMessages = nil, h.onMessages
