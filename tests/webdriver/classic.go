@@ -301,25 +301,69 @@ func (t *classicTab) Eval(ctx context.Context, expr string, out any) error {
 	return decode(*r.V, out)
 }
 
-// SetViewport sizes the window so that its viewport has the size asked for:
+// SetViewport sizes the window so that its viewport has the size asked for.
 // WebKitGTK's window is the viewport plus whatever the browser draws around
-// it, measured once and added. WebKitGTK cannot emulate a device pixel
-// ratio; scale is ignored.
+// it, so the window is grown by what the viewport lacks. The window manager
+// applies a size when it gets to it (on a busy machine a read straight
+// after the command still sees the old one), so each new size is waited for
+// before it is measured again, and a viewport already the size asked for is
+// left alone. A size the window cannot reach (WebKitGTK has a minimum
+// width) is left at its nearest: callers read innerWidth. WebKitGTK cannot
+// emulate a device pixel ratio; scale is ignored.
 func (t *classicTab) SetViewport(ctx context.Context, width, height int, scale float64) error {
-	set := func(w, h int) error {
-		return t.cmd(ctx, http.MethodPost, "/window/rect", map[string]any{"width": w, "height": h}, nil)
+	want := [2]int{width, height}
+	inner, err := t.viewportSize(ctx)
+	for try := 0; err == nil && inner != want && try < 4; try++ {
+		var rect struct {
+			Width  int `json:"width"`
+			Height int `json:"height"`
+		}
+		if err := t.cmd(ctx, http.MethodGet, "/window/rect", nil, &rect); err != nil {
+			return err
+		}
+		w, h := rect.Width+width-inner[0], rect.Height+height-inner[1]
+		if err := t.cmd(ctx, http.MethodPost, "/window/rect", map[string]any{"width": w, "height": h}, nil); err != nil {
+			return err
+		}
+		before := inner
+		inner, err = t.awaitViewport(ctx, want)
+		if err == nil && inner == before {
+			break // the window did not move: it cannot get closer
+		}
 	}
-	if err := set(width, height); err != nil {
-		return err
-	}
+	return err
+}
+
+func (t *classicTab) viewportSize(ctx context.Context) ([2]int, error) {
 	var inner [2]int
-	if err := t.Eval(ctx, `[innerWidth, innerHeight]`, &inner); err != nil {
-		return err
+	err := t.Eval(ctx, `[innerWidth, innerHeight]`, &inner)
+	return inner, err
+}
+
+// awaitViewport reads the viewport until it is the size wanted or has held
+// one size for half a second (the window settled short of it), within 5 s.
+func (t *classicTab) awaitViewport(ctx context.Context, want [2]int) ([2]int, error) {
+	var last [2]int
+	same := 0
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		inner, err := t.viewportSize(ctx)
+		if err != nil || inner == want || time.Now().After(deadline) {
+			return inner, err
+		}
+		if inner == last {
+			same++
+		} else {
+			last, same = inner, 0
+		}
+		if same >= 10 {
+			return inner, nil
+		}
+		select {
+		case <-ctx.Done():
+			return inner, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
-	if inner[0] == width && inner[1] == height {
-		return nil
-	}
-	return set(2*width-inner[0], 2*height-inner[1])
 }
 
 func (t *classicTab) Screenshot(ctx context.Context) ([]byte, error) {
