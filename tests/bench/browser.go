@@ -85,8 +85,13 @@ func (t *tab) run(actions ...chromedp.Action) error {
 	return chromedp.Run(ctx, actions...)
 }
 
-// call evaluates window.bench.<fn>(args…), awaiting its Promise, into out.
-// Arguments go through JSON, so the expression is never built from strings.
+// call evaluates window.bench.<fn>(args…), awaiting its Promise, into out,
+// with the tab in front. Arguments go through JSON, so the expression is
+// never built from strings. The bench's tabs open behind the browser's
+// first, blank one, and a tab behind another is a hidden page
+// (document.hidden), which browsers run differently (timers slowed,
+// nothing drawn, relay.js spacing no flush): a chat page is one somebody
+// looks at.
 func (t *tab) call(out any, fn string, args ...any) error {
 	if args == nil {
 		args = []any{}
@@ -96,7 +101,7 @@ func (t *tab) call(out any, fn string, args ...any) error {
 		return err
 	}
 	expr := fmt.Sprintf("window.bench.%s(...%s)", fn, js)
-	err = t.run(chromedp.Evaluate(expr, out, func(p *cdpruntime.EvaluateParams) *cdpruntime.EvaluateParams {
+	err = t.run(page.BringToFront(), chromedp.Evaluate(expr, out, func(p *cdpruntime.EvaluateParams) *cdpruntime.EvaluateParams {
 		return p.WithAwaitPromise(true)
 	}))
 	if err != nil {
