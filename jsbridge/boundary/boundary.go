@@ -104,6 +104,15 @@ const StoreSpill = "relaywasm.spill"
 // writes them (jsbridge.Store).
 const DefaultCommitWindowMs = 50
 
+// A socket's messages are handed to Go once per event-loop turn, except
+// during a flood: once a flush carried FloodBatch messages or more, the
+// next waits until FloodMs after it (sockets.js says why). FloodMs is one
+// display frame at 60 Hz.
+const (
+	FloodBatch = 8
+	FloodMs    = 16
+)
+
 // Why a store keeps state in memory; onState reports it as info.reason.
 const (
 	FallbackUnavailable = "indexeddb_unavailable" // no indexedDB in this page, or open refused outright
@@ -150,6 +159,7 @@ func constants() []constant {
 		{"STORE_DATABASE", StoreDatabase}, {"STORE_VERSION", StoreVersion},
 		{"STORE_STATE", StoreState}, {"STORE_CHUNKS", StoreChunks}, {"STORE_SPILL", StoreSpill},
 		{"DEFAULT_COMMIT_WINDOW_MS", DefaultCommitWindowMs},
+		{"FLOOD_BATCH", FloodBatch}, {"FLOOD_MS", FloodMs},
 		{"FALLBACK_UNAVAILABLE", FallbackUnavailable}, {"FALLBACK_BLOCKED", FallbackBlocked},
 		{"FALLBACK_FAILED", FallbackFailed}, {"FALLBACK_QUOTA", FallbackQuota},
 		{"CODE_WASM_LOAD_FAILED", CodeWasmLoadFailed}, {"CODE_WASM_EXITED", CodeWasmExited},

@@ -234,8 +234,12 @@ function forwardLifecycle(w, c) {
   document.addEventListener("resume", () => send("resume"));
   document.addEventListener("visibilitychange", () => {
     if (document.visibilityState === "visible") send("visible");
-    else writeAll();
+    else {
+      send("hidden");
+      writeAll();
+    }
   });
+  if (document.visibilityState !== "visible") send("hidden");
 }
 
 // The tab's remembered slots (tabs.js), which the worker cannot read.

@@ -40,6 +40,7 @@ import { CODE_BAD_OPTIONS, DONE_OK } from "./boundary.js";
 import { bridge } from "./bridge.js";
 import { loadRelay, RelayError } from "./relay.js";
 import { DELIVERY } from "./remote.js";
+import { visibility } from "./sockets.js";
 import { tabEnv } from "./tabs.js";
 
 const B = bridge();
@@ -205,7 +206,13 @@ function askToken(h) {
 const life = {
   online: () => B.api?.online(true),
   offline: () => B.api?.online(false),
-  visible: () => B.api?.probe(),
+  visible: () => {
+    visibility.hidden = false;
+    B.api?.probe();
+  },
+  hidden: () => {
+    visibility.hidden = true;
+  },
   resume: () => B.api?.probe(),
   pageshow: () => B.api?.probe(),
 };

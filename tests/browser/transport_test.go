@@ -7,9 +7,12 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"syscall/js"
 	"testing"
+	"time"
 
 	"github.com/relaywasm/relaywasm/jsbridge"
+	"github.com/relaywasm/relaywasm/jsbridge/boundary"
 	"github.com/relaywasm/relaywasm/librelay"
 	"github.com/relaywasm/relaywasm/librelay/relayleg"
 	"github.com/relaywasm/relaywasm/wasm/client"
@@ -165,6 +168,80 @@ func TestTransportBurstBeforeCloseIsNotLost(t *testing.T) {
 		t.Fatalf("%d frames came in %d reads: the transport does not batch", n, batches)
 	}
 	t.Logf("%d frames in %d reads", len(frames), batches)
+}
+
+// During a flood relay.js spaces its flushes (sockets.js): after a batch of
+// boundary.FloodBatch frames or more, the next comes no sooner than
+// boundary.FloodMs after it, however fast the frames arrive, and every frame
+// still arrives, once, in order. Only a lower bound on the time between
+// batches is checked, less a margin for Go's side of the two flushes: a
+// busy machine makes batches later, never sooner. In a hidden page nothing
+// is spaced, so there the test has nothing to check.
+func TestTransportSpacesAFloodsFlushes(t *testing.T) {
+	if js.Global().Get("document").Get("hidden").Bool() {
+		t.Skip("the page is hidden: relay.js spaces no flush there")
+	}
+	ctx := testContext(t)
+	c := dialRelay(t, ctx, env(t, "RELAY_TOKEN"))
+	hello(t, ctx, c, env(t, "RELAY_INSTANCE"))
+	if batch, err := c.Read(ctx); err != nil || len(batch) != 1 {
+		t.Fatalf("waiting for the welcome: %d frames, %v", len(batch), err)
+	}
+	// Heartbeats the relay answers one by one, 50 at a time with a pause
+	// for the page's event loop in between: the acks come as a flood that
+	// lasts longer than a few FloodMs, in many turns of the page.
+	const n, per = 3000, 50
+	sent := make(chan error, 1)
+	go func() {
+		for i := range n {
+			msg, err := librelay.AppendFrame(nil, &librelay.Frame{Type: librelay.TypeHeartbeat, ID: "hb" + strconv.Itoa(i)})
+			if err == nil {
+				err = c.Write(ctx, msg)
+			}
+			if err != nil {
+				sent <- err
+				return
+			}
+			if i%per == per-1 {
+				time.Sleep(2 * time.Millisecond)
+			}
+		}
+		sent <- nil
+	}()
+	const margin = 5 * time.Millisecond
+	floor := time.Duration(boundary.FloodMs)*time.Millisecond - margin
+	var prev time.Time
+	prevN, got, spaced, batches := 0, 0, 0, 0
+	for got < n {
+		batch, err := c.Read(ctx)
+		if err != nil {
+			t.Fatalf("after %d of %d acks: %v", got, n, err)
+		}
+		now := time.Now()
+		if prevN >= boundary.FloodBatch {
+			if gap := now.Sub(prev); gap < floor {
+				t.Fatalf("a batch of %d frames came %v after one of %d: want at least %v (FloodMs %d, less %v)",
+					len(batch), gap, prevN, floor, boundary.FloodMs, margin)
+			}
+			spaced++
+		}
+		for _, m := range batch {
+			f, err := librelay.ParseFrame(m)
+			if err != nil || f.Type != librelay.TypeAck || f.ReplyTo != "hb"+strconv.Itoa(got) {
+				t.Fatalf("frame %d is %q (%v), want the ack of hb%d", got, m, err, got)
+			}
+			got++
+		}
+		prev, prevN = now, len(batch)
+		batches++
+	}
+	if err := <-sent; err != nil {
+		t.Fatal(err)
+	}
+	if spaced == 0 {
+		t.Fatalf("%d acks in %d batches, none of %d or more: no flood to space", n, batches, boundary.FloodBatch)
+	}
+	t.Logf("%d acks in %d batches, %d of them spaced", n, batches, spaced)
 }
 
 func TestTransportLocalClose(t *testing.T) {
