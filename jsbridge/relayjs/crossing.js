@@ -4,8 +4,9 @@
 // frame (notes: every js.Value handed over gets a finalizer, and the glue
 // encodes strings), so relay.js crosses into Go rarely: Go's callbacks are
 // registered once (go below), incoming messages are queued and handed over
-// once per event-loop turn (atTurnEnd), and bytes cross through two buffers
-// Go keeps a reference to instead of a new value per call.
+// once per event-loop turn (atTurnEnd; during a flood less often, as
+// sockets.js says), and bytes cross through two buffers Go keeps a
+// reference to instead of a new value per call.
 
 // Go's callbacks, registered once by Go (bridge init). Each is a js.Func:
 // calling one crosses into Go.
