@@ -106,7 +106,7 @@ const DefaultCommitWindowMs = 50
 
 // A socket's messages are handed to Go once per event-loop turn, except
 // during a flood: once a flush carried FloodBatch messages or more, the
-// next waits until FloodMs after it (sockets.js says why). FloodMs is one
+// next waits until FloodMs after it ended (sockets.js says why). FloodMs is one
 // display frame at 60 Hz.
 const (
 	FloodBatch = 8

@@ -7,7 +7,7 @@
 // Every message that arrived before a close reaches Go before the close.
 //
 // During a flood the flushes are spaced: once a flush carried FLOOD_BATCH
-// messages or more, the next one waits until FLOOD_MS after it. Each flush
+// messages or more, the next one waits until FLOOD_MS after it ended. Each flush
 // crosses into Go, wakes its goroutines and commits, whatever its size; a
 // visible page's turns are short, and a flood came in batches of 10–25
 // messages, at one per FLOOD_MS in batches of 100–170, which took 15–20%
@@ -53,7 +53,7 @@ export function dial(url, protocols, mode) {
     frames: [], // parsed acp.messages: ref s.base + i is frames[i]
     base: handle * REFS_PER_SOCKET,
     prev: FIELDS.map(() => ""), // the last REC_ACP's fields
-    flushed: 0, // when the last flush ran (performance.now())
+    flushed: 0, // when the last flush ended (performance.now())
     flood: false, // the last flush carried FLOOD_BATCH messages or more
     timer: null, // the spaced flush's, while one waits
   };
@@ -103,12 +103,14 @@ function flush(s) {
   s.timer = null;
   const q = s.queue;
   if (q.length === 0) return;
-  s.flushed = performance.now();
-  s.flood = q.length >= FLOOD_BATCH;
   s.queue = [];
+  s.flood = q.length >= FLOOD_BATCH;
   const n = encode(s, q); // one record per message
   go.frames(s.handle, n, fresh(), q.length);
   shrink();
+  // Go has taken the batch (go.frames returns once Go is idle): a spaced
+  // flush waits FLOOD_MS from here, however long this one took.
+  s.flushed = performance.now();
 }
 
 /**
