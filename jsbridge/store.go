@@ -276,7 +276,6 @@ func (s *Store) Flush(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// stream is store.js's number for k.
 // place is where k's stream is kept in store.js: [the store's handle, the
 // stream's number], or null for a Store in memory. Worker mode's page
 // commits there what its handlers accepted in the moment before it went
@@ -292,6 +291,7 @@ func (s *Store) place(k client.Key) any {
 	return []any{s.h, n}
 }
 
+// stream is store.js's number for k.
 func (s *Store) stream(k client.Key) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -106,8 +106,8 @@ const DefaultCommitWindowMs = 50
 
 // A socket's messages are handed to Go once per event-loop turn, except
 // during a flood: once a flush carried FloodBatch messages or more, the
-// next waits until FloodMs after it ended (sockets.js says why). FloodMs is one
-// display frame at 60 Hz.
+// next waits until FloodMs after it ended (sockets.js says why). FloodMs
+// is one display frame at 60 Hz.
 const (
 	FloodBatch = 8
 	FloodMs    = 16

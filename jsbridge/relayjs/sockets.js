@@ -7,11 +7,11 @@
 // Every message that arrived before a close reaches Go before the close.
 //
 // During a flood the flushes are spaced: once a flush carried FLOOD_BATCH
-// messages or more, the next one waits until FLOOD_MS after it ended. Each flush
-// crosses into Go, wakes its goroutines and commits, whatever its size; a
-// visible page's turns are short, and a flood came in batches of 10–25
-// messages, at one per FLOOD_MS in batches of 100–170, which took 15–20%
-// off the page's CPU per message (make bench). FLOOD_MS is one display
+// messages or more, the next one waits until FLOOD_MS after it ended. Each
+// flush crosses into Go, wakes its goroutines and commits, whatever its
+// size; a visible page's turns are short, and a flood came in batches of
+// 10–25 messages, at one per FLOOD_MS in batches of 100–170, which took
+// 15–20% off the page's CPU per message (make bench). FLOOD_MS is one display
 // frame at 60 Hz: a page still shows what arrives as soon as it can draw
 // it. A message after a pause, a round trip's answer or a flood's first
 // batch goes at the end of its turn. A hidden page's timers are slowed to
@@ -64,16 +64,10 @@ export function dial(url, protocols, mode) {
   };
   ws.onmessage = (ev) => {
     s.queue.push(ev.data);
-    const hidden = pageHidden();
     // A spaced flush waiting in a page gone hidden may wait a second: the
     // next message has it go at the end of its turn instead.
-    if (s.dirty && !(hidden && s.timer !== null)) return;
-    clearTimeout(s.timer);
-    s.timer = null;
-    s.dirty = true;
-    const wait = s.flood && !hidden ? s.flushed + FLOOD_MS - performance.now() : 0;
-    if (wait > 0) s.timer = setTimeout(() => flush(s), wait);
-    else atTurnEnd(() => flush(s));
+    if (s.dirty && (s.timer === null || !pageHidden())) return;
+    schedule(s);
   };
   ws.onclose = (ev) => {
     if (s.closed) return;
@@ -95,6 +89,17 @@ export function dial(url, protocols, mode) {
     }, 0);
   };
   return handle;
+}
+
+// schedule has the socket's queue flushed at the end of this turn or, after
+// a flood's batch in a page that is not hidden, FLOOD_MS after that flush.
+function schedule(s) {
+  clearTimeout(s.timer);
+  s.timer = null;
+  s.dirty = true;
+  const wait = s.flood && !pageHidden() ? s.flushed + FLOOD_MS - performance.now() : 0;
+  if (wait > 0) s.timer = setTimeout(() => flush(s), wait);
+  else atTurnEnd(() => flush(s));
 }
 
 function flush(s) {

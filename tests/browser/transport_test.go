@@ -221,13 +221,13 @@ func TestTransportSpacesAFloodsFlushes(t *testing.T) {
 			t.Fatalf("after %d of %d acks: %v", got, n, err)
 		}
 		now := time.Now()
-		if prevN >= boundary.FloodBatch {
-			if gap := now.Sub(prev); gap < floor {
+		if gap := now.Sub(prev); prevN >= boundary.FloodBatch {
+			if gap < floor {
 				t.Fatalf("a batch of %d frames came %v after one of %d: want at least %v (FloodMs %d, less %v for the clock)",
 					len(batch), gap, prevN, floor, boundary.FloodMs, margin)
 			}
 			spaced++
-			least = min(least, now.Sub(prev))
+			least = min(least, gap)
 		}
 		for _, m := range batch {
 			f, err := librelay.ParseFrame(m)

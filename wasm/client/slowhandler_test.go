@@ -37,6 +37,16 @@ func (h *holdingApp) hold() (release func()) {
 	return func() { close(ch) }
 }
 
+// holdAnswer has the next deliveries wait, prompts "ping" (id 3) and returns
+// once its answer's delivery is held; the function it returns releases it.
+func (h *holdingApp) holdAnswer(t *testing.T, a *client.Attachment, session string) (release func()) {
+	t.Helper()
+	release = h.hold()
+	send(t, a, `{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":`+promptParams(session, "ping")+`}`)
+	<-h.holding
+	return release
+}
+
 func (h *holdingApp) onMessages(ctx context.Context, batch []client.Message) (int, error) {
 	held := *h.held.Load()
 	select {
@@ -79,9 +89,7 @@ func TestSlowHandlerCostsNothing(t *testing.T) {
 	session := c.startChat(t, a)
 	before := settle(t, c, a)
 
-	release := h.hold()
-	send(t, a, `{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":`+promptParams(session, "ping")+`}`)
-	<-h.holding
+	release := h.holdAnswer(t, a, session)
 	acks := len(rec.ofType(librelay.TypeAck))
 	waitFor(t, "heartbeats answered while the handler holds", func() bool { return len(rec.ofType(librelay.TypeAck)) >= acks+5 })
 	send(t, a, `{"jsonrpc":"2.0","id":4,"method":"session/prompt","params":`+promptParams(session, "count 3")+`}`)
@@ -135,9 +143,7 @@ func TestSendDuringHeldDeliveryIsStored(t *testing.T) {
 	session := c.startChat(t, a)
 	before := settle(t, c, a)
 
-	release := h.hold()
-	send(t, a, `{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":`+promptParams(session, "ping")+`}`)
-	<-h.holding
+	release := h.holdAnswer(t, a, session)
 	const held = `{"jsonrpc":"2.0","id":4,"method":"session/prompt","params":` // sent during the hold
 	send(t, a, held+promptParams(session, "count 3")+`}`)
 	outs := func() (n int, last bool) {
