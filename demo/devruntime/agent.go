@@ -34,8 +34,9 @@ const EchoMethod = "_relaywasm/echo"
 // devAgent is the deterministic ACP agent behind one attachment. Everything it
 // says is a function of what it was asked, so a test can predict every chunk.
 type devAgent struct {
-	conn *acp.AgentSideConnection
-	rate float64 // chunks per second; 0 streams as fast as the connection takes them
+	conn  *acp.AgentSideConnection
+	rate  float64 // chunks per second; 0 streams as fast as the connection takes them
+	pause *pause  // the runtime's: holds the stream between chunks while on
 
 	mu       sync.Mutex
 	sessions map[acp.SessionId]*turn // running turn of each session, or nil
@@ -52,8 +53,8 @@ var (
 	_ acp.ExtensionMethodHandler = (*devAgent)(nil)
 )
 
-func newDevAgent(rate float64) *devAgent {
-	return &devAgent{rate: rate, sessions: make(map[acp.SessionId]*turn), talks: make(map[acp.SessionId]*conversation)}
+func newDevAgent(rate float64, p *pause) *devAgent {
+	return &devAgent{rate: rate, pause: p, sessions: make(map[acp.SessionId]*turn), talks: make(map[acp.SessionId]*conversation)}
 }
 
 func (a *devAgent) Initialize(context.Context, acp.InitializeRequest) (acp.InitializeResponse, error) {
@@ -144,7 +145,8 @@ func (a *devAgent) Cancel(_ context.Context, p acp.CancelNotification) error {
 }
 
 // stream sends each chunk of the turn as one session/update, paced by the
-// agent's rate, and keeps what it said for session/load.
+// agent's rate and held while the runtime is paused, and keeps what it said
+// for session/load.
 func (a *devAgent) stream(ctx context.Context, id acp.SessionId, sp *spoken) error {
 	c, chunks := a.conversation(id), sp.plan
 	var tick <-chan time.Time
@@ -160,6 +162,11 @@ func (a *devAgent) stream(ctx context.Context, id acp.SessionId, sp *spoken) err
 			case <-ctx.Done():
 				return ctx.Err()
 			}
+		}
+		select {
+		case <-a.pause.wait():
+		case <-ctx.Done():
+			return ctx.Err()
 		}
 		if err := ctx.Err(); err != nil {
 			return err

@@ -53,22 +53,24 @@ func TestPlan(t *testing.T) {
 // agentPeer drives a dev agent over its ACP connection with raw JSON-RPC
 // lines, the way the relay's frames reach it.
 type agentPeer struct {
-	t   *testing.T
-	in  io.Writer
-	out *bufio.Scanner
+	t     *testing.T
+	in    io.Writer
+	out   *bufio.Scanner
+	pause *pause // the agent's, as a runtime's Pause holds it
 }
 
 func newAgentPeer(t *testing.T, rate float64) *agentPeer {
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	agent := newDevAgent(rate)
+	held := &pause{}
+	agent := newDevAgent(rate, held)
 	conn := acp.NewAgentSideConnection(agent, outW, inR)
 	conn.SetLogger(slog.New(slog.DiscardHandler))
 	agent.conn = conn
 	t.Cleanup(func() { inW.Close(); outR.Close() })
 	sc := bufio.NewScanner(outR)
 	sc.Buffer(nil, 1<<20) // the browser leg's limit: larger messages fail the test
-	return &agentPeer{t: t, in: inW, out: sc}
+	return &agentPeer{t: t, in: inW, out: sc, pause: held}
 }
 
 type rpc struct {
@@ -163,6 +165,37 @@ func TestAgentRejectsBadCount(t *testing.T) {
 	p.chat()
 	if chunks, resp := p.call(3, "session/prompt", prompt("count 100001")); len(chunks) != 0 || resp.Error == nil {
 		t.Fatalf("count 100001 streamed %d chunks and answered %s", len(chunks), resp.Result)
+	}
+}
+
+// While paused the agent holds its stream between chunks but still answers
+// (an echo goes round while a count is held), and released it sends every
+// chunk, in order.
+func TestAgentPause(t *testing.T) {
+	p := newAgentPeer(t, 0)
+	p.chat()
+	if _, m := p.call(3, "session/prompt", prompt("count 1")); string(m.Result) != `{"stopReason":"end_turn"}` {
+		t.Fatalf("count 1 answered %s %s", m.Result, m.Error)
+	}
+	release := p.pause.hold()
+	p.send(`{"jsonrpc":"2.0","id":4,"method":"session/prompt","params":` + prompt("count 5") + `}`)
+	for id := 5; id < 10; id++ { // unpaused, five chunks would come before these answers
+		if chunks, m := p.call(id, EchoMethod, `{"n":1}`); len(chunks) != 0 || string(m.Result) != `{"n":1}` {
+			t.Fatalf("paused, the agent streamed %q before answering the echo with %s", chunks, m.Result)
+		}
+	}
+	release()
+	release() // a second call is harmless
+	var chunks []string
+	for {
+		m := p.read()
+		if m.ID != nil && *m.ID == 4 {
+			break
+		}
+		chunks = append(chunks, chunkOf(t, m))
+	}
+	if strings.Join(chunks, "") != "1\n2\n3\n4\n5\n" {
+		t.Fatalf("released, the agent streamed %q", chunks)
 	}
 }
 

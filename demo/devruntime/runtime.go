@@ -119,6 +119,8 @@ type Runtime struct {
 	mu       sync.Mutex
 	sessions map[string]*session
 	up       chan struct{} // closed while a connection is live
+
+	pause pause // Pause's: shared by every session's agent
 }
 
 // New checks cfg and returns a runtime that has not dialled yet; Run dials.
@@ -182,6 +184,11 @@ func (r *Runtime) backoff(attempt, retryAfter int) time.Duration {
 	return rand.N(ceiling + 1)
 }
 
+// Pause holds every agent's stream before its next chunk until release is
+// called; nothing is dropped, the chunks are only late. Tests use it to
+// interrupt a stream that is sure to be under way (see pause).
+func (r *Runtime) Pause() (release func()) { return r.pause.hold() }
+
 // Connected returns a channel that is closed while the runtime holds a
 // welcomed connection (a snapshot: call again after a drop).
 func (r *Runtime) Connected() <-chan struct{} {
@@ -229,7 +236,7 @@ func (r *Runtime) session(id string, create bool) *session {
 	if len(r.sessions) >= r.cfg.MaxSessions {
 		r.evictLocked()
 	}
-	s := newSession(&r.cfg, id, r.send, r.log.With("session", logID(id)))
+	s := newSession(&r.cfg, id, &r.pause, r.send, r.log.With("session", logID(id)))
 	r.sessions[id] = s
 	return s
 }

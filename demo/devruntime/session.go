@@ -40,12 +40,12 @@ type session struct {
 // newSession starts a dev agent for the attachment. Every Write the ACP
 // connection makes is one JSON message plus a newline, which becomes one
 // sequenced acp.message frame.
-func newSession(cfg *Config, id string, out func([]byte), log *slog.Logger) *session {
+func newSession(cfg *Config, id string, p *pause, out func([]byte), log *slog.Logger) *session {
 	pr, pw := io.Pipe()
 	s := &session{instance: cfg.Instance, id: id, noResume: cfg.NoResume, out: out, in: pw}
 	s.kept = retention{maxFrames: cfg.RetainFrames, maxBytes: cfg.RetainBytes}
 	s.touch()
-	agent := newDevAgent(cfg.AgentRate)
+	agent := newDevAgent(cfg.AgentRate, p)
 	conn := acp.NewAgentSideConnection(agent, s, pr)
 	conn.SetLogger(log)
 	agent.conn = conn

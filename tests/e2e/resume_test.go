@@ -26,17 +26,22 @@ const interruptAfter = 200 // chunks shown before the test interrupts the stream
 // tab ask for "count n" and wait until the answer is under way and part of
 // it is in IndexedDB: an engine whose writes are slow on a busy machine
 // (WebKitGTK's took over 0.4 s each in CI) would otherwise be interrupted
-// before it had stored any of it.
-func countUnderWay(t *testing.T, n int) (*stack.Stack, *tab) {
+// before it had stored any of it. The runtime is paused (Runtime.Pause)
+// while the test waits for the store, or a slow engine would see the whole
+// answer first (WebKitGTK did, in CI, at streamRate): the test calls go, to
+// let the stream run on, just before it interrupts it.
+func countUnderWay(t *testing.T, n int) (s *stack.Stack, tb *tab, goOn func()) {
 	t.Helper()
-	s := startStack(t, streamRate)
-	tb := openChat(t, newBrowser(t), "tab", s.PageURL())
+	s = startStack(t, streamRate)
+	tb = openChat(t, newBrowser(t), "tab", s.PageURL())
 	tb.viewport(1280, 800, false)
 	var before int
 	tb.eval(storedCursor, &before)
 	startCount(tb, n)
+	goOn = s.Runtime().Pause()
+	t.Cleanup(goOn)
 	waitStored(tb, before+2)
-	return s, tb
+	return s, tb, goOn
 }
 
 // waitStored waits until the page's IndexedDB holds a cursor of at least
@@ -107,7 +112,8 @@ func checkInterrupted(tb *tab, state string, total int) {
 // attachment keeps, the rest delivered after the reload.
 func TestReloadMidStream(t *testing.T) {
 	const n = 2000
-	_, tb := countUnderWay(t, n)
+	_, tb, goOn := countUnderWay(t, n)
+	goOn()
 	tb.reload()
 	finishCount(tb, n)
 
@@ -128,7 +134,8 @@ func TestReloadMidStream(t *testing.T) {
 // lost or doubled.
 func TestRelayRestartMidStream(t *testing.T) {
 	const n = 2000
-	s, tb := countUnderWay(t, n)
+	s, tb, goOn := countUnderWay(t, n)
+	goOn()
 	restartRelay(t, s)
 	finishCount(tb, n)
 
@@ -142,7 +149,8 @@ func TestRelayRestartMidStream(t *testing.T) {
 // event) and comes back: the page shows offline, then the stream resumes.
 func TestOfflineAndBack(t *testing.T) {
 	const n = 2000
-	_, tb := countUnderWay(t, n)
+	_, tb, goOn := countUnderWay(t, n)
+	goOn()
 	setOffline(tb, true)
 	tb.waitFor("the page to show offline", `__chat.state === "offline" && document.getElementById("status").dataset.state === "offline"`)
 	var label string
@@ -230,7 +238,8 @@ func TestTwoTabs(t *testing.T) {
 // went away, and the test then had no interrupted answer to look at.
 func TestEvictionStartsNewSession(t *testing.T) {
 	const n = 20000
-	s, tb := countUnderWay(t, n)
+	s, tb, goOn := countUnderWay(t, n)
+	goOn()
 	restartRuntime(t, s)
 	tb.waitFor("the eviction banner", `__chat.evictions.length > 0 && !document.getElementById("banner").hidden`)
 	var kind string

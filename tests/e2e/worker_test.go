@@ -100,8 +100,11 @@ func workerReload(t *testing.T, query string) workerChunks {
 	tb.eval(storedCursor, &before)
 	tb.eval(fmt.Sprintf(`__w.prompt("count %d")`, n), nil)
 	tb.waitFor("300 chunks before the reload", `__w.live.length >= 300`)
-	if query == "" {
-		waitStored(tb, before+2) // as countUnderWay: the worker's windowed writes have landed some
+	if query == "" { // as countUnderWay: the worker's windowed writes have landed some
+		goOn := s.Runtime().Pause()
+		t.Cleanup(goOn)
+		waitStored(tb, before+2)
+		goOn()
 	}
 	tb.do("reloading", tb.page.reload)
 	workerReady(tb, "worker")
