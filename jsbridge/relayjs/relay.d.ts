@@ -123,7 +123,9 @@ export interface AttachOptions {
   /**
    * How long a resume may go unanswered before the runtime is taken not to
    * resume (contenox v1.0.0 never answers): sends are released, the
-   * connection stays up, and resumable turns false. Default 3000.
+   * connection stays up, and resumable turns false. Default 3000. The wait
+   * ends at the relay's ack of a heartbeat sent then, so an answer that came
+   * while the page was stalled still counts.
    */
   resumeTimeoutMs?: number;
   /** Redial pacing: exponential backoff with full jitter. Defaults 500 and 30000. */

@@ -238,3 +238,43 @@ func settle(t *testing.T, ctx context.Context, att, r js.Value) int {
 	waitCursor(t, ctx, att, last)
 	return last
 }
+
+// A reloaded page that stalls right after it asks to resume (a phone, a long
+// redraw): the runtime's answer arrives during the stall, and so does the
+// end of the resume's wait. The answer must win. Before, the timer could
+// reach Go first (the answer still in relay.js's queue, or in the same
+// wake-up as it) and the attachment said the runtime does not resume, and
+// reported what it had missed as lost (not_resumed), though the runtime had
+// answered within a few milliseconds and then delivered all of it.
+func TestAPIResumeAnsweredDuringAStall(t *testing.T) {
+	ctx := testContext(t)
+	db := database(t)
+	opts := map[string]any{"resumeTimeoutMs": 300}
+	r := recorder(t, nil)
+	att := must(t, ctx, loadRelay(t, ctx, map[string]any{"database": db}).Call("attach", attachOptions(t, r, "stalled-resume", opts)))
+	sid := must(t, ctx, app(t).Call("newSession", att, r)).String()
+	must(t, ctx, r.Call("response", must(t, ctx, app(t).Call("prompt", att, sid, "count 20")).Int()))
+	must(t, ctx, att.Call("close"))
+
+	app(t).Call("stallAfter", "session.resume", 1500)
+	r2 := recorder(t, nil)
+	att2 := must(t, ctx, loadRelay(t, ctx, map[string]any{"database": db}).Call("attach", attachOptions(t, r2, "stalled-resume", opts)))
+	id := must(t, ctx, app(t).Call("prompt", att2, sid, "ping")).Int()
+	must(t, ctx, r2.Call("response", id))
+	if got := chunks(r2); len(got) != 1 || got[0] != "pong" {
+		t.Fatalf("after the stall the page received %q, want the ping's pong alone", got)
+	}
+	if !att2.Get("resumable").Bool() {
+		t.Error("att.resumable is false: the stall was taken for a runtime that does not resume")
+	}
+	states := r2.Get("states")
+	for i := range states.Length() {
+		if st := states.Index(i); st.Index(1).Get("resumable").Equal(js.ValueOf(false)) {
+			t.Errorf("state %d (%s) says the runtime does not resume", i, stringify(st))
+		}
+	}
+	if ev := r2.Get("evictions"); ev.Length() != 0 {
+		t.Errorf("evictions after a resume the runtime answered: %s", stringify(ev))
+	}
+	must(t, ctx, att2.Call("detach"))
+}

@@ -159,7 +159,7 @@ func (r *runner) serve() error {
 		case <-l.answer.C():
 			err = wrap(ErrUnreachable, "the relay did not answer in time", context.DeadlineExceeded)
 		case <-l.resumeDue.C():
-			r.resumeUnanswered()
+			err = r.resumeOverdue()
 		case <-l.hbEvery.C():
 			err = r.heartbeat()
 		case <-l.hbDue.C():
@@ -351,6 +351,37 @@ func (r *runner) resume() error {
 		Type: librelay.TypeResume, ID: r.l.resumeID,
 		Instance: r.o.Instance, Session: r.pos.session, Payload: payload,
 	})
+}
+
+// resumeOverdue ends the resume's wait. The answer may be in already,
+// received by the browser but not yet read: a page that stalled (a phone, a
+// long redraw) has its timers and its socket's messages come due together,
+// and the timer may reach Go first. So the relay ends the wait instead: a
+// heartbeat goes out now, and its ack comes after everything the relay sent
+// before it. If the answer was not among that, the resume is given up on
+// (resumeUnanswered, at the ack); a relay that does not ack in time ends the
+// connection as any unanswered heartbeat does.
+func (r *runner) resumeOverdue() error {
+	l := r.l
+	l.resumeDue.stop()
+	if l.answerWaiting() {
+		return nil // it came during a delivery; catchUp takes it
+	}
+	l.probed = l.resumeID
+	l.hbID = r.newID("hb-") // replaces one in flight: its ack would come too soon
+	l.hbDue.set(r.o.Heartbeat.Timeout)
+	return r.writeFrame(&librelay.Frame{Type: librelay.TypeHeartbeat, ID: l.hbID})
+}
+
+// probeAcked is the ack of resumeOverdue's heartbeat: whatever the relay
+// sent before it has been read, so a resume still unanswered is given up on.
+func (r *runner) probeAcked() {
+	l := r.l
+	id := l.probed
+	l.probed = ""
+	if id != "" && id == l.resumeID && !l.answerWaiting() {
+		r.resumeUnanswered()
+	}
 }
 
 // resumeUnanswered gives up on the current resume. A runtime without

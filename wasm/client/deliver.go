@@ -44,7 +44,8 @@ func (r *runner) handleFrame(f *RefFrame) error {
 }
 
 // answerControl answers the relay's heartbeats and takes the acks of the
-// client's own, and reports whether f was one of those. They keep the
+// client's own (one of which may end a resume's wait: probeAcked), and
+// reports whether f was one of those. They keep the
 // connection alive, so they are answered even while a delivery is awaited.
 func (r *runner) answerControl(f *librelay.Frame) bool {
 	l := r.l
@@ -59,6 +60,7 @@ func (r *runner) answerControl(f *librelay.Frame) bool {
 		if f.ReplyTo != "" && f.ReplyTo == l.hbID {
 			l.hbID = ""
 			l.hbDue.stop()
+			r.probeAcked()
 		}
 	default:
 		return false

@@ -93,11 +93,7 @@ func (r *runner) await(batch []Message) delivered {
 		case <-l.hbDue.C():
 			r.breakOn(ErrHeartbeatTimeout)
 		case <-l.resumeDue.C():
-			if l.answerWaiting() {
-				l.resumeDue.stop() // it came; catchUp will take it
-			} else {
-				r.resumeUnanswered()
-			}
+			r.breakOn(r.resumeOverdue())
 		}
 	}
 }

@@ -77,7 +77,10 @@ type Options struct {
 	// then released and the connection stays up; the next connection asks
 	// again, and a sequenced frame or an answer makes it resumable again.
 	// Default 3s (DefaultResumeTimeout), well below the heartbeat timeout,
-	// so a send waits no longer than that for a resume that does not come.
+	// so a send waits little longer than that for a resume that does not
+	// come: the wait ends at the relay's ack of a heartbeat sent when the
+	// time is up, after every frame the relay sent before it, so an answer
+	// that arrived while the client was stalled is not taken for none.
 	ResumeTimeout time.Duration
 	// SendQueue bounds how many messages may wait while the attachment is
 	// reconnecting; a send beyond it fails with ErrSendQueueFull. Default 256.

@@ -139,3 +139,24 @@ export function watchSends() {
   };
 }
 export const sentCount = (type) => sent.get(type) ?? 0;
+
+// stallAfter keeps the page's thread busy for ms right after the next frame
+// of the type goes out, once: a page that stalls (a phone, a long redraw)
+// while the answer to that frame arrives. Whatever the relay sends back
+// meanwhile waits behind the stall, and so do the page's timers.
+export function stallAfter(type, ms) {
+  const send = WebSocket.prototype.send;
+  const decoder = new TextDecoder();
+  WebSocket.prototype.send = function (data) {
+    const r = send.call(this, data);
+    const text = typeof data === "string" ? data : decoder.decode(data);
+    if (text.includes(`"type":${JSON.stringify(type)}`)) {
+      WebSocket.prototype.send = send;
+      queueMicrotask(() => {
+        const end = performance.now() + ms;
+        while (performance.now() < end);
+      });
+    }
+    return r;
+  };
+}
