@@ -278,3 +278,38 @@ func TestAPIResumeAnsweredDuringAStall(t *testing.T) {
 	}
 	must(t, ctx, att2.Call("detach"))
 }
+
+// A page that stalls (a phone, a long redraw) right after a heartbeat goes
+// out: the relay's ack arrives during the stall, and so does the end of the
+// heartbeat's wait. The ack must win: the connection was alive all along,
+// and taking it for dead costs a reconnect and a resume. Before, the timer
+// could reach Go first and the client dropped the socket (heartbeat
+// timeout) and redialled.
+func TestAPIHeartbeatAnsweredDuringAStall(t *testing.T) {
+	ctx := testContext(t)
+	r := recorder(t, nil)
+	opts := map[string]any{"heartbeat": map[string]any{"intervalMs": 200, "timeoutMs": 300}}
+	att := must(t, ctx, loadRelay(t, ctx, nil).Call("attach", attachOptions(t, r, "stalled-heartbeat", opts)))
+	sid := must(t, ctx, app(t).Call("newSession", att, r)).String()
+	app(t).Call("watchSends")
+	app(t).Call("stallAfter", "relay.heartbeat", 1500)
+	// The stall comes with the next heartbeat; three more after it show
+	// the client went on with the same connection, or redialled.
+	for app(t).Call("sentCount", "relay.heartbeat").Int() < 4 {
+		if ctx.Err() != nil {
+			t.Fatal("fewer than four heartbeats went out")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	must(t, ctx, r.Call("response", must(t, ctx, app(t).Call("prompt", att, sid, "ping")).Int()))
+	states := r.Get("states")
+	opened := false
+	for i := range states.Length() {
+		st := states.Index(i)
+		if opened && st.Index(0).String() != "open" {
+			t.Errorf("state %d is %s: the stalled page took a live connection for dead", i, stringify(st))
+		}
+		opened = opened || st.Index(0).String() == "open"
+	}
+	must(t, ctx, att.Call("detach"))
+}

@@ -157,13 +157,17 @@ func (r *runner) serve() error {
 		case <-r.a.wake:
 			err = r.wake()
 		case <-l.answer.C():
-			err = wrap(ErrUnreachable, "the relay did not answer in time", context.DeadlineExceeded)
+			if !l.answer.overslept() {
+				err = wrap(ErrUnreachable, "the relay did not answer in time", context.DeadlineExceeded)
+			}
 		case <-l.resumeDue.C():
 			err = r.resumeOverdue()
 		case <-l.hbEvery.C():
 			err = r.heartbeat()
 		case <-l.hbDue.C():
-			err = ErrHeartbeatTimeout
+			if !l.hbDue.overslept() {
+				err = ErrHeartbeatTimeout
+			}
 		case <-l.redeliver.C():
 			l.redeliver.stop()
 			err = r.resume()

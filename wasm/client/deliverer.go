@@ -91,7 +91,9 @@ func (r *runner) await(batch []Message) delivered {
 		case <-l.hbEvery.C():
 			r.breakOn(r.heartbeat())
 		case <-l.hbDue.C():
-			r.breakOn(ErrHeartbeatTimeout)
+			if !l.hbDue.overslept() {
+				r.breakOn(ErrHeartbeatTimeout)
+			}
 		case <-l.resumeDue.C():
 			r.breakOn(r.resumeOverdue())
 		}

@@ -114,7 +114,9 @@ type Heartbeat struct {
 	// Interval between probes of an open connection. Default 15s.
 	Interval time.Duration
 	// Timeout for the relay's relay.ack; past it the connection is dropped
-	// and redialled. Default 10s.
+	// and redialled. Default 10s. A deadline that fires more than 250 ms late
+	// (the client was not running: a stalled or suspended page) waits
+	// 500 ms more, once, for an ack that arrived meanwhile to be read.
 	Timeout time.Duration
 }
 

@@ -288,15 +288,43 @@ func closeCodeFor(err error) (int, string) {
 func uitoa(v uint64) string { return strconv.FormatUint(v, 10) }
 
 // alarm is a timer that can be off; its channel is nil then, so a select on
-// it never fires.
-type alarm struct{ t *time.Timer }
+// it never fires. due is when it was last set to fire.
+type alarm struct {
+	t      *time.Timer
+	due    time.Time
+	graced bool // overslept has drawn this wait out already
+}
 
 func (al *alarm) set(d time.Duration) {
+	al.due, al.graced = time.Now().Add(d), false
 	if al.t == nil {
 		al.t = time.NewTimer(d)
 		return
 	}
 	al.t.Reset(d)
+}
+
+// A client that did not run for a while (a page that stalled or was
+// suspended: a phone, a long redraw) has its timers come due together with
+// whatever arrived meanwhile, and a timer may reach Go before the message it
+// was waiting for, which is then taken for missing. A deadline that fired
+// more than stallSlack late is drawn out once by stallGrace, so that what is
+// queued is read first (overslept).
+const (
+	stallSlack = 250 * time.Millisecond
+	stallGrace = 500 * time.Millisecond
+)
+
+// overslept is called when the alarm has fired, before acting on it. When it
+// fired more than stallSlack after it was due, and was not drawn out yet, it
+// is re-armed for stallGrace and overslept reports true: the caller waits on.
+func (al *alarm) overslept() bool {
+	if al.t == nil || al.graced || time.Since(al.due) < stallSlack {
+		return false
+	}
+	al.graced = true
+	al.t.Reset(stallGrace)
+	return true
 }
 
 func (al *alarm) stop() {
