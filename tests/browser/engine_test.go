@@ -256,9 +256,11 @@ func TestAPIResumeAnsweredDuringAStall(t *testing.T) {
 	must(t, ctx, r.Call("response", must(t, ctx, app(t).Call("prompt", att, sid, "count 20")).Int()))
 	must(t, ctx, att.Call("close"))
 
-	app(t).Call("stallAfter", "session.resume", 1500)
+	stall := app(t).Call("stallAfter", "session.resume", 1500)
+	defer stall.Call("cancel")
 	r2 := recorder(t, nil)
 	att2 := must(t, ctx, loadRelay(t, ctx, map[string]any{"database": db}).Call("attach", attachOptions(t, r2, "stalled-resume", opts)))
+	must(t, ctx, stall.Get("done"))
 	id := must(t, ctx, app(t).Call("prompt", att2, sid, "ping")).Int()
 	must(t, ctx, r2.Call("response", id))
 	if got := chunks(r2); len(got) != 1 || got[0] != "pong" {
@@ -292,12 +294,15 @@ func TestAPIHeartbeatAnsweredDuringAStall(t *testing.T) {
 	att := must(t, ctx, loadRelay(t, ctx, nil).Call("attach", attachOptions(t, r, "stalled-heartbeat", opts)))
 	sid := must(t, ctx, app(t).Call("newSession", att, r)).String()
 	app(t).Call("watchSends")
-	app(t).Call("stallAfter", "relay.heartbeat", 1500)
-	// The stall comes with the next heartbeat; three more after it show
-	// the client went on with the same connection, or redialled.
-	for app(t).Call("sentCount", "relay.heartbeat").Int() < 4 {
+	stall := app(t).Call("stallAfter", "relay.heartbeat", 1500)
+	defer stall.Call("cancel")
+	must(t, ctx, stall.Get("done"))
+	// Three heartbeats after the stall: the client went on with the same
+	// connection, or redialled (the states say which).
+	after := app(t).Call("sentCount", "relay.heartbeat").Int()
+	for app(t).Call("sentCount", "relay.heartbeat").Int() < after+3 {
 		if ctx.Err() != nil {
-			t.Fatal("fewer than four heartbeats went out")
+			t.Fatal("fewer than three heartbeats went out after the stall")
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -125,9 +125,10 @@ let watching = false;
 export function watchSends() {
   if (watching) return;
   watching = true;
-  const send = WebSocket.prototype.send;
+  const proto = realSocket().prototype;
+  const send = proto.send;
   const decoder = new TextDecoder();
-  WebSocket.prototype.send = function (data) {
+  proto.send = function (data) {
     try {
       const text = typeof data === "string" ? data : decoder.decode(data);
       const type = JSON.parse(text).type;
@@ -143,20 +144,34 @@ export const sentCount = (type) => sent.get(type) ?? 0;
 // stallAfter keeps the page's thread busy for ms right after the next frame
 // of the type goes out, once: a page that stalls (a phone, a long redraw)
 // while the answer to that frame arrives. Whatever the relay sends back
-// meanwhile waits behind the stall, and so do the page's timers.
+// meanwhile waits behind the stall, and so do the page's timers. It returns
+// {done, cancel}: done resolves once the stall is over; cancel takes the
+// stall back if it has not come (a test that failed before it).
 export function stallAfter(type, ms) {
-  const send = WebSocket.prototype.send;
+  const proto = realSocket().prototype;
+  const send = proto.send;
   const decoder = new TextDecoder();
-  WebSocket.prototype.send = function (data) {
+  let over;
+  const done = new Promise((resolve) => (over = resolve));
+  const stalling = function (data) {
     const r = send.call(this, data);
     const text = typeof data === "string" ? data : decoder.decode(data);
     if (text.includes(`"type":${JSON.stringify(type)}`)) {
-      WebSocket.prototype.send = send;
+      proto.send = send;
       queueMicrotask(() => {
         const end = performance.now() + ms;
         while (performance.now() < end);
+        over();
       });
     }
     return r;
   };
+  proto.send = stalling;
+  return { done, cancel: () => proto.send === stalling && (proto.send = send) };
+}
+
+// realSocket is the browser's WebSocket, also where fakerelay.js stands in
+// for it (it does so for the rest of the page's life).
+function realSocket() {
+  return globalThis.WebSocket.Real ?? globalThis.WebSocket;
 }
