@@ -45,8 +45,8 @@ func (r *runner) handleFrame(f *RefFrame) error {
 
 // answerControl answers the relay's heartbeats and takes the acks of the
 // client's own (one of which may end a resume's wait: probeAcked), and
-// reports whether f was one of those. They keep the
-// connection alive, so they are answered even while a delivery is awaited.
+// reports whether f was one of those. They keep the connection alive, so
+// they are answered even while a delivery is awaited.
 func (r *runner) answerControl(f *librelay.Frame) bool {
 	l := r.l
 	switch f.Type {
