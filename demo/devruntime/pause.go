@@ -18,12 +18,13 @@ func (p *pause) wait() <-chan struct{} {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.holding == nil {
-		return closed
+		return unpaused
 	}
 	return p.holding
 }
 
-var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+// unpaused is always ready: what wait returns while nothing holds the agents.
+var unpaused = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // hold pauses the agents until the returned release is called; a second hold
 // while paused shares the first one's pause, and release may be called more

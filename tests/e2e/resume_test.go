@@ -28,8 +28,8 @@ const interruptAfter = 200 // chunks shown before the test interrupts the stream
 // (WebKitGTK's took over 0.4 s each in CI) would otherwise be interrupted
 // before it had stored any of it. The runtime is paused (Runtime.Pause)
 // while the test waits for the store, or a slow engine would see the whole
-// answer first (WebKitGTK did, in CI, at streamRate): the test calls go, to
-// let the stream run on, just before it interrupts it.
+// answer first (WebKitGTK did, in CI, at streamRate): the test calls goOn,
+// to let the stream run on, just before it interrupts it.
 func countUnderWay(t *testing.T, n int) (s *stack.Stack, tb *tab, goOn func()) {
 	t.Helper()
 	s = startStack(t, streamRate)
