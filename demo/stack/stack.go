@@ -392,6 +392,11 @@ func runRuntime(ctx context.Context, cfg devruntime.Config, set func(*runtimePro
 	if err != nil {
 		return errors.Join(ErrStack, err)
 	}
+	// The first connection's channel, taken before Run: it stays closed once
+	// that connection was welcomed, where a later Connected() is the next
+	// connection's (a runtime welcomed and at once superseded had looked
+	// like one never welcomed).
+	welcomed := rt.Connected()
 	runCtx, cancel := context.WithCancel(context.Background())
 	p := &runtimeProc{rt: rt, cancel: cancel, done: make(chan struct{})}
 	go func() {
@@ -401,9 +406,14 @@ func runRuntime(ctx context.Context, cfg devruntime.Config, set func(*runtimePro
 	}()
 	set(p)
 	select {
-	case <-rt.Connected():
+	case <-welcomed:
 		return nil
 	case <-p.done:
+		select {
+		case <-welcomed:
+			return nil // welcomed, then stopped: ended has been told why
+		default:
+		}
 		return errors.Join(ErrStack, errors.New("the runtime stopped before the relay welcomed it"), p.err)
 	case <-ctx.Done():
 		return errors.Join(ErrStack, ctx.Err())
