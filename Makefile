@@ -10,7 +10,7 @@ GOROOT  := $(shell $(GO) env GOROOT)
 # The race detector where concurrency is the subject; the browser-driving
 # suites run without it (Chromium, not Go, is the busy process there).
 RACE_PKGS := ./librelay/... ./wasm/client/... ./demo/...
-NATIVE_PKGS := ./tests/...
+NATIVE_PKGS := ./tests/... ./jsbridge/bundle/...
 # The engines the browser suites (tests/browser, tests/e2e) run in; `make
 # test-browser ENGINE=firefox` runs one.
 ENGINES := chromium firefox webkit
@@ -53,7 +53,7 @@ test-browser: browsers wasm app acpsdk
 	ENGINE=$(ENGINE) $(GO) test -timeout 10m ./tests/e2e/
 	ENGINE=$(ENGINE) tests/browser/run.sh
 
-## wasm: relay.wasm with relay.js (and the modules it imports), relay.d.ts and the wasm_exec.js of the Go that built it, in dist/.
+## wasm: relay.wasm with relay.js, worker.js and preload.js (each one file, jsbridge/bundle), their .d.ts and the wasm_exec.js of the Go that built it, in dist/.
 # WASM_NOINLINE are the packages relay.wasm links but runs only off the hot
 # path (fmt and reflect for safejs's errors, time's formatting, strconv, the
 # ed25519 check once per connection, base64 of nonces and keys, godebug,
@@ -71,7 +71,7 @@ WASM_FLAGS := -trimpath $(foreach p,$(WASM_NOINLINE),-gcflags=$(p)=-l)
 wasm:
 	@mkdir -p $(DIST)
 	GOOS=js GOARCH=wasm $(GO) build $(WASM_FLAGS) -ldflags='-s -w' -o $(DIST)/relay.wasm ./wasm
-	cp jsbridge/relayjs/*.js jsbridge/relayjs/*.d.ts $(DIST)/
+	$(GO) run ./jsbridge/bundle/cmd/bundle -o $(DIST)
 	cp $(GOROOT)/lib/wasm/wasm_exec.js $(DIST)/
 
 ## npm: the npm package, dist/relaywasm-<version>.tgz (the version is jsbridge/relayjs/package.json's).
@@ -79,7 +79,8 @@ NPM_VERSION = $(shell node -p 'require("./jsbridge/relayjs/package.json").versio
 NPM_TGZ     = $(DIST)/relaywasm-$(NPM_VERSION).tgz
 npm: wasm node
 	rm -rf $(DIST)/npm && mkdir -p $(DIST)/npm
-	cp jsbridge/relayjs/package.json $(DIST)/*.js $(DIST)/*.d.ts $(DIST)/relay.wasm $(DIST)/npm/
+	cp jsbridge/relayjs/package.json $(DIST)/wasm_exec.js $(DIST)/relay.wasm $(DIST)/npm/
+	$(GO) run ./jsbridge/bundle/cmd/bundle -o $(DIST)/npm
 	cd $(DIST) && npm pack --silent ./npm >/dev/null
 	@echo "packed $(NPM_TGZ)"
 

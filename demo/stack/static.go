@@ -11,9 +11,9 @@ import (
 )
 
 // ModuleFiles are the files of the built module (`make wasm` writes them to
-// dist/) that the page loads from its own directory: relay.js imports its
-// modules and wasm_exec.js and fetches relay.wasm beside itself.
-var ModuleFiles = append([]string{"relay.wasm", "wasm_exec.js"}, relayjs.Names...)
+// dist/) that the page loads from its own directory: relay.js imports
+// wasm_exec.js, starts worker.js and fetches relay.wasm beside itself.
+var ModuleFiles = append([]string{"relay.wasm", "wasm_exec.js"}, relayjs.Shipped()...)
 
 // static serves the page's directory at / and, at the same root, the
 // module's files from their own directory. It is a dev server: every

@@ -1,6 +1,7 @@
 // compile.js: fetching and compiling relay.wasm, and the compile that
 // preload.js starts before the page's modules have loaded. It imports
-// nothing, so preload.js runs as soon as these two small files arrive.
+// nothing, so preload.js ships as one small file that runs as soon as it
+// arrives.
 
 /**
  * compile compiles relay.wasm from a URL, a Response or a compiled module.
@@ -24,9 +25,12 @@ function isWasm(response) {
   return type.split(";")[0].trim().toLowerCase() === "application/wasm";
 }
 
-// early is the compile preload started: { href, compiled }, until a
-// loadRelay for the same URL takes it.
-let early = null;
+// EARLY names the compile preload started, { href, compiled }, until a
+// loadRelay for the same URL takes it. It is kept on globalThis, not in this
+// module, because preload.js and relay.js each ship as one file holding
+// their own copy of this module (jsbridge/bundle), and an app's bundler may
+// keep them apart too.
+const EARLY = Symbol.for("relaywasm.preload");
 
 /**
  * preload starts compiling the relay.wasm at url now, for the loadRelay
@@ -36,7 +40,7 @@ let early = null;
 export function preload(url) {
   const compiled = compile(url);
   compiled.catch(() => {}); // not unhandled: the loadRelay that takes it sees it
-  early = { href: String(url), compiled };
+  globalThis[EARLY] = { href: String(url), compiled };
 }
 
 /**
@@ -44,7 +48,8 @@ export function preload(url) {
  * no loadRelay has taken yet.
  */
 export function preloaded(source) {
-  if (early === null || source instanceof Response || source instanceof WebAssembly.Module) return false;
+  const early = globalThis[EARLY];
+  if (early === undefined || source instanceof Response || source instanceof WebAssembly.Module) return false;
   try {
     return String(new URL(String(source), location.href)) === early.href;
   } catch {
@@ -59,7 +64,7 @@ export function preloaded(source) {
  */
 export function compileSource(source) {
   if (!preloaded(source)) return compile(source);
-  const { compiled } = early;
-  early = null;
+  const { compiled } = globalThis[EARLY];
+  delete globalThis[EARLY];
   return compiled.catch(() => compile(source));
 }

@@ -1,27 +1,45 @@
 // Package relayjs ships the JavaScript half of relaywasm: relay.js, the ES
 // module an application imports, the modules it imports (one per concern,
 // relay.js says which), preload.js (a page's head starts relay.wasm's
-// compile with it), and relay.d.ts and preload.d.ts, their TypeScript
-// declarations. The files are shipped as they are: no build step, no
-// bundler needed.
+// compile with it), worker.js (worker mode's worker), and relay.d.ts and
+// preload.d.ts, their TypeScript declarations. The modules run as they are
+// (tests/browser loads them so, and no eval or build step is needed); each
+// entry ships as one file holding what it imports (jsbridge/bundle).
 //
-// The files are embedded so that what a server hands out, what `make wasm`
-// copies into dist/ and what the browser tests import are the same bytes as
-// the ones in this folder. wasm_exec.js is deliberately not here: it must be
+// The files are embedded so that what `make wasm` bundles into dist/ and
+// what the browser tests import are the same bytes as the ones in this
+// folder. wasm_exec.js is deliberately not here: it must be
 // the one of the Go that built relay.wasm, so the build copies it from
 // $(go env GOROOT)/lib/wasm.
 package relayjs
 
-import "embed"
+import (
+	"embed"
+	"slices"
+)
 
 //go:generate go run ../boundary/gen
 
-// Names are the files of this folder that ship, relay.js first.
+// Names are the files of this folder, relay.js first: the modules the
+// entries are made of, and the declarations.
 var Names = []string{
 	"relay.js", "relay.d.ts", "attachment.js", "boundary.js", "bridge.js", "compile.js", "crossing.js",
 	"errors.js", "lifecycle.js", "load.js", "preload.js", "preload.d.ts", "records.js", "remote.js", "sockets.js", "store.js",
 	"stream.js", "tabs.js", "worker.js",
 }
+
+// Entries are the modules a page or a worker loads by URL: relay.js, the
+// worker mode's worker.js and preload.js. `make wasm` ships each as one file
+// holding it and what it imports (jsbridge/bundle); the other modules are
+// their parts.
+var Entries = []string{"relay.js", "worker.js", "preload.js"}
+
+// Declarations are the TypeScript declarations of the entries a page imports.
+var Declarations = []string{"relay.d.ts", "preload.d.ts"}
+
+// Shipped are the files of this folder's making that dist/ and the npm
+// package hold: the entries, each bundled, and the declarations.
+func Shipped() []string { return append(slices.Clone(Entries), Declarations...) }
 
 // Files holds the files Names lists, for serving them as they are.
 //

@@ -22,7 +22,8 @@
 // relay.wasm (Go) holds the client engine; these modules own what is
 // cheaper, or only possible, on the JavaScript side. There is no eval and
 // no new Function anywhere, so pages with a strict Content-Security-Policy
-// can load them, and they are shipped as they are (no build step).
+// can load them. They run as they are; each entry (relay.js, worker.js,
+// preload.js) ships as one file holding what it imports (jsbridge/bundle).
 
 import { BaseAttachment, checkCursor, meta, sendArgs } from "./attachment.js";
 import { CODE_BAD_OPTIONS, DONE_OK } from "./boundary.js";

@@ -115,7 +115,7 @@ func reloadRows(wasm, worker, late, raw []timeline) []Row {
 		inWorker,
 		part("navigation → bench page running (unload, HTML, bench.js)", func(tl timeline) float64 { return tl.LoadStart }),
 		part("fetching + instantiating relay.wasm", func(tl timeline) float64 { return tl.InstantiateEnd - tl.WasmFetchStart }),
-		part("loadRelay (relay.js and its modules, wasm_exec.js, relay.wasm, Go start, store open)", func(tl timeline) float64 { return tl.LoadEnd - tl.LoadStart }),
+		part("loadRelay (relay.js, wasm_exec.js, relay.wasm, Go start, store open)", func(tl timeline) float64 { return tl.LoadEnd - tl.LoadStart }),
 		part("attach (Web Lock, dial, hello → welcome)", func(tl timeline) float64 { return tl.AttachEnd - tl.LoadEnd }),
 		part("welcome → first replayed frame delivered", func(tl timeline) float64 { return tl.Live - tl.AttachEnd }),
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relaywasm/relaywasm/jsbridge/bundle"
 	relayjs "github.com/relaywasm/relaywasm/jsbridge/relayjs"
 	"github.com/relaywasm/relaywasm/tests/webdriver"
 )
@@ -68,12 +69,8 @@ func findModule(tmp string) (string, error) {
 		return "", err
 	}
 	wasmExec := filepath.Join(goroot, "lib", "wasm", "wasm_exec.js")
-	sources := []string{wasmExec}
-	for _, name := range relayjs.Names { // relay.js and the modules it imports
-		sources = append(sources, filepath.Join(repoRoot, "jsbridge", "relayjs", name))
-	}
 	dist := filepath.Join(repoRoot, "dist")
-	if fresh, _ := distIsFresh(dist, sources); fresh {
+	if fresh, _ := distIsFresh(dist, wasmExec); fresh {
 		return dist, nil
 	}
 	out := filepath.Join(tmp, "module")
@@ -86,25 +83,28 @@ func findModule(tmp string) (string, error) {
 	if msg, err := build.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("building relay.wasm: %v\n%s", err, msg)
 	}
-	for _, src := range sources {
-		if err := copyFile(src, filepath.Join(out, filepath.Base(src))); err != nil {
-			return "", err
-		}
+	if err := bundle.Write(out); err != nil {
+		return "", err
 	}
-	return out, nil
+	return out, copyFile(wasmExec, filepath.Join(out, "wasm_exec.js"))
 }
 
-// distIsFresh reports whether dist/ has the current sources (relay.js, its
-// modules and wasm_exec.js) byte for byte and a relay.wasm newer than every Go file the
-// module is built from.
-func distIsFresh(dist string, sources []string) (bool, error) {
-	for _, src := range sources {
-		want, err := os.ReadFile(src)
+// distIsFresh reports whether dist/ holds, byte for byte, what `make wasm`
+// would write from the current sources (relay.js, worker.js and preload.js
+// bundled, their declarations, and wasmExec) and a relay.wasm newer than
+// every Go file the module is built from.
+func distIsFresh(dist, wasmExec string) (bool, error) {
+	want := map[string]func() ([]byte, error){"wasm_exec.js": func() ([]byte, error) { return os.ReadFile(wasmExec) }}
+	for _, name := range relayjs.Shipped() {
+		want[name] = func() ([]byte, error) { return bundle.File(name) }
+	}
+	for name, made := range want {
+		w, err := made()
 		if err != nil {
 			return false, err
 		}
-		got, err := os.ReadFile(filepath.Join(dist, filepath.Base(src)))
-		if err != nil || !bytes.Equal(got, want) {
+		got, err := os.ReadFile(filepath.Join(dist, name))
+		if err != nil || !bytes.Equal(got, w) {
 			return false, err
 		}
 	}

@@ -59,11 +59,11 @@ func tarball(t *testing.T) string {
 }
 
 // meant is the package's file list, derived rather than kept by hand: the
-// files jsbridge/relayjs ships (relayjs.Names: relay.js, the modules it
-// imports, relay.d.ts), the wasm_exec.js of the Go that built the module,
-// relay.wasm, and the manifest.
+// files jsbridge/relayjs ships (relayjs.Shipped: relay.js, worker.js and
+// preload.js, each bundled, and their declarations), the wasm_exec.js of
+// the Go that built the module, relay.wasm, and the manifest.
 func meant() []string {
-	files := append([]string{"package.json", "relay.wasm", "wasm_exec.js"}, relayjs.Names...)
+	files := append([]string{"package.json", "relay.wasm", "wasm_exec.js"}, relayjs.Shipped()...)
 	slices.Sort(files)
 	return files
 }

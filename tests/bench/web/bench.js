@@ -21,10 +21,10 @@ const RELOAD_ECHOES = 3; // frames left undelivered before each reload
 
 let cfg = JSON.parse(sessionStorage.getItem(CONFIG_KEY) ?? "null");
 
-// relay.js's modules start loading as the page starts, as an application's
-// import of it would, except in the raw client's reloaded page: a reload
-// without relay.wasm loads none of them. (A static import made the raw
-// baseline wait for all fifteen: 40–50 ms of relay.js in the baseline.)
+// relay.js starts loading as the page starts, as an application's import
+// of it would, except in the raw client's reloaded page: a reload without
+// relay.wasm does not load it. (A static import made the raw baseline wait
+// for relay.js: 40–50 ms of it in the baseline when it was 16 modules.)
 const relayModule = sessionStorage.getItem(RELOAD_KEY) === "raw" ? null : import("./relay.js");
 
 async function loadRelay(options) {
