@@ -11,7 +11,7 @@
 // each level only once the one above has arrived and been parsed. With
 // relay.wasm compiling at the same time on a 2-core machine, relay.js's 16
 // modules took 60 ms from the page's import to relay.js running; the one
-// file takes about 25 (tests/bench, `-only reload`).
+// file takes 15–25 (tests/bench, `-only reload`, with marks put in by hand).
 //
 // It is a bundler for these modules only, not for JavaScript at large: it
 // accepts the subset they are written in and refuses anything else, so a

@@ -84,7 +84,7 @@ func openSession(ctx context.Context, cfg Config, moduleDir, tmp string) (*sessi
 // isolated when the stack serves it so, and configures it.
 // The bench page comes in two: index.html loads relay.js's preload.js
 // ahead of bench.js, as a page using relay.wasm would (its compile runs
-// while bench.js and relay.js's modules load); nopreload.html does not:
+// while bench.js and relay.js load); nopreload.html does not:
 // the raw client's reloads do not compile relay.wasm, and relay.wasm's
 // reloads without it say what preload.js is worth.
 const (
