@@ -44,9 +44,12 @@ import (
 	relayjs "github.com/relaywasm/relaywasm/jsbridge/relayjs"
 )
 
-// Write writes what jsbridge/relayjs ships into dir: each entry bundled,
-// and the TypeScript declarations as they are.
+// Write writes what jsbridge/relayjs ships into dir (made if missing):
+// each entry bundled, and the TypeScript declarations as they are.
 func Write(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
 	for _, name := range relayjs.Shipped() {
 		b, err := File(name)
 		if err == nil {
@@ -181,7 +184,7 @@ func parse(files fs.FS, name string) (*module, error) {
 	m.body = s
 	for _, g := range exportDecl.FindAllStringSubmatch(s, -1) {
 		m.exports = append(m.exports, g[2])
-		if g[1] == "let " && regexp.MustCompile(`(?m)^\s*`+regexp.QuoteMeta(g[2])+`\s*[-+*/|&]?=[^=]`).MatchString(s) {
+		if g[1] == "let " && reassigned(g[2]).MatchString(s) {
 			return nil, fmt.Errorf("%s: the exported let %s is assigned again; its importers would keep the first value", name, g[2])
 		}
 	}
@@ -201,6 +204,14 @@ func parse(files fs.FS, name string) (*module, error) {
 		return nil, fmt.Errorf("%s: an export the bundler does not take, at %q", name, lineAt(m.inner, anyExport))
 	}
 	return m, nil
+}
+
+// reassigned matches a statement that assigns name again: name = …, an
+// operator assignment, or name++ and the like, at the start of a line, as
+// these modules write their statements.
+func reassigned(name string) *regexp.Regexp {
+	n := regexp.QuoteMeta(name)
+	return regexp.MustCompile(`(?m)^\s*(?:` + n + `\s*(?:[-+*/%|&^]|\*\*|<<|>>>?|&&|\|\||\?\?)?=[^=]|(?:\+\+|--)` + n + `\b|` + n + `\s*(?:\+\+|--))`)
 }
 
 // importNames parses "a, b as c" into {exported, local} pairs.

@@ -46,6 +46,7 @@ export { C };
 `)},
 	"c.js": {Data: []byte(`globalThis.log = [...(globalThis.log ?? []), "c"];
 let calls = 0;
+export let unchanged = "an exported let never assigned again is taken";
 export const C = "C";
 export function c() { calls++; return "c" + calls; }
 `)},
@@ -139,6 +140,8 @@ func TestBundleRefusesWhatItCannotBundle(t *testing.T) {
 		{"missing module", `import { x } from "./b.js";`, `export const x = 1;`, "b.js"},
 		{"cycle", `import { x } from "./a.js";`, `import { e } from "./entry.js";` + "\nexport const x = 1;", "import cycle"},
 		{"reassigned let", `import { x } from "./a.js";`, "export let x = 1;\nx = 2;", "assigned again"},
+		{"operator-assigned let", `import { x } from "./a.js";`, "export let x = 1;\nfunction f() {\n  x ??= 2;\n}", "assigned again"},
+		{"incremented let", `import { x } from "./a.js";`, "export let x = 1;\nfunction f() {\n  x++;\n}", "assigned again"},
 		{"scope name", `import { x } from "./a.js";`, "export const x = 1; const $bundled_a = 2;", "$bundled_"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
