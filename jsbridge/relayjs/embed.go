@@ -2,9 +2,9 @@
 // module an application imports, the modules it imports (one per concern,
 // relay.js says which), preload.js (a page's head starts relay.wasm's
 // compile with it), worker.js (worker mode's worker), and relay.d.ts and
-// preload.d.ts, their TypeScript declarations. The modules run as they are
-// (tests/browser loads them so, and no eval or build step is needed); each
-// entry ships as one file holding what it imports (jsbridge/bundle).
+// preload.d.ts, their TypeScript declarations. tests/browser loads the
+// modules as they are; each entry ships as one file holding what it imports
+// (jsbridge/bundle).
 //
 // The files are embedded so that what `make wasm` bundles into dist/ and
 // what the browser tests import are the same bytes as the ones in this
@@ -41,7 +41,8 @@ var Declarations = []string{"relay.d.ts", "preload.d.ts"}
 // package hold: the entries, each bundled, and the declarations.
 func Shipped() []string { return append(slices.Clone(Entries), Declarations...) }
 
-// Files holds the files Names lists, for serving them as they are.
+// Files holds the files Names lists, for jsbridge/bundle and the browser
+// tests.
 //
 //go:embed *.js *.d.ts
 var Files embed.FS

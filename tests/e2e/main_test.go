@@ -94,15 +94,17 @@ func findModule(tmp string) (string, error) {
 // bundled, their declarations, and wasmExec) and a relay.wasm newer than
 // every Go file the module is built from.
 func distIsFresh(dist, wasmExec string) (bool, error) {
-	want := map[string]func() ([]byte, error){"wasm_exec.js": func() ([]byte, error) { return os.ReadFile(wasmExec) }}
-	for _, name := range relayjs.Shipped() {
-		want[name] = func() ([]byte, error) { return bundle.File(name) }
+	b, err := os.ReadFile(wasmExec)
+	if err != nil {
+		return false, err
 	}
-	for name, made := range want {
-		w, err := made()
-		if err != nil {
+	want := map[string][]byte{"wasm_exec.js": b}
+	for _, name := range relayjs.Shipped() {
+		if want[name], err = bundle.File(name); err != nil {
 			return false, err
 		}
+	}
+	for name, w := range want {
 		got, err := os.ReadFile(filepath.Join(dist, name))
 		if err != nil || !bytes.Equal(got, w) {
 			return false, err
