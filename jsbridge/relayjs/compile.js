@@ -13,11 +13,23 @@
 export async function compile(source) {
   if (source instanceof WebAssembly.Module) return source;
   const response = source instanceof Response ? source : await fetch(source);
-  if (!response.ok) throw new Error(`HTTP ${response.status} for ${response.url}`);
+  if (!response.ok) throw await refused(response);
   if (typeof WebAssembly.compileStreaming === "function" && isWasm(response)) {
     return WebAssembly.compileStreaming(response);
   }
   return WebAssembly.compile(await response.arrayBuffer());
+}
+
+/**
+ * refused is the error for a response that is not relay.wasm, with the
+ * start of what the server said. Its body is read to the end, not left
+ * unread: an unread body keeps the connection busy, and the engines report
+ * the request to resource timing only when its body ended, at a moment of
+ * their choosing otherwise (whatwg/fetch#1813).
+ */
+async function refused(response) {
+  const said = await response.text().then((text) => text.trim().slice(0, 200), () => "");
+  return new Error(`HTTP ${response.status} for ${response.url}${said ? ": " + said : ""}`);
 }
 
 function isWasm(response) {

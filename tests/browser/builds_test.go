@@ -116,7 +116,7 @@ type served struct {
 	boundaryJS string // served as boundary.js; "" for the embedded one
 	page       string // the page at /; "" for loadPage
 	wasmType   string // relay.wasm's Content-Type; "" for application/wasm
-	failFirst  bool   // answer the first request for relay.wasm 503
+	failing    int32  // how many of the first requests for relay.wasm are answered 503
 }
 
 // loadPage loads relay.js and puts what loadRelay settles with in
@@ -143,7 +143,7 @@ func modulePage(t *testing.T, s served) http.Handler {
 			w.Header().Set("Content-Type", "text/html")
 			_, _ = w.Write([]byte(page))
 		case name == "relay.wasm":
-			if wasmRequests.Add(1) == 1 && s.failFirst {
+			if wasmRequests.Add(1) <= s.failing {
 				http.Error(w, "not yet", http.StatusServiceUnavailable)
 				return
 			}

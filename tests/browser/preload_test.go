@@ -4,6 +4,7 @@ package browser
 
 import (
 	"net/http/httptest"
+	"strings"
 	"testing"
 )
 
@@ -46,7 +47,8 @@ const reportCompiles = `window.loaded.then((loaded) => {
 // compiling again; without preload.js the compile starts only once the
 // page's modules run (so the first case's "early" is preload.js's doing).
 // A preload that failed (the first request for relay.wasm answered 503) is
-// tried once more by loadRelay, and a relay.wasm served with a type other
+// tried once more by loadRelay, which reports what the server said when
+// that fails too; and a relay.wasm served with a type other
 // than application/wasm, which compileStreaming refuses, is compiled from
 // its whole body.
 func TestPreloadAndContentType(t *testing.T) {
@@ -60,7 +62,9 @@ func TestPreloadAndContentType(t *testing.T) {
 	}{
 		{"preloaded", served{page: compileSpy + preload + spiedLoad}, compiles{"loaded", 1, 0, 1, true}},
 		{"not preloaded", served{page: compileSpy + spiedLoad}, compiles{"loaded", 1, 0, 1, false}},
-		{"preload failed", served{page: compileSpy + preload + spiedLoad, failFirst: true}, compiles{"loaded", 1, 0, 2, true}},
+		{"preload failed", served{page: compileSpy + preload + spiedLoad, failing: 1}, compiles{"loaded", 1, 0, 2, true}},
+		{"preload and its retry failed", served{page: compileSpy + preload + spiedLoad, failing: 2},
+			compiles{"wasm_load_failed: could not start relay.wasm: HTTP 503 for SERVER/relay.wasm: not yet", 0, 0, 2, true}},
 		{"served as octet-stream", served{page: compileSpy + spiedLoad, wasmType: "application/octet-stream"}, compiles{"loaded", 0, 1, 1, false}},
 		{"preloaded as octet-stream", served{page: compileSpy + preload + spiedLoad, wasmType: "application/octet-stream"}, compiles{"loaded", 0, 1, 1, true}},
 	} {
@@ -70,6 +74,7 @@ func TestPreloadAndContentType(t *testing.T) {
 			defer srv.Close()
 			var got compiles
 			evalPage(t, b, srv.URL, reportCompiles, &got)
+			got.Loaded = strings.ReplaceAll(got.Loaded, srv.URL, "SERVER")
 			if got != c.want {
 				t.Fatalf("got %+v, want %+v", got, c.want)
 			}
