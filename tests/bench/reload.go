@@ -50,6 +50,7 @@ func (s *session) reloads() ([]Row, error) {
 		tabs[kind] = t
 	}
 	got := map[string][]timeline{}
+	var floor []moduleCost
 	for range n {
 		for _, kind := range reloadKinds {
 			tl, err := reloadOnce(tabs[kind], kind)
@@ -58,6 +59,11 @@ func (s *session) reloads() ([]Row, error) {
 			}
 			got[kind] = append(got[kind], tl)
 		}
+		var c moduleCost
+		if err := tabs[rawJS].call(&c, "moduleBytes"); err != nil {
+			return nil, err
+		}
+		floor = append(floor, c)
 	}
 	for _, t := range tabs {
 		if err := t.call(nil, "stopReloads"); err != nil {
@@ -67,7 +73,33 @@ func (s *session) reloads() ([]Row, error) {
 			return nil, err
 		}
 	}
-	return reloadRows(got[wasmIDB], got[wasmWorker], got[wasmLate], got[rawJS]), nil
+	return append(reloadRows(got[wasmIDB], got[wasmWorker], got[wasmLate], got[rawJS]), floorRows(floor)...), nil
+}
+
+// moduleCost is what relay.wasm costs a page before any of relay.js runs,
+// in milliseconds, as bench.js moduleBytes measures it.
+type moduleCost struct {
+	Fetch   float64 `json:"fetch"`   // fetch → arrayBuffer, revalidated and read from the HTTP cache
+	Compile float64 `json:"compile"` // WebAssembly.compile of those bytes
+}
+
+// reloadBudget is what the reload target allows over the raw client.
+const reloadBudget = 40.0
+
+// floorRows set relay.wasm's bytes beside the reload target's budget: what
+// its fetch and compile cost on their own, in a page doing nothing else,
+// is a floor no change to relay.js or the engine goes under.
+func floorRows(floor []moduleCost) []Row {
+	budget := make([]float64, len(floor))
+	fetches, compiles := make([]float64, len(floor)), make([]float64, len(floor))
+	for i, c := range floor {
+		budget[i], fetches[i], compiles[i] = reloadBudget, c.Fetch, c.Compile
+	}
+	base := fmt.Sprintf("the target's %.0f ms over raw", reloadBudget)
+	return []Row{
+		paired("… floor: relay.wasm's bytes alone (fetch → arrayBuffer as a reload gets them), in an idle page", "ms", base, fetches, budget),
+		paired("… floor: compiling those bytes (WebAssembly.compile), in an idle page", "ms", base, compiles, budget),
+	}
 }
 
 // reloadOnce reloads an armed tab, reads its timeline and arms it again.
@@ -114,6 +146,8 @@ func reloadRows(wasm, worker, late, raw []timeline) []Row {
 		withoutPreload,
 		inWorker,
 		part("navigation → bench page running (unload, HTML, bench.js)", func(tl timeline) float64 { return tl.LoadStart }),
+		paired("… the same for the raw page (its unload has no relay.wasm to end)", "ms", "relay.wasm page's",
+			pick(raw, func(tl timeline) float64 { return tl.LoadStart }), pick(wasm, func(tl timeline) float64 { return tl.LoadStart })),
 		part("fetching + instantiating relay.wasm", func(tl timeline) float64 { return tl.InstantiateEnd - tl.WasmFetchStart }),
 		part("loadRelay (relay.js, wasm_exec.js, relay.wasm, Go start, store open)", func(tl timeline) float64 { return tl.LoadEnd - tl.LoadStart }),
 		part("attach (Web Lock, dial, hello → welcome)", func(tl timeline) float64 { return tl.AttachEnd - tl.LoadEnd }),

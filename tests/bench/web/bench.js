@@ -279,6 +279,19 @@ async function measureReload(kind) {
   };
 }
 
+// moduleBytes times what relay.wasm costs before any of relay.js runs:
+// fetching its bytes as a reload does (revalidated, then read from the
+// HTTP cache) and compiling them. The harness runs it in the raw page, which
+// has no relay.wasm of its own, between reloads: the floor under the
+// module's share of reload to live.
+async function moduleBytes() {
+  const t0 = performance.now();
+  const bytes = await (await fetch("relay.wasm")).arrayBuffer();
+  const t1 = performance.now();
+  await WebAssembly.compile(bytes);
+  return { fetch: t1 - t0, compile: performance.now() - t1 };
+}
+
 // watchInstantiate notes when relay.js's WebAssembly.instantiate (of the
 // module it compiled while streaming it) resolves: with the resource timing
 // of relay.wasm, the share of reload to live that is fetching, compiling
@@ -327,6 +340,7 @@ window.bench = {
   // reloaded resolves with the timeline of this page's load, when it is a
   // reload under measurement.
   reloaded: () => (reloading ? measured : Promise.reject(new Error("not a measured reload"))),
+  moduleBytes,
   // stopReloads ends the reload measurements of this tab.
   stopReloads() {
     sessionStorage.removeItem(RELOAD_KEY);
