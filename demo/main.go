@@ -71,6 +71,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net/url"
 	"os"
@@ -264,7 +265,7 @@ func announceCluster(o options, c *stack.Cluster, log *slog.Logger) {
 	fmt.Println()
 	if isDir(o.webDir) {
 		lines = append(lines, [2]string{"WEB_URL", nodes[0].HTTPURL() + "/"})
-		if hint := moduleHint(o.moduleDir); hint != "" {
+		if hint := moduleHint(o.webDir, o.moduleDir); hint != "" {
 			fmt.Printf("  %s\n\n", hint)
 			log.Warn(hint)
 		}
@@ -351,7 +352,7 @@ func announce(o options, s *stack.Stack, log *slog.Logger) {
 		lines = append(lines, [2]string{"WEB_URL", s.PageURL()})
 		fmt.Printf("\n  relaywasm demo: open %s in a browser\n", s.PinnedPageURL())
 		fmt.Printf("  (the fragment pins the relay's key; %s alone works without pinning)\n\n", s.PageURL())
-		if hint := moduleHint(o.moduleDir); hint != "" {
+		if hint := moduleHint(o.webDir, o.moduleDir); hint != "" {
 			fmt.Printf("  %s\n\n", hint)
 			log.Warn(hint)
 		}
@@ -435,10 +436,14 @@ func defaultModuleDir() string {
 	return ""
 }
 
-// moduleHint says what to do when the page is served without relay.wasm
-// beside it (the page would only report that the module did not load), or
-// returns "".
-func moduleHint(dir string) string {
+// moduleHint says what to do when the page in webDir is served without
+// relay.wasm beside it (the page would only report that the module did not
+// load), or returns "". A page that carries a module of its own, as a
+// bundler's output does (demo/app's: assets/relay-<hash>.wasm), needs none.
+func moduleHint(webDir, dir string) string {
+	if carriesModule(webDir) {
+		return ""
+	}
 	if dir == "" {
 		return "no module directory: the page needs relay.wasm; run make wasm (it builds dist/) or pass -module <dir>"
 	}
@@ -446,6 +451,18 @@ func moduleHint(dir string) string {
 		return "no relay.wasm in " + dir + ": the page needs it; run make wasm"
 	}
 	return ""
+}
+
+// carriesModule reports whether the page directory holds a .wasm file.
+func carriesModule(webDir string) bool {
+	found := errors.New("found")
+	err := filepath.WalkDir(webDir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(d.Name(), ".wasm") {
+			return found
+		}
+		return err
+	})
+	return err == found
 }
 
 // isDir reports whether d names a directory (the stack serves a page only
