@@ -86,7 +86,11 @@ type Config struct {
 	Root      string // the module's root directory
 	ModuleDir string // relay.wasm, relay.js and wasm_exec.js (`make wasm`: dist/)
 	Chromium  string // the browser's executable
-	Sizes     Sizes
+	// JSFlags, when not empty, go to Chromium's V8 as --js-flags: an
+	// experiment on the engine (--no-liftoff, say), whose
+	// figures are not what a user's Chromium gives.
+	JSFlags string
+	Sizes   Sizes
 	// Profile says which figures to explain with a profile (ProfileNone,
 	// ProfileMissed, ProfileAll): the top frames go to Log, the profiles
 	// under ProfileDir.

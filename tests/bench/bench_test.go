@@ -32,7 +32,7 @@ func TestSmoke(t *testing.T) {
 	}
 	for _, family := range []string{
 		"Chromium inbound, relay.wasm, IndexedDB cursor", "cursor off", "transcript on", "CPU per frame",
-		"round trip", "reload to live", "fetching + instantiating", "codec", "engine",
+		"round trip", "reloaded page, p99", "reload to live", "fetching + instantiating", "codec", "engine",
 		"to browsers", "to runtime", "idle browser attachment", "gzip", "brotli",
 	} {
 		if !strings.Contains(table.String(), family) {

@@ -25,9 +25,14 @@ const evalLimit = 2 * time.Minute
 type browser struct{ *chromium.Browser }
 
 // startBrowser starts Chromium writing nothing outside tmp (profile, XDG
-// folders, TMPDIR), with the flags package chromium gives for this machine.
-func startBrowser(exe, tmp string) (*browser, error) {
-	b, err := chromium.Start(chromium.Options{Exec: exe, Profile: filepath.Join(tmp, "profile"), Scratch: tmp})
+// folders, TMPDIR), with the flags package chromium gives for this machine
+// and jsFlags, when not empty, for V8 (Config.JSFlags).
+func startBrowser(exe, tmp, jsFlags string) (*browser, error) {
+	o := chromium.Options{Exec: exe, Profile: filepath.Join(tmp, "profile"), Scratch: tmp}
+	if jsFlags != "" {
+		o.Extra = []chromedp.ExecAllocatorOption{chromedp.Flag("js-flags", jsFlags)}
+	}
+	b, err := chromium.Start(o)
 	if err != nil {
 		return nil, err
 	}

@@ -31,10 +31,11 @@ func main() {
 	only := flag.String("only", "", "measure only these figures, comma separated: "+strings.Join(bench.Figures, ", ")+" (default: all)")
 	streams := flag.Int("streams", 0, "inbound streams per variant (default: the full size's)")
 	roundTrips := flag.Int("round-trips", 0, "round trips per client (default: the full size's)")
+	jsFlags := flag.String("js-flags", "", "V8 flags for Chromium (--js-flags), for an experiment on the engine: the table then says they were set")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	o := options{module: *module, chromium: *chromium, smoke: *smoke, profile: *profile, streams: *streams, roundTrips: *roundTrips}
+	o := options{module: *module, chromium: *chromium, smoke: *smoke, profile: *profile, streams: *streams, roundTrips: *roundTrips, jsFlags: *jsFlags}
 	if *only != "" {
 		o.only = strings.Split(*only, ",")
 	}
@@ -47,6 +48,7 @@ func main() {
 // options are the command's flags.
 type options struct {
 	module, chromium, profile string
+	jsFlags                   string // -js-flags
 	smoke                     bool
 	only                      []string // -only, split
 	streams, roundTrips       int      // 0: the size's own
@@ -65,7 +67,7 @@ func run(ctx context.Context, o options) error {
 	}
 	cfg := bench.Config{
 		Root: root, ModuleDir: o.module, Chromium: o.chromium, Sizes: bench.Full(), Only: o.only,
-		Profile: o.profile, ProfileDir: filepath.Join(root, "tests", "bench", "out"), Log: os.Stderr,
+		JSFlags: o.jsFlags, Profile: o.profile, ProfileDir: filepath.Join(root, "tests", "bench", "out"), Log: os.Stderr,
 	}
 	if cfg.ModuleDir == "" {
 		cfg.ModuleDir = filepath.Join(root, "dist")
@@ -81,5 +83,8 @@ func run(ctx context.Context, o options) error {
 	}
 	rows, err := bench.Run(ctx, cfg)
 	bench.Render(os.Stdout, rows)
+	if o.jsFlags != "" {
+		fmt.Printf("\nChromium ran with --js-flags=%q: these are not the figures of a user's Chromium.\n", o.jsFlags)
+	}
 	return err
 }
