@@ -32,8 +32,8 @@ type rttSample struct{ ms, cpu map[string][]float64 }
 // blocks were free of them in some runs and not in others: V8 tiering hot
 // functions up in the background, on two cores shared with the relay and
 // the runtime, is the likely part, not a proven one. The reloaded page is
-// the steady state a page reaches after use; switching Chromium's wasm
-// code cache and V8's module cache off did not bring the tail back there.
+// the steady state a page reaches after use; with Chromium's wasm code
+// cache and V8's module cache switched off its tail was much the same.
 func (s *session) roundTrips() ([]Row, error) {
 	n := s.cfg.Sizes.RoundTrips
 	s.cfg.logf("round trips: %d per client, on the first load and after a reload", n)
