@@ -95,13 +95,21 @@ const (
 // openPage opens the bench page, page one of wasmPage and noPreloadPage.
 func (s *session) openPage(page string) (*tab, error) {
 	t, err := s.br.openTab(s.st.PageURL() + page)
-	if err == nil && s.st.Config().CrossOriginIsolated {
-		err = t.checkIsolated()
-	}
 	if err == nil {
-		err = t.call(nil, "configure", s.page)
+		err = s.prepare(t)
 	}
 	return t, err
+}
+
+// prepare checks that a page just loaded is cross-origin isolated when the
+// stack serves it so, and configures it.
+func (s *session) prepare(t *tab) error {
+	if s.st.Config().CrossOriginIsolated {
+		if err := t.checkIsolated(); err != nil {
+			return err
+		}
+	}
+	return t.call(nil, "configure", s.page)
 }
 
 func (s *session) close() {

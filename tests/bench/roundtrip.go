@@ -86,7 +86,7 @@ func (s *session) reloadMain() error {
 	if err := s.tab.reload(); err != nil {
 		return err
 	}
-	if err := s.tab.call(nil, "configure", s.page); err != nil {
+	if err := s.prepare(s.tab); err != nil {
 		return fmt.Errorf("reloaded page: %w", err)
 	}
 	return s.setup()
