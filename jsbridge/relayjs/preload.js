@@ -7,9 +7,13 @@
 //   <script type="module" src="/relaywasm/preload.js"></script>
 //   <script type="module" src="/app.js"></script>
 //
-// has the compile run while the rest of its modules load. It does nothing
-// else and exports nothing; loadRelay works the same without it.
+// has the compile run while the rest of its modules load. On a reload it
+// also dials, at once, the sockets the page had open (reopen.js), which
+// loadRelay would otherwise dial as it starts. It does nothing else and
+// exports nothing; loadRelay works the same without it.
 
 import { preload } from "./compile.js";
+import { reopen } from "./reopen.js";
 
 preload(new URL("./relay.wasm", import.meta.url));
+reopen();

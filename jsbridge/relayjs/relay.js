@@ -13,6 +13,7 @@
 //   load.js       starting relay.wasm
 //   compile.js    fetching and compiling relay.wasm
 //   preload.js    not imported: a page's own script that starts the compile early
+//   reopen.js     a reloaded page's sockets, dialed before relay.wasm runs
 //   errors.js     RelayError, and only Errors across the boundary
 //   attachment.js what an Attachment is in either mode: handlers, token, checks
 //   stream.js     att.stream(): the official ACP SDK's Stream over an attachment
@@ -32,6 +33,7 @@ import { RelayError, report } from "./errors.js";
 import { listenToLifecycle } from "./lifecycle.js";
 import { start } from "./load.js";
 import { DELIVERY, FINAL, startWorker } from "./remote.js";
+import { reopen } from "./reopen.js";
 import { openEarly } from "./store.js";
 import { PAUSED } from "./stream.js";
 import { takeSlot } from "./tabs.js";
@@ -64,7 +66,9 @@ export async function loadRelay(options = {}) {
     reason = "this context has no Web Workers";
   }
   if (!B.api) {
-    // The Relay's database opens while relay.wasm loads.
+    // A reloaded page's sockets are dialed, and the Relay's database
+    // opens, while relay.wasm loads.
+    reopen();
     const database = options.database ?? "";
     if ((options.storage ?? "indexeddb") === "indexeddb" && typeof database === "string") openEarly(database);
     starting ??= start(B, options).catch((e) => {

@@ -42,6 +42,9 @@ function onMessage(m, meta) {
 
 async function start() {
   const q = new URLSearchParams(location.search);
+  // ?hold=ms: loadRelay waits that long after the page's modules ran.
+  if (q.has("hold")) await new Promise((resolve) => setTimeout(resolve, Number(q.get("hold"))));
+  W.loadCalled = performance.now();
   // ?window=ms: a commit window so long that only the write at pagehide
   // stores anything before a reload.
   const relay = await loadRelay({ worker: !q.has("main"), commitWindowMs: q.has("window") ? Number(q.get("window")) : undefined });
