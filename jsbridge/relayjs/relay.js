@@ -36,7 +36,7 @@ import { DELIVERY, FINAL, startWorker } from "./remote.js";
 import { reopen } from "./reopen.js";
 import { openEarly } from "./store.js";
 import { PAUSED } from "./stream.js";
-import { takeSlot } from "./tabs.js";
+import { releaseEarly, takeSlot } from "./tabs.js";
 
 export { RelayError };
 
@@ -53,6 +53,7 @@ let starting = null;
 export async function loadRelay(options = {}) {
   let reason = "";
   if (options.worker === true && typeof Worker === "function" && typeof document === "object") {
+    releaseEarly(); // the worker takes its slots itself: a lock the page holds would keep it waiting
     try {
       return await startWorker(options);
     } catch (e) {

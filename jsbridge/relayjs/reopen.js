@@ -1,5 +1,7 @@
 // reopen.js: the sockets a reloaded page will dial, dialed before
-// relay.wasm runs. It imports nothing, so preload.js stays one small file.
+// relay.wasm runs, and the slot locks its attachments will take, asked for
+// as early. It imports only tabs.js, which imports nothing, so preload.js
+// stays one small file.
 //
 // A reload waits for relay.wasm (fetched from the cache, compiled, started:
 // about half of its time to live, make bench) and only then attaches, and
@@ -11,14 +13,20 @@
 // own, kept by a reload), and as the reloaded page loads, reopen (from
 // preload.js, else from loadRelay) dials them at once; sockets.js's dial
 // then takes the one open or opening for its URL and subprotocols instead
-// of dialing again, and the open has run while the module compiled.
+// of dialing again, and the open has run while the module compiled. So for
+// the Web Lock of each stream's slot (tabs.js), which the attach took before
+// it dialed: reopen asks for the ones the page held, and the attach finds
+// its lock granted.
 //
 // Nothing is sent on a reopened socket until Go takes it and says hello: the
 // credential travels in the hello, never in what is kept here. A socket no
 // attach takes costs the relay one pending hello until REOPEN_MS closes it,
-// well inside the dev relay's HelloTimeout (10 s). What a page remembered is
+// well inside the dev relay's HelloTimeout (10 s), and a lock none takes
+// keeps another tab from that slot as long. What a page remembered is
 // read once and only within REMEMBERED_MS of its pagehide, so a tab that
 // comes back to the app much later dials nothing it was not asked to.
+
+import { lockEarly } from "./tabs.js";
 
 const KEY = "relaywasm.reopen";
 
@@ -38,25 +46,26 @@ const REOPENED = Symbol.for("relaywasm.reopened");
 
 /**
  * remember keeps, for the next load of this tab, the URL and subprotocols of
- * each socket given ({url, protocols}, as dial was called); none clears it.
- * Storage that is unavailable or full keeps nothing: the next load dials as
- * it would have.
+ * each socket given ({url, protocols}, as dial was called) and the names of
+ * the slot locks held; none clears it. Storage that is unavailable or full
+ * keeps nothing: the next load dials and locks as it would have.
  */
-export function remember(sockets) {
+export function remember(sockets, slots) {
   try {
-    if (sockets.length === 0) sessionStorage.removeItem(KEY);
-    else sessionStorage.setItem(KEY, JSON.stringify({ at: Date.now(), sockets: sockets.slice(0, REOPEN_MAX) }));
+    if (sockets.length === 0 && slots.length === 0) sessionStorage.removeItem(KEY);
+    else sessionStorage.setItem(KEY, JSON.stringify({ at: Date.now(), sockets: sockets.slice(0, REOPEN_MAX), slots: slots.slice(0, REOPEN_MAX) }));
   } catch {
     // no sessionStorage (an opaque origin, storage denied, a worker)
   }
 }
 
 /**
- * reopen dials what the previous load of this tab remembered, once per
- * page: the first call takes the list and later ones find it gone.
+ * reopen dials and locks what the previous load of this tab remembered, once
+ * per page: the first call takes the list and later ones find it gone.
  */
 export function reopen() {
-  const list = recall();
+  const { sockets: list, slots } = recall();
+  lockEarly(slots, REOPEN_MS);
   if (list.length === 0 || typeof WebSocket !== "function") return;
   const reopened = (globalThis[REOPENED] ??= []);
   for (const { url, protocols } of list) {
@@ -71,17 +80,22 @@ export function reopen() {
   }, REOPEN_MS);
 }
 
+const nothing = { sockets: [], slots: [] };
+
 function recall() {
   try {
     const kept = sessionStorage.getItem(KEY);
-    if (kept === null) return [];
+    if (kept === null) return nothing;
     sessionStorage.removeItem(KEY);
-    const { at, sockets } = JSON.parse(kept);
+    const { at, sockets, slots } = JSON.parse(kept);
     const age = Date.now() - at;
-    if (!(age >= 0 && age <= REMEMBERED_MS) || !Array.isArray(sockets)) return [];
-    return sockets.filter((s) => typeof s?.url === "string" && Array.isArray(s.protocols)).slice(0, REOPEN_MAX);
+    if (!(age >= 0 && age <= REMEMBERED_MS) || !Array.isArray(sockets) || !Array.isArray(slots)) return nothing;
+    return {
+      sockets: sockets.filter((s) => typeof s?.url === "string" && Array.isArray(s.protocols)).slice(0, REOPEN_MAX),
+      slots: slots.filter((s) => typeof s === "string").slice(0, REOPEN_MAX),
+    };
   } catch {
-    return [];
+    return nothing;
   }
 }
 

@@ -20,15 +20,77 @@ export async function takeSlot(url, instance, name) {
   const memory = `relaywasm-slot:${url}\u0000${instance}\u0000${name}`;
   const preferred = Number(tabEnv.read(memory)) || 1;
   const slotName = (i) => (i === 1 ? name : `${name}#${i}`);
-  let release = await tryLock(locks, prefix + slotName(preferred), tabEnv.reloading() ? RELOAD_WAIT_MS : 0);
+  let lockName = prefix + slotName(preferred);
+  let release = await (takeEarly(lockName) ?? tryLock(locks, lockName, tabEnv.reloading() ? RELOAD_WAIT_MS : 0));
   let slot = preferred;
   for (let i = 1; !release; i++) {
     if (i === preferred) continue;
-    release = await tryLock(locks, prefix + slotName(i), 0);
+    lockName = prefix + slotName(i);
+    release = await tryLock(locks, lockName, 0);
     slot = i;
   }
   tabEnv.write(memory, String(slot));
-  return { name: slotName(slot), release };
+  return { name: slotName(slot), release: holding(lockName, release) };
+}
+
+// held are the slots' locks this page holds, by lock name: what a reload
+// of the page asks for early (heldSlots, lockEarly).
+const held = new Set();
+
+function holding(lockName, release) {
+  held.add(lockName);
+  return () => {
+    held.delete(lockName);
+    return release();
+  };
+}
+
+/** heldSlots lists the locks of the slots this page holds now. */
+export function heldSlots() {
+  return [...held];
+}
+
+// EARLY_SLOTS maps a lock name to the request lockEarly made for it, until
+// takeSlot takes it. On globalThis for the reason compile.js's EARLY is:
+// preload.js and relay.js each hold a copy of this module.
+const EARLY_SLOTS = Symbol.for("relaywasm.slots");
+
+/**
+ * lockEarly asks now for the slot locks a reloaded page held before
+ * (reopen.js), as takeSlot would ask for them on a reload, so that the
+ * attach finds its lock taken instead of waiting on the browser for it
+ * (2–9 ms of a reload's attach, make bench). A lock no takeSlot takes
+ * within holdMs is let go, so another tab is kept from the slot no longer.
+ */
+export function lockEarly(lockNames, holdMs) {
+  const locks = globalThis.navigator?.locks;
+  if (!locks || lockNames.length === 0) return;
+  const early = (globalThis[EARLY_SLOTS] ??= new Map());
+  for (const lockName of lockNames) {
+    if (!early.has(lockName)) early.set(lockName, tryLock(locks, lockName, RELOAD_WAIT_MS).catch(() => null));
+  }
+  setTimeout(() => releaseEarly(lockNames), holdMs);
+}
+
+/**
+ * releaseEarly lets go of the locks lockEarly asked for that no takeSlot
+ * took (all of them when lockNames is omitted): worker mode's worker takes
+ * its slots itself, and must not wait for the page's.
+ */
+export function releaseEarly(lockNames) {
+  const early = globalThis[EARLY_SLOTS];
+  for (const lockName of lockNames ?? [...(early?.keys() ?? [])]) {
+    const request = early?.get(lockName);
+    if (request === undefined) continue;
+    early.delete(lockName);
+    request.then((release) => release?.());
+  }
+}
+
+function takeEarly(lockName) {
+  const request = globalThis[EARLY_SLOTS]?.get(lockName);
+  if (request !== undefined) globalThis[EARLY_SLOTS].delete(lockName);
+  return request;
 }
 
 // tryLock takes a lock and holds it until release() is called (release then
