@@ -41,6 +41,7 @@ const decoder = new TextDecoder();
  */
 export function dial(url, protocols, mode) {
   const reopened = take(url, protocols); // a reloaded page's, dialed as it loaded (reopen.js)
+  forgetLeft(url, protocols);
   const ws = reopened?.ws ?? new WebSocket(url, protocols);
   ws.binaryType = "arraybuffer";
   const handle = nextSocket++;
@@ -118,17 +119,25 @@ let left = [];
 const CLOSE_GOING_AWAY = 1001;
 const LEFT_MS = 2000;
 
+// forgetLeft drops the socket that left for url and protocols, if any: the
+// one dialed now replaces it (Go redials a socket that closed).
+function forgetLeft(url, protocols) {
+  const key = JSON.stringify([url, protocols]);
+  const i = left.findIndex((l) => JSON.stringify([l.url, l.protocols]) === key);
+  if (i >= 0) left.splice(i, 1);
+}
+
 /**
- * openSockets lists the sockets open now, and those the browser closed as
- * the page began to go away (left), as they were dialed ({url, protocols}):
- * what the next load of the page reopens (reopen.js).
+ * openSockets lists the sockets open or opening now, and those the browser
+ * closed as the page began to go away (left), as they were dialed ({url,
+ * protocols}): what the next load of the page reopens (reopen.js).
  */
 export function openSockets() {
   const now = performance.now();
   left = left.filter((l) => now - l.at <= LEFT_MS);
   const out = left.map(({ url, protocols }) => ({ url, protocols }));
   for (const s of sockets.values()) {
-    if (s.opened && !s.closed) out.push({ url: s.url, protocols: s.protocols });
+    if (!s.closed) out.push({ url: s.url, protocols: s.protocols });
   }
   return out.map(({ url, protocols }) => ({ url, protocols: Array.from(protocols ?? [], String) }));
 }

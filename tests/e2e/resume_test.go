@@ -283,60 +283,70 @@ func writeShot(tb *tab, name string) error {
 	return writeOut(shotName(name), buf)
 }
 
-// A reloaded page dials the socket it had open as it loads, before
-// relay.wasm runs (preload.js, reopen.js), and its attach takes that socket
-// instead of dialing again: the page tests/workerpage/reopen.html lists
-// every WebSocket made in it and when. The first load has nothing to
-// reopen, so its one socket is the attach's, made after loadRelay was
-// called. After a reload whose loadRelay waits (hold) the reopened socket
-// has opened before the attach takes it; after one that does not, it is
-// still opening. Either way the page has one socket, made before loadRelay
-// was called, reclaims its attachment, and chats on it.
+// A reloaded page dials the socket it had open, and asks for its slot's
+// Web Lock, as it loads, before relay.wasm runs (preload.js, reopen.js),
+// and its attach takes that socket and that lock instead of asking again:
+// the page tests/workerpage/reopen.html lists every WebSocket and every
+// relaywasm lock request made in it, and when. The first load has nothing
+// to reopen, so its one socket and one lock request are the attach's, made
+// after loadRelay was called. After a reload whose loadRelay waits (hold)
+// the reopened socket has opened before the attach takes it; after a load
+// that does not wait, it is still opening. Either way the page makes one of
+// each, before loadRelay was called, reclaims its attachment, and chats on
+// it. A load in worker mode lets the early lock go (the worker takes its
+// slot itself, and must not be kept from it) and the worker gets the
+// stream's own slot and attachment back.
 func TestReloadDialsEarly(t *testing.T) {
 	s := startStackServing(t, workerDir, 0)
 	tb := openTab(t, newBrowser(t), "reopen", s.PageURL()+"reopen.html?main&hold=300")
 	workerReady(tb, "main")
-	checkSockets(tb, "the first load", false)
+	checkEarly(tb, "the first load", false)
 	var first string
-	tb.eval(`__w.att.session ?? ""`, &first)
+	tb.eval(`__w.att.session`, &first)
 
-	for _, step := range []struct{ name, url string }{
-		{"a reload whose loadRelay waits", ""},
-		{"a load whose loadRelay does not wait", s.PageURL() + "reopen.html?main"},
+	for _, step := range []struct{ name, query, mode string }{
+		{"a reload whose loadRelay waits", "", "main"},
+		{"a load whose loadRelay does not wait", "?main", "main"},
+		{"a load in worker mode", "?worker", "worker"},
 	} {
-		if step.url == "" {
+		if step.query == "" {
 			tb.do(step.name, tb.page.reload)
 		} else {
-			tb.do(step.name, func(ctx context.Context) error { return tb.page.navigate(ctx, step.url) })
+			tb.do(step.name, func(ctx context.Context) error { return tb.page.navigate(ctx, s.PageURL()+"reopen.html"+step.query) })
 		}
-		workerReady(tb, "main")
-		checkSockets(tb, step.name, true)
-		var session string
-		tb.eval(`__w.att.session ?? ""`, &session)
-		if session != first {
-			t.Errorf("after %s the page has attachment %q, want its own %q back", step.name, session, first)
+		workerReady(tb, step.mode)
+		checkEarly(tb, step.name, true)
+		var got struct{ Session, Name string }
+		tb.eval(`({session: __w.att.session, name: __w.att.name})`, &got)
+		if got.Session != first || got.Name != "worker-e2e" {
+			t.Errorf("after %s the page has attachment %q as %q, want its own %q as worker-e2e", step.name, got.Session, got.Name, first)
 		}
 		tb.eval(`__w.live.length = 0, __w.prompt("count 20")`, nil)
-		tb.waitFor("the count on the reopened socket", `__w.live.length === 20 && __w.live[19][1] === "20\n"`)
+		tb.waitFor("the count after "+step.name, `__w.live.length === 20 && __w.live[19][1] === "20\n"`)
 	}
 }
 
-// checkSockets checks that the page made one WebSocket, and that it was
-// made before page.js called loadRelay when reopened, after it when not.
-func checkSockets(tb *tab, when string, reopened bool) {
+// checkEarly checks that the page made one WebSocket and one request for a
+// relaywasm lock, and that each was made before page.js called loadRelay
+// when reopened, after it when not.
+func checkEarly(tb *tab, when string, reopened bool) {
 	tb.t.Helper()
+	type made struct {
+		Name string  `json:"name"`
+		At   float64 `json:"at"`
+	}
 	var got struct {
-		Sockets []struct {
-			URL string  `json:"url"`
-			At  float64 `json:"at"`
-		} `json:"sockets"`
+		Sockets    []made  `json:"sockets"`
+		Locks      []made  `json:"locks"`
 		LoadCalled float64 `json:"loadCalled"`
 	}
-	tb.eval(`({sockets: __sockets, loadCalled: __w.loadCalled})`, &got)
-	if len(got.Sockets) != 1 {
-		tb.t.Fatalf("%s: the page made %d WebSockets, want 1: %+v", when, len(got.Sockets), got.Sockets)
-	}
-	if early := got.Sockets[0].At < got.LoadCalled; early != reopened {
-		tb.t.Fatalf("%s: its socket was made at %.1f ms and loadRelay called at %.1f ms; want it made before: %v", when, got.Sockets[0].At, got.LoadCalled, reopened)
+	tb.eval(`({sockets: __made.sockets, locks: __made.locks, loadCalled: __w.loadCalled})`, &got)
+	for what, m := range map[string][]made{"WebSockets": got.Sockets, "relaywasm lock requests": got.Locks} {
+		if len(m) != 1 {
+			tb.t.Fatalf("%s: the page made %d %s, want 1: %+v", when, len(m), what, m)
+		}
+		if early := m[0].At < got.LoadCalled; early != reopened {
+			tb.t.Fatalf("%s: %s made at %.1f ms and loadRelay called at %.1f ms; want it made before: %v", when, what, m[0].At, got.LoadCalled, reopened)
+		}
 	}
 }
