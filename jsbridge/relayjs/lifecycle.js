@@ -5,16 +5,14 @@
 // unnoticed), and write the stored cursors at once when it is hidden or goes
 // away (pagehide: a reload, a navigation; hidden: a phone may kill a
 // background tab without another event), instead of at the end of the commit
-// window. pagehide also remembers the open sockets and the slots held, for
-// the next load of the tab to dial and lock before relay.wasm runs
-// (reopen.js). Nothing else happens on pagehide: no detach, so a reload
-// finds the attachment id still held by the relay and reclaims it. A page
-// back from the back/forward cache (pageshow, persisted) or from being
-// frozen (resume) probes as a visible one does.
+// window. pagehide also remembers the slots held, for the next load of the
+// tab to lock before relay.wasm runs (tabs.js). Nothing else happens on
+// pagehide: no detach, so a reload finds the attachment id still held by
+// the relay and reclaims it. A page back from the back/forward cache
+// (pageshow, persisted) or from being frozen (resume) probes as a visible
+// one does.
 
-import { remember } from "./reopen.js";
-import { openSockets } from "./sockets.js";
-import { heldSlots } from "./tabs.js";
+import { rememberSlots } from "./tabs.js";
 
 let listening = false;
 
@@ -25,7 +23,7 @@ export function listenToLifecycle(B) {
   addEventListener("offline", () => B.api.online(false));
   addEventListener("pagehide", () => {
     B.writeAll();
-    remember(openSockets(), heldSlots());
+    rememberSlots();
   });
   // A page restored from the back/forward cache had its socket cut while it
   // was there (Chrome on Android does; WebKit and Firefox close it too):

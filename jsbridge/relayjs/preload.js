@@ -8,12 +8,12 @@
 //   <script type="module" src="/app.js"></script>
 //
 // has the compile run while the rest of its modules load. On a reload it
-// also dials, at once, the sockets the page had open (reopen.js), which
-// loadRelay would otherwise dial as it starts. It does nothing else and
-// exports nothing; loadRelay works the same without it.
+// also asks for the slot locks the page held (tabs.js lockRemembered),
+// which loadRelay would otherwise ask for as it starts. It does nothing else
+// and exports nothing; loadRelay works the same without it.
 
 import { preload } from "./compile.js";
-import { reopen } from "./reopen.js";
+import { lockRemembered } from "./tabs.js";
 
 preload(new URL("./relay.wasm", import.meta.url));
-reopen();
+lockRemembered();

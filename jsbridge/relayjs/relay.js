@@ -13,7 +13,6 @@
 //   load.js       starting relay.wasm
 //   compile.js    fetching and compiling relay.wasm
 //   preload.js    not imported: a page's own script that starts the compile early
-//   reopen.js     a reloaded page's sockets, dialed before relay.wasm runs
 //   errors.js     RelayError, and only Errors across the boundary
 //   attachment.js what an Attachment is in either mode: handlers, token, checks
 //   stream.js     att.stream(): the official ACP SDK's Stream over an attachment
@@ -33,10 +32,9 @@ import { RelayError, report } from "./errors.js";
 import { listenToLifecycle } from "./lifecycle.js";
 import { start } from "./load.js";
 import { DELIVERY, FINAL, startWorker } from "./remote.js";
-import { reopen } from "./reopen.js";
 import { openEarly } from "./store.js";
 import { PAUSED } from "./stream.js";
-import { releaseEarly, takeSlot } from "./tabs.js";
+import { lockRemembered, releaseEarly, takeSlot } from "./tabs.js";
 
 export { RelayError };
 
@@ -67,9 +65,9 @@ export async function loadRelay(options = {}) {
     reason = "this context has no Web Workers";
   }
   if (!B.api) {
-    // A reloaded page's sockets are dialed, and the Relay's database
-    // opens, while relay.wasm loads.
-    reopen();
+    // A reloaded page's slot locks are asked for, and the Relay's
+    // database opens, while relay.wasm loads.
+    lockRemembered();
     const database = options.database ?? "";
     if ((options.storage ?? "indexeddb") === "indexeddb" && typeof database === "string") openEarly(database);
     starting ??= start(B, options).catch((e) => {

@@ -21,7 +21,6 @@
 import { DELIVER_REPLAY, DELIVER_TEXT, FIELDS, FLOOD_BATCH, FLOOD_MS, MODE_TEXT, SOCKET_CLOSE, SOCKET_OPEN } from "./boundary.js";
 import { atTurnEnd, fresh, go, outbuf, shrink } from "./crossing.js";
 import { encode, REFS_PER_SOCKET } from "./records.js";
-import { take } from "./reopen.js";
 
 // visibility is the page's: on the main thread the document says; a worker
 // has none, and worker.js keeps hidden as the page last said (remote.js).
@@ -40,16 +39,12 @@ const decoder = new TextDecoder();
  * messages after the close event.
  */
 export function dial(url, protocols, mode) {
-  const reopened = take(url, protocols); // a reloaded page's, dialed as it loaded (reopen.js)
-  forgetLeft(url, protocols);
-  const ws = reopened?.ws ?? new WebSocket(url, protocols);
+  const ws = new WebSocket(url, protocols);
   ws.binaryType = "arraybuffer";
   const handle = nextSocket++;
   const s = {
     handle,
     ws,
-    url,
-    protocols,
     mode,
     queue: [],
     dirty: false,
@@ -77,7 +72,6 @@ export function dial(url, protocols, mode) {
   ws.onclose = (ev) => {
     if (s.closed) return;
     s.closed = true;
-    if (ev.code === CLOSE_GOING_AWAY && s.opened) left.push({ url, protocols, at: performance.now() });
     flush(s); // synchronously: the messages before the close go first
     // A socket whose messages relay.js parsed stays known until Go has
     // delivered them and closes it; one that never opened has none.
@@ -94,52 +88,7 @@ export function dial(url, protocols, mode) {
       if (!s.closed && ws.readyState === WebSocket.CLOSED) ws.onclose({ code: 1006, reason: "" });
     }, 0);
   };
-  if (reopened && ws.readyState === WebSocket.OPEN) adopt(s, reopened.messages);
   return handle;
-}
-
-// adopt hands Go a reopened socket that opened before Go dialed: its open,
-// then what it received meanwhile. Not before dial returns, as the events
-// of a socket dialed now could not be, but before any later event: a
-// microtask runs as soon as Go has given the page back.
-function adopt(s, messages) {
-  queueMicrotask(() => {
-    if (s.closed || s.ws.readyState !== WebSocket.OPEN) return; // its close event is on its way
-    s.ws.onopen();
-    if (messages.length === 0) return;
-    s.queue.push(...messages);
-    schedule(s);
-  });
-}
-
-// left lists the sockets closed going away (1001) in the last LEFT_MS,
-// {url, protocols, at}: Firefox closes a page's sockets as a navigation
-// starts, before pagehide, where Chromium and WebKit close them after it.
-let left = [];
-const CLOSE_GOING_AWAY = 1001;
-const LEFT_MS = 2000;
-
-// forgetLeft drops the socket that left for url and protocols, if any: the
-// one dialed now replaces it (Go redials a socket that closed).
-function forgetLeft(url, protocols) {
-  const key = JSON.stringify([url, protocols]);
-  const i = left.findIndex((l) => JSON.stringify([l.url, l.protocols]) === key);
-  if (i >= 0) left.splice(i, 1);
-}
-
-/**
- * openSockets lists the sockets open or opening now, and those the browser
- * closed as the page began to go away (left), as they were dialed ({url,
- * protocols}): what the next load of the page reopens (reopen.js).
- */
-export function openSockets() {
-  const now = performance.now();
-  left = left.filter((l) => now - l.at <= LEFT_MS);
-  const out = left.map(({ url, protocols }) => ({ url, protocols }));
-  for (const s of sockets.values()) {
-    if (!s.closed) out.push({ url: s.url, protocols: s.protocols });
-  }
-  return out.map(({ url, protocols }) => ({ url, protocols: Array.from(protocols ?? [], String) }));
 }
 
 // schedule has the socket's queue flushed at the end of this turn or, after

@@ -4,7 +4,8 @@
 // one) "name#2", and so on, so two tabs never reclaim each other's attachment
 // id. A tab remembers its slot in sessionStorage, and a reloaded tab waits a
 // little for the lock its previous page still held while unloading, so it
-// gets its own stream back.
+// gets its own stream back; it asks for that lock as it loads, before
+// relay.wasm runs (lockRemembered).
 
 const RELOAD_WAIT_MS = 3000;
 
@@ -33,8 +34,25 @@ export async function takeSlot(url, instance, name) {
   return { name: slotName(slot), release: holding(lockName, release) };
 }
 
-// held are the slots' locks this page holds, by lock name: what a reload
-// of the page asks for early (heldSlots, lockEarly).
+// A reload asks for its slots' locks as the page loads, not when the
+// attach does: the attach of a reloaded page waited 2–9 ms for its lock to
+// be granted after relay.wasm had started (make bench, 2 cores), time the
+// lock could have spent being granted while relay.wasm compiled. At pagehide
+// rememberSlots writes the names of the locks the page holds to
+// sessionStorage (the tab's own, kept by a reload: lock names hold the URL,
+// the instance and the stream's name, never a credential); as the reloaded
+// page loads, lockRemembered (from preload.js, else from loadRelay) asks
+// for them as takeSlot would on a reload, and takeSlot takes the request
+// for its lock instead of making one. What was remembered is read once and
+// only within REMEMBERED_MS of its pagehide, at most REMEMBER_MAX locks, and
+// a lock no takeSlot takes within EARLY_HOLD_MS is let go, so another tab is
+// kept from that slot no longer.
+const REMEMBERED = "relaywasm-slots";
+export const REMEMBERED_MS = 30000;
+export const REMEMBER_MAX = 8;
+export const EARLY_HOLD_MS = 5000;
+
+// held are the slots' locks this page holds, by lock name.
 const held = new Set();
 
 function holding(lockName, release) {
@@ -45,35 +63,53 @@ function holding(lockName, release) {
   };
 }
 
-/** heldSlots lists the locks of the slots this page holds now. */
-export function heldSlots() {
-  return [...held];
+/** rememberSlots keeps the names of the slot locks held now for the next load of this tab (pagehide). */
+export function rememberSlots() {
+  try {
+    if (held.size === 0) sessionStorage.removeItem(REMEMBERED);
+    else sessionStorage.setItem(REMEMBERED, JSON.stringify({ at: Date.now(), locks: [...held].slice(0, REMEMBER_MAX) }));
+  } catch {
+    // storage disabled or full: the next load asks when it attaches
+  }
 }
 
-// EARLY_SLOTS maps a lock name to the request lockEarly made for it, until
-// takeSlot takes it. On globalThis for the reason compile.js's EARLY is:
-// preload.js and relay.js each hold a copy of this module.
+// recallSlots takes what the previous load of this tab remembered, once.
+function recallSlots() {
+  try {
+    const kept = sessionStorage.getItem(REMEMBERED);
+    if (kept === null) return [];
+    sessionStorage.removeItem(REMEMBERED);
+    const { at, locks } = JSON.parse(kept);
+    const age = Date.now() - at;
+    if (!(age >= 0 && age <= REMEMBERED_MS) || !Array.isArray(locks)) return [];
+    return locks.filter((l) => typeof l === "string" && l.startsWith("relaywasm:")).slice(0, REMEMBER_MAX);
+  } catch {
+    return []; // no sessionStorage (an opaque origin, a worker), or not ours
+  }
+}
+
+// EARLY_SLOTS maps a lock name to the request lockRemembered made for it,
+// until takeSlot takes it. On globalThis for the reason compile.js's EARLY
+// is: preload.js and relay.js each hold a copy of this module.
 const EARLY_SLOTS = Symbol.for("relaywasm.slots");
 
 /**
- * lockEarly asks now for the slot locks a reloaded page held before
- * (reopen.js), as takeSlot would ask for them on a reload, so that the
- * attach finds its lock taken instead of waiting on the browser for it
- * (2–9 ms of a reload's attach, make bench). A lock no takeSlot takes
- * within holdMs is let go, so another tab is kept from the slot no longer.
+ * lockRemembered asks now for the slot locks the previous load of this tab
+ * held (rememberSlots), once per page: a second call finds nothing kept.
  */
-export function lockEarly(lockNames, holdMs) {
+export function lockRemembered() {
   const locks = globalThis.navigator?.locks;
+  const lockNames = recallSlots();
   if (!locks || lockNames.length === 0) return;
   const early = (globalThis[EARLY_SLOTS] ??= new Map());
   for (const lockName of lockNames) {
     if (!early.has(lockName)) early.set(lockName, tryLock(locks, lockName, RELOAD_WAIT_MS).catch(() => null));
   }
-  setTimeout(() => releaseEarly(lockNames), holdMs);
+  setTimeout(() => releaseEarly(lockNames), EARLY_HOLD_MS);
 }
 
 /**
- * releaseEarly lets go of the locks lockEarly asked for that no takeSlot
+ * releaseEarly lets go of the locks lockRemembered asked for that no takeSlot
  * took (all of them when lockNames is omitted): worker mode's worker takes
  * its slots itself, and must not wait for the page's.
  */

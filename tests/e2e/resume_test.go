@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/relaywasm/relaywasm/demo/stack"
 	"github.com/relaywasm/relaywasm/jsbridge/boundary"
+	"github.com/relaywasm/relaywasm/librelay/relayleg"
 )
 
 // streamRate paces the dev agent in the tests that interrupt a stream: a
@@ -283,24 +285,26 @@ func writeShot(tb *tab, name string) error {
 	return writeOut(shotName(name), buf)
 }
 
-// A reloaded page dials the socket it had open, and asks for its slot's
-// Web Lock, as it loads, before relay.wasm runs (preload.js, reopen.js),
-// and its attach takes that socket and that lock instead of asking again:
-// the page tests/workerpage/reopen.html lists every WebSocket and every
-// relaywasm lock request made in it, and when. The first load has nothing
-// to reopen, so its one socket and one lock request are the attach's, made
-// after loadRelay was called. After a reload whose loadRelay waits (hold)
-// the reopened socket has opened before the attach takes it; after a load
-// that does not wait, it is still opening. Either way the page makes one of
-// each, before loadRelay was called, reclaims its attachment, and chats on
-// it. A load in worker mode lets the early lock go (the worker takes its
-// slot itself, and must not be kept from it) and the worker gets the
-// stream's own slot and attachment back.
-func TestReloadDialsEarly(t *testing.T) {
+// A reloaded page asks for its slot's Web Lock as it loads, before
+// relay.wasm runs (preload.js, tabs.js lockRemembered), and its attach
+// takes that request instead of making another: the page
+// tests/workerpage/early.html lists every relaywasm lock request and every
+// WebSocket made in it, and when. The first load has nothing remembered, so
+// its one lock request is the attach's, made after loadRelay was called;
+// after a reload whose loadRelay waits (hold) the lock has been granted
+// before the attach takes it, after a load that does not wait it may still
+// be pending. Either way the page asks once, before loadRelay was called,
+// gets its slot and attachment back, and chats. Its socket is always the
+// attach's own, dialed after loadRelay was called: a socket would have to
+// be opened with the credential, which is never kept (sessionStorage, as
+// the page found it before relaywasm ran, holds no trace of it). A load in
+// worker mode lets the early lock go (the worker takes its slot itself,
+// and must not be kept from it), and the worker gets slot 1 back.
+func TestReloadLocksEarly(t *testing.T) {
 	s := startStackServing(t, workerDir, 0)
-	tb := openTab(t, newBrowser(t), "reopen", s.PageURL()+"reopen.html?main&hold=300")
+	tb := openTab(t, newBrowser(t), "early", s.PageURL()+"early.html?main&hold=300")
 	workerReady(tb, "main")
-	checkEarly(tb, "the first load", false)
+	checkEarly(tb, "the first load", false, true)
 	var first string
 	tb.eval(`__w.att.session`, &first)
 
@@ -312,10 +316,10 @@ func TestReloadDialsEarly(t *testing.T) {
 		if step.query == "" {
 			tb.do(step.name, tb.page.reload)
 		} else {
-			tb.do(step.name, func(ctx context.Context) error { return tb.page.navigate(ctx, s.PageURL()+"reopen.html"+step.query) })
+			tb.do(step.name, func(ctx context.Context) error { return tb.page.navigate(ctx, s.PageURL()+"early.html"+step.query) })
 		}
 		workerReady(tb, step.mode)
-		checkEarly(tb, step.name, true)
+		checkEarly(tb, step.name, true, step.mode == "main")
 		var got struct{ Session, Name string }
 		tb.eval(`({session: __w.att.session, name: __w.att.name})`, &got)
 		if got.Session != first || got.Name != "worker-e2e" {
@@ -326,27 +330,38 @@ func TestReloadDialsEarly(t *testing.T) {
 	}
 }
 
-// checkEarly checks that the page made one WebSocket and one request for a
-// relaywasm lock, and that each was made before page.js called loadRelay
-// when reopened, after it when not.
-func checkEarly(tb *tab, when string, reopened bool) {
+// checkEarly checks that the page asked for one relaywasm lock, before
+// page.js called loadRelay when early, after it when not; that on the main
+// thread it made one WebSocket, after loadRelay was called; and that
+// sessionStorage held neither the credential nor its bearer subprotocol.
+func checkEarly(tb *tab, when string, early, main bool) {
 	tb.t.Helper()
 	type made struct {
 		Name string  `json:"name"`
 		At   float64 `json:"at"`
 	}
 	var got struct {
-		Sockets    []made  `json:"sockets"`
-		Locks      []made  `json:"locks"`
-		LoadCalled float64 `json:"loadCalled"`
+		Sockets    []made      `json:"sockets"`
+		Locks      []made      `json:"locks"`
+		Stored     [][2]string `json:"stored"`
+		LoadCalled float64     `json:"loadCalled"`
 	}
-	tb.eval(`({sockets: __made.sockets, locks: __made.locks, loadCalled: __w.loadCalled})`, &got)
-	for what, m := range map[string][]made{"WebSockets": got.Sockets, "relaywasm lock requests": got.Locks} {
-		if len(m) != 1 {
-			tb.t.Fatalf("%s: the page made %d %s, want 1: %+v", when, len(m), what, m)
-		}
-		if early := m[0].At < got.LoadCalled; early != reopened {
-			tb.t.Fatalf("%s: %s made at %.1f ms and loadRelay called at %.1f ms; want it made before: %v", when, what, m[0].At, got.LoadCalled, reopened)
+	tb.eval(`({sockets: __made.sockets, locks: __made.locks, stored: __made.stored, loadCalled: __w.loadCalled})`, &got)
+	if len(got.Locks) != 1 {
+		tb.t.Fatalf("%s: the page asked for %d relaywasm locks, want 1: %+v", when, len(got.Locks), got.Locks)
+	}
+	if before := got.Locks[0].At < got.LoadCalled; before != early {
+		tb.t.Fatalf("%s: the lock was asked for at %.1f ms and loadRelay called at %.1f ms; want it asked for before: %v", when, got.Locks[0].At, got.LoadCalled, early)
+	}
+	if want := map[bool]int{true: 1, false: 0}[main]; len(got.Sockets) != want || (main && got.Sockets[0].At < got.LoadCalled) {
+		tb.t.Fatalf("%s: the page made WebSockets %+v (loadRelay called at %.1f ms), want %d, after loadRelay was called", when, got.Sockets, got.LoadCalled, want)
+	}
+	// page.js attaches with the stack's client token.
+	token := stack.DefaultClientToken
+	encoded := strings.TrimPrefix(relayleg.BearerSubprotocol(token), relayleg.BearerPrefix)
+	for _, kv := range got.Stored {
+		if strings.Contains(kv[1], token) || strings.Contains(kv[1], encoded) {
+			tb.t.Fatalf("%s: sessionStorage %q holds the credential: %.200s", when, kv[0], kv[1])
 		}
 	}
 }
