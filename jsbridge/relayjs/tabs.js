@@ -36,21 +36,22 @@ export async function takeSlot(url, instance, name) {
 
 // A reload asks for its slots' locks as the page loads, not when the
 // attach does: the attach of a reloaded page waited 2–9 ms for its lock to
-// be granted after relay.wasm had started (make bench, 2 cores), time the
-// lock could have spent being granted while relay.wasm compiled. At pagehide
-// rememberSlots writes the names of the locks the page holds to
-// sessionStorage (the tab's own, kept by a reload: lock names hold the URL,
-// the instance and the stream's name, never a credential); as the reloaded
-// page loads, lockRemembered (from preload.js, else from loadRelay) asks
-// for them as takeSlot would on a reload, and takeSlot takes the request
-// for its lock instead of making one. What was remembered is read once and
-// only within REMEMBERED_MS of its pagehide, at most REMEMBER_MAX locks, and
-// a lock no takeSlot takes within EARLY_HOLD_MS is let go, so another tab is
-// kept from that slot no longer.
+// be granted after relay.wasm had started (timed in the bench's reloaded
+// page, 2 cores; README "How fast and how small"), time the lock could have
+// spent being granted while relay.wasm compiled. At pagehide rememberSlots
+// writes the names of the locks the page holds to sessionStorage (the
+// tab's own, kept by a reload: lock names hold the URL, the instance and
+// the stream's name, never a credential); as the reloaded page loads,
+// lockRemembered (from preload.js, else from loadRelay) asks for them as
+// takeSlot would on a reload, and takeSlot takes the request for its lock
+// instead of making one. What was remembered is read once and only within
+// REMEMBERED_MS of its pagehide, at most REMEMBER_MAX locks, and a lock no
+// takeSlot takes within EARLY_HOLD_MS is let go, so another tab is kept
+// from that slot no longer.
 const REMEMBERED = "relaywasm-slots";
-export const REMEMBERED_MS = 30000;
-export const REMEMBER_MAX = 8;
-export const EARLY_HOLD_MS = 5000;
+const REMEMBERED_MS = 30000;
+const REMEMBER_MAX = 8;
+const EARLY_HOLD_MS = 5000;
 
 // held are the slots' locks this page holds, by lock name.
 const held = new Set();
