@@ -1,0 +1,131 @@
+//go:build js && wasm
+
+package browser
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"syscall/js"
+	"testing"
+	"time"
+)
+
+// lockSpy lists the names of the Web Locks the page asks for, as it asks
+// (LockManager.request is called synchronously by the code under test).
+var lockSpy = testModule("lockspy.js", `
+export function spy() {
+  const asked = [];
+  const original = LockManager.prototype.request;
+  LockManager.prototype.request = function (name, ...rest) {
+    asked.push(String(name));
+    return original.call(this, name, ...rest);
+  };
+  return { asked, restore() { LockManager.prototype.request = original; } };
+}`)
+
+// A reload's early slot locks (tabs.js lockRemembered, README "As files")
+// keep to their limits: what a page remembered is taken once, only within
+// 30 s of its pagehide, at most 8 locks and only relaywasm's; a lock no
+// attach takes is let go after 5 s, and one an attach takes is the
+// attach's (takeSlot asks for nothing more); rememberSlots keeps the locks
+// held and nothing once they are let go.
+func TestEarlyLockLimits(t *testing.T) {
+	ctx := testContext(t)
+	tabs := relayjsModule(t, "tabs.js")
+	s := lockSpy(t).Call("spy")
+	defer s.Call("restore")
+	storage := js.Global().Get("sessionStorage")
+	const key = "relaywasm-slots" // tabs.js REMEMBERED
+	lock := func(i int) string { return fmt.Sprintf("relaywasm:ws://limits.test/%d\x00inst\x00s", i) }
+	keep := func(age time.Duration, locks ...any) {
+		b, _ := json.Marshal(map[string]any{"at": time.Now().Add(-age).UnixMilli(), "locks": locks})
+		storage.Call("setItem", key, string(b))
+	}
+	asked := func() []string {
+		var out []string
+		a := s.Get("asked")
+		for i := range a.Length() {
+			out = append(out, a.Index(i).String())
+		}
+		s.Get("asked").Set("length", 0)
+		return out
+	}
+
+	keep(31*time.Second, lock(0))
+	tabs.Call("lockRemembered")
+	if got := asked(); len(got) != 0 || !storage.Call("getItem", key).IsNull() {
+		t.Fatalf("a list 31 s old: asked for %q and left it kept (%v); want nothing asked and the list taken", got, storage.Call("getItem", key))
+	}
+
+	keep(time.Second, "other:lock", 7, lock(0))
+	tabs.Call("lockRemembered")
+	if got := asked(); !slices.Equal(got, []string{lock(0)}) {
+		t.Fatalf("a list with a lock not relaywasm's and a number: asked for %q, want only %q", got, lock(0))
+	}
+	tabs.Call("releaseEarly")
+	waitHeld(t, ctx, 0)
+
+	var ten []any
+	for i := range 10 {
+		ten = append(ten, lock(i))
+	}
+	keep(time.Second, ten...)
+	start := time.Now()
+	tabs.Call("lockRemembered")
+	if got := asked(); len(got) != 8 {
+		t.Fatalf("ten locks remembered: asked for %d, want 8", len(got))
+	}
+	tabs.Call("lockRemembered")
+	if got := asked(); len(got) != 0 {
+		t.Fatalf("a second lockRemembered asked for %q, want nothing: the list is read once", got)
+	}
+	waitHeld(t, ctx, 8)
+	waitHeld(t, ctx, 0)
+	if since := time.Since(start); since < 5*time.Second {
+		t.Fatalf("the untaken locks were let go %v after they were asked for, want 5 s", since)
+	}
+
+	// An attach's takeSlot takes the early request for its lock.
+	url, instance, name := "ws://limits.test/take", "inst", "s"
+	keep(time.Second, "relaywasm:"+url+"\x00"+instance+"\x00"+name)
+	tabs.Call("lockRemembered")
+	asked()
+	slot := must(t, ctx, tabs.Call("takeSlot", url, instance, name))
+	if got := asked(); len(got) != 0 || slot.Get("name").String() != name {
+		t.Fatalf("takeSlot after the early request: asked for %q more and got slot %q; want nothing more asked and slot %q", got, slot.Get("name"), name)
+	}
+	tabs.Call("rememberSlots")
+	if kept := storage.Call("getItem", key); kept.IsNull() || !strings.Contains(kept.String(), "limits.test/take") {
+		t.Fatalf("rememberSlots while the slot is held kept %v, want its lock", kept)
+	}
+	must(t, ctx, slot.Call("release"))
+	tabs.Call("rememberSlots")
+	if kept := storage.Call("getItem", key); !kept.IsNull() {
+		t.Fatalf("rememberSlots with no slot held kept %v, want nothing", kept)
+	}
+}
+
+// waitHeld waits until exactly n of this test's locks are held.
+func waitHeld(t *testing.T, ctx context.Context, n int) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		q := must(t, ctx, js.Global().Get("navigator").Get("locks").Call("query"))
+		held := 0
+		for i := range q.Get("held").Length() {
+			if strings.HasPrefix(q.Get("held").Index(i).Get("name").String(), "relaywasm:ws://limits.test/") {
+				held++
+			}
+		}
+		if held == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of the test's locks held after 15 s, want %d", held, n)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
