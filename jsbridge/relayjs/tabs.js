@@ -42,9 +42,10 @@ export async function takeSlot(url, instance, name) {
 // writes the names of the locks the page holds to sessionStorage (the
 // tab's own, kept by a reload: lock names hold the URL, the instance and
 // the stream's name, never a credential); as the reloaded page loads,
-// lockRemembered (from preload.js, else from loadRelay) asks for them as
-// takeSlot would on a reload, and takeSlot takes the request for its lock
-// instead of making one. What was remembered is read once and only within
+// lockRemembered (from preload.js, else from loadRelay) asks for them,
+// waiting for each as takeSlot does on a reload (the page that held it was
+// this tab's, and may still be unloading), and takeSlot takes the request
+// for its lock instead of making one. What was remembered is read once and only within
 // REMEMBERED_MS of its pagehide, at most REMEMBER_MAX locks, and a lock no
 // takeSlot takes within EARLY_HOLD_MS is let go, so another tab is kept
 // from that slot no longer.
@@ -65,27 +66,24 @@ function holding(lockName, release) {
 }
 
 /** rememberSlots keeps the names of the slot locks held now for the next load of this tab (pagehide). */
+// Storage disabled or full keeps nothing: the next load asks when it attaches.
 export function rememberSlots() {
-  try {
-    if (held.size === 0) sessionStorage.removeItem(REMEMBERED);
-    else sessionStorage.setItem(REMEMBERED, JSON.stringify({ at: Date.now(), locks: [...held].slice(0, REMEMBER_MAX) }));
-  } catch {
-    // storage disabled or full: the next load asks when it attaches
-  }
+  if (held.size === 0) removeSession(REMEMBERED);
+  else writeSession(REMEMBERED, JSON.stringify({ at: Date.now(), locks: [...held].slice(0, REMEMBER_MAX) }));
 }
 
 // recallSlots takes what the previous load of this tab remembered, once.
 function recallSlots() {
+  const kept = readSession(REMEMBERED);
+  if (kept == null) return [];
+  removeSession(REMEMBERED);
   try {
-    const kept = sessionStorage.getItem(REMEMBERED);
-    if (kept === null) return [];
-    sessionStorage.removeItem(REMEMBERED);
     const { at, locks } = JSON.parse(kept);
     const age = Date.now() - at;
     if (!(age >= 0 && age <= REMEMBERED_MS) || !Array.isArray(locks)) return [];
     return locks.filter((l) => typeof l === "string" && l.startsWith("relaywasm:")).slice(0, REMEMBER_MAX);
   } catch {
-    return []; // no sessionStorage (an opaque origin, a worker), or not ours
+    return []; // not what rememberSlots wrote
   }
 }
 
@@ -181,6 +179,14 @@ function writeSession(key, value) {
   try {
     globalThis.sessionStorage?.setItem(key, value);
   } catch {
-    // storage disabled: the tab just does not remember its slot
+    // storage disabled or full: the tab just does not remember
+  }
+}
+
+function removeSession(key) {
+  try {
+    globalThis.sessionStorage?.removeItem(key);
+  } catch {
+    // storage disabled: there is nothing to remove
   }
 }
