@@ -30,8 +30,9 @@ type Attachment struct {
 	resumable atomic.Bool
 }
 
-// Attach loads the stream's saved state from the Store, dials the relay,
-// reclaims the saved attachment id and resumes from the saved cursor.
+// Attach loads the stream's saved state from the Store while it dials the
+// relay, then reclaims the saved attachment id and resumes from the saved
+// cursor.
 //
 // It returns once the relay has welcomed the client (and the welcome has
 // verified against RelayKey, when one is pinned); messages may already be on
@@ -52,12 +53,14 @@ func Attach(ctx context.Context, o Options) (*Attachment, error) {
 		done: make(chan struct{}),
 		wake: make(chan struct{}, 1),
 	}
+	first := startDial(&a.o)
 	saved, err := o.Store.Load(ctx, a.key)
 	if err != nil {
+		closeDialed(first)
 		return nil, err
 	}
 	opened := make(chan error, 1)
-	go newRunner(a, saved, opened).run()
+	go newRunner(a, saved, opened, first).run()
 	select {
 	case err := <-opened:
 		if err != nil {

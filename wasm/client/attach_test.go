@@ -300,3 +300,88 @@ func dialsTimeOut(t *testing.T, url string, credential func(context.Context) (st
 		}
 	}
 }
+
+// loadGate is a Store whose Load waits for the transport to have opened a
+// socket, or fails with err once the socket is open.
+type loadGate struct {
+	client.Store
+	opened chan struct{} // closed by gatedTransport's first Dial
+	err    error
+}
+
+func (g *loadGate) Load(ctx context.Context, k client.Key) (client.Saved, error) {
+	select {
+	case <-g.opened:
+	case <-time.After(5 * time.Second):
+		return client.Saved{}, errors.New("Load waited 5 s and no socket was opened: the dial waits for the Store")
+	case <-ctx.Done():
+		return client.Saved{}, ctx.Err()
+	}
+	if g.err != nil {
+		return client.Saved{}, g.err
+	}
+	return g.Store.Load(ctx, k)
+}
+
+// gatedTransport dials for real, says when the first socket is open, and
+// says when a socket is closed.
+type gatedTransport struct {
+	opened, closed chan struct{}
+	once           sync.Once
+}
+
+func (g *gatedTransport) Dial(ctx context.Context, url string, protocols []string) (client.Conn, error) {
+	c, err := client.DefaultTransport.Dial(ctx, url, protocols)
+	if err == nil {
+		g.once.Do(func() { close(g.opened) })
+		c = &closeNotingConn{Conn: c, closed: g.closed}
+	}
+	return c, err
+}
+
+type closeNotingConn struct {
+	client.Conn
+	closed chan struct{}
+}
+
+func (c *closeNotingConn) Close(code int, reason string) error {
+	select {
+	case c.closed <- struct{}{}:
+	default:
+	}
+	return c.Conn.Close(code, reason)
+}
+
+// The first dial does not wait for the Store: Attach dials while the stream's
+// state loads (on a reloaded page, the socket's open and an IndexedDB read
+// overlap). The Store here loads only once a socket is open, so an Attach
+// that loaded first would never get one.
+func TestDialsWhileTheStoreLoads(t *testing.T) {
+	s := newStack(t, nil, nil)
+	c := newCollector()
+	tr := &gatedTransport{opened: make(chan struct{}), closed: make(chan struct{}, 1)}
+	o := s.options(&loadGate{Store: client.NewMemoryStore(), opened: tr.opened}, c)
+	o.Transport = tr
+	a := s.attach(o)
+	c.startChat(t, a)
+}
+
+// A Store that fails leaves no socket behind: the one dialed meanwhile is
+// closed, and Attach says what the Store said.
+func TestStoreFailureClosesTheEarlyDial(t *testing.T) {
+	s := newStack(t, nil, nil)
+	broken := errors.New("the store is broken")
+	tr := &gatedTransport{opened: make(chan struct{}), closed: make(chan struct{}, 1)}
+	o := s.options(&loadGate{Store: client.NewMemoryStore(), opened: tr.opened, err: broken}, newCollector())
+	o.Transport = tr
+	ctx, cancel := context.WithTimeout(context.Background(), guard)
+	defer cancel()
+	if _, err := client.Attach(ctx, o); !errors.Is(err, broken) {
+		t.Fatalf("Attach: %v, want the Store's error", err)
+	}
+	select {
+	case <-tr.closed:
+	case <-time.After(guard):
+		t.Fatal("the socket dialed while the Store loaded was never closed")
+	}
+}

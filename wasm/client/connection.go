@@ -21,7 +21,7 @@ type inbound struct {
 func (r *runner) connection() (*link, error) {
 	ctx, cancel := context.WithCancel(r.ctx)
 	defer cancel()
-	conn, err := r.dial(ctx)
+	conn, err := r.connect(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -41,15 +41,56 @@ func (r *runner) connection() (*link, error) {
 	return l, err
 }
 
-func (r *runner) dial(ctx context.Context) (Conn, error) {
-	ctx, cancel := handshakeContext(ctx, r.o.HandshakeTimeout)
+// connect is the connection's socket: the first connection's was dialed
+// while Attach loaded the stream's state (startDial), later ones are dialed
+// here.
+func (r *runner) connect(ctx context.Context) (Conn, error) {
+	if first := r.first; first != nil {
+		r.first = nil
+		d := <-first
+		return d.conn, d.err
+	}
+	return dial(ctx, r.o)
+}
+
+// dialed is a dial's outcome.
+type dialed struct {
+	conn Conn
+	err  error
+}
+
+// startDial dials in the background. Attach dials the first connection while
+// the Store loads the stream's state: the dial does not need that state
+// (only the hello after it does), and on a reloaded page both are waits on
+// the browser (the socket's open, an IndexedDB read) that overlap.
+func startDial(o *Options) <-chan dialed {
+	out := make(chan dialed, 1)
+	go func() {
+		conn, err := dial(context.Background(), o)
+		out <- dialed{conn, err}
+	}()
+	return out
+}
+
+// closeDialed closes the socket a dial started by startDial opens, once it
+// has; Attach calls it when it fails before the runner takes the socket.
+func closeDialed(first <-chan dialed) {
+	go func() {
+		if d := <-first; d.conn != nil {
+			_ = d.conn.Close(int(relayleg.CloseNormal), "")
+		}
+	}()
+}
+
+func dial(ctx context.Context, o *Options) (Conn, error) {
+	ctx, cancel := handshakeContext(ctx, o.HandshakeTimeout)
 	defer cancel()
-	credential, err := r.o.Credential(ctx)
+	credential, err := o.Credential(ctx)
 	if err != nil {
 		return nil, wrap(ErrUnreachable, "the Credential function failed", timedOut(ctx, err))
 	}
 	protocols := []string{relayleg.Subprotocol, relayleg.BearerSubprotocol(credential)}
-	conn, err := r.o.Transport.Dial(ctx, r.o.URL, protocols)
+	conn, err := o.Transport.Dial(ctx, o.URL, protocols)
 	if err != nil {
 		if ce, ok := errors.AsType[*CloseError](err); ok {
 			return nil, closeError(ce)

@@ -20,6 +20,7 @@ type runner struct {
 	o      *Options
 	ctx    context.Context // lives as long as the attachment
 	opened chan<- error    // Attach's wait; nil once answered
+	first  <-chan dialed   // the first connection's dial, started by Attach; nil once taken
 
 	pos     position // the cursors and the attachment id: their one owner
 	pending []pendingMsg
@@ -49,13 +50,14 @@ type pendingMsg struct {
 	deliver bool // an acp.message; other sequenced cargo only moves the cursor
 }
 
-func newRunner(a *Attachment, saved Saved, opened chan<- error) *runner {
+func newRunner(a *Attachment, saved Saved, opened chan<- error, first <-chan dialed) *runner {
 	a.resumable.Store(true)
 	return &runner{
 		a:         a,
 		o:         &a.o,
 		ctx:       context.Background(),
 		opened:    opened,
+		first:     first,
 		pos:       newPosition(a, saved),
 		queue:     sendQueue{maxItems: a.o.SendQueue, maxBytes: a.o.SendQueueBytes},
 		d:         startDeliverer(a.o.OnMessages),
