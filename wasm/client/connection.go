@@ -62,7 +62,10 @@ type dialed struct {
 // startDial dials in the background. Attach dials the first connection while
 // the Store loads the stream's state: the dial does not need that state
 // (only the hello after it does), and on a reloaded page both are waits on
-// the browser (the socket's open, an IndexedDB read) that overlap.
+// the browser (the socket's open, an IndexedDB read) that overlap. A Store
+// slower than the relay's wait for a hello (the dev relay's HelloTimeout,
+// 10 s) costs that socket: the relay closes it, and the runner redials as
+// after any transient failure.
 func startDial(o *Options) <-chan dialed {
 	out := make(chan dialed, 1)
 	go func() {
