@@ -19,6 +19,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/relaywasm/relaywasm/demo/relay"
 	"github.com/relaywasm/relaywasm/librelay"
 	"github.com/relaywasm/relaywasm/librelay/relayleg"
 	"github.com/relaywasm/relaywasm/wasm/client"
@@ -302,10 +303,11 @@ func dialsTimeOut(t *testing.T, url string, credential func(context.Context) (st
 }
 
 // loadGate is a Store whose Load waits for the transport to have opened a
-// socket, or fails with err once the socket is open.
+// socket and then for after, or fails with err once the socket is open.
 type loadGate struct {
 	client.Store
 	opened chan struct{} // closed by gatedTransport's first Dial
+	after  time.Duration
 	err    error
 }
 
@@ -317,6 +319,7 @@ func (g *loadGate) Load(ctx context.Context, k client.Key) (client.Saved, error)
 	case <-ctx.Done():
 		return client.Saved{}, ctx.Err()
 	}
+	time.Sleep(g.after)
 	if g.err != nil {
 		return client.Saved{}, g.err
 	}
@@ -328,9 +331,11 @@ func (g *loadGate) Load(ctx context.Context, k client.Key) (client.Saved, error)
 type gatedTransport struct {
 	opened, closed chan struct{}
 	once           sync.Once
+	dials          atomic.Int32
 }
 
 func (g *gatedTransport) Dial(ctx context.Context, url string, protocols []string) (client.Conn, error) {
+	g.dials.Add(1)
 	c, err := client.DefaultTransport.Dial(ctx, url, protocols)
 	if err == nil {
 		g.once.Do(func() { close(g.opened) })
@@ -384,4 +389,22 @@ func TestStoreFailureClosesTheEarlyDial(t *testing.T) {
 	case <-time.After(guard):
 		t.Fatal("the socket dialed while the Store loaded was never closed")
 	}
+}
+
+// A Store slower than the relay's wait for a hello costs the socket dialed
+// beside it, not the attach: the relay closes that socket, and the client
+// redials as after any transient failure.
+func TestStoreSlowerThanTheHelloWait(t *testing.T) {
+	s := newStack(t, func(c *relay.Config) { c.Limits.HelloTimeout = 100 * time.Millisecond }, nil)
+	c := newCollector()
+	tr := &gatedTransport{opened: make(chan struct{}), closed: make(chan struct{}, 1)}
+	// Ten hello waits between the socket's open and the hello: the relay has
+	// closed the socket by then, however loaded the machine.
+	o := s.options(&loadGate{Store: client.NewMemoryStore(), opened: tr.opened, after: time.Second}, c)
+	o.Transport = tr
+	a := s.attach(o)
+	if n := tr.dials.Load(); n < 2 {
+		t.Fatalf("%d dials: the relay was to close the socket dialed beside the slow Store, and the client to dial again", n)
+	}
+	c.startChat(t, a)
 }
