@@ -45,10 +45,10 @@ export async function takeSlot(url, instance, name) {
 // lockRemembered (from preload.js, else from loadRelay) asks for them,
 // waiting for each as takeSlot does on a reload (the page that held it was
 // this tab's, and may still be unloading), and takeSlot takes the request
-// for its lock instead of making one. What was remembered is read once and only within
-// REMEMBERED_MS of its pagehide, at most REMEMBER_MAX locks, and a lock no
-// takeSlot takes within EARLY_HOLD_MS is let go, so another tab is kept
-// from that slot no longer.
+// for its lock instead of making one. What was remembered is read once and
+// only within REMEMBERED_MS of its pagehide, at most REMEMBER_MAX locks,
+// and a lock no takeSlot takes within EARLY_HOLD_MS is let go, so another
+// tab is kept from that slot no longer.
 const REMEMBERED = "relaywasm-slots";
 const REMEMBERED_MS = 30000;
 const REMEMBER_MAX = 8;
@@ -65,8 +65,11 @@ function holding(lockName, release) {
   };
 }
 
-/** rememberSlots keeps the names of the slot locks held now for the next load of this tab (pagehide). */
-// Storage disabled or full keeps nothing: the next load asks when it attaches.
+/**
+ * rememberSlots keeps the names of the slot locks held now for the next
+ * load of this tab (pagehide). Storage disabled or full keeps nothing: the
+ * next load then asks when it attaches.
+ */
 export function rememberSlots() {
   if (held.size === 0) removeSession(REMEMBERED);
   else writeSession(REMEMBERED, JSON.stringify({ at: Date.now(), locks: [...held].slice(0, REMEMBER_MAX) }));

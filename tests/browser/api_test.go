@@ -181,7 +181,10 @@ func stringify(v js.Value) string { return js.Global().Get("JSON").Call("stringi
 // holds every message exactly once, in order.
 func TestAPIReloadMidStreamLosesNothing(t *testing.T) {
 	ctx := testContext(t)
-	const n = 3000
+	// Within the dev runtime's retention (8192 frames), and long enough that
+	// the close lands mid-stream on a loaded machine (3000 did not, once,
+	// in WebKitGTK with the other core busy: the whole stream had arrived).
+	const n = 6000
 	db := database(t)
 	r1 := recorder(t, nil)
 	att1 := must(t, ctx, loadRelay(t, ctx, map[string]any{"database": db}).Call("attach",
@@ -200,10 +203,11 @@ func TestAPIReloadMidStreamLosesNothing(t *testing.T) {
 	}
 
 	r2 := recorder(t, nil)
-	att2 := must(t, ctx, loadRelay(t, ctx, map[string]any{"database": db}).Call("attach",
-		attachOptions(t, r2, "reload", map[string]any{"history": 10 * n})))
+	relay2 := loadRelay(t, ctx, map[string]any{"database": db})
+	att2 := must(t, ctx, relay2.Call("attach", attachOptions(t, r2, "reload", map[string]any{"history": 10 * n})))
 	if got := att2.Get("session").String(); got != session {
-		t.Fatalf("the reloaded page got attachment %q, want its own %q back", got, session)
+		t.Fatalf("the reloaded page got attachment %q, want its own %q back (its store in %s)",
+			got, session, relay2.Get("storage").String())
 	}
 	if first := r2.Get("metas").Index(0); first.Truthy() && first.Get("seq").Int() != cursor+1 {
 		t.Fatalf("after the reload delivery starts at seq %d, want %d", first.Get("seq").Int(), cursor+1)

@@ -85,6 +85,9 @@ func closeDialed(first <-chan dialed) {
 	}()
 }
 
+// dial opens one socket to the relay within HandshakeTimeout, with the
+// credential asked for now: a credential may expire, so none is kept from
+// an earlier dial.
 func dial(ctx context.Context, o *Options) (Conn, error) {
 	ctx, cancel := handshakeContext(ctx, o.HandshakeTimeout)
 	defer cancel()
