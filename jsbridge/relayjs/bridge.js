@@ -120,9 +120,10 @@ function makeBridge() {
     storeWindow: (h, ms) => b.stores.setWindow(h, ms),
     storeBackend: (h) => b.stores.backend(h),
     storeFallback: (h) => b.stores.fallback(h),
-    // storeCommit's entries are the len bytes Go put in the out buffer.
+    // storeCommit's entries are the len bytes Go put in the out buffer,
+    // which the store copies during the call.
     storeCommit(h, stream, session, cursor, keep, n, len) {
-      const bytes = len > 0 ? outbuf.bytes.slice(0, len) : null;
+      const bytes = len > 0 ? outbuf.bytes.subarray(0, len) : null;
       b.stores.commit(h, stream, session, cursor, keep, n, bytes);
     },
     storeLoad: (h, id, stream) => b.stores.run(h, id, "load", stream),

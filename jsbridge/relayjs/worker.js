@@ -115,7 +115,8 @@ class PageStores {
     return this.info.get(h)?.[1] ?? null;
   }
 
-  commit(h, stream, session, cursor, keep, n, bytes) {
+  commit(h, stream, session, cursor, keep, n, view) {
+    const bytes = view && view.slice(); // view is the out buffer's: a copy of its own crosses
     const m = { t: "store", op: "commit", h, args: [h, stream, session, cursor, keep, n, bytes], after: this.answering };
     post(m, bytes ? [bytes.buffer] : []);
   }

@@ -7,10 +7,12 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall/js"
 	"testing"
+	"time"
 
 	"github.com/relaywasm/relaywasm/jsbridge"
 	"github.com/relaywasm/relaywasm/wasm/client"
@@ -189,6 +191,113 @@ func TestStoreBoundsTranscript(t *testing.T) {
 	}
 	if n := chunks.Int(); n != 0 {
 		t.Fatalf("%d transcript records left after keep=0", n)
+	}
+}
+
+// chunkKinds is what the records of db's chunks store hold, in key order:
+// "blob", "bytes" or "other" (faults.js).
+func chunkKinds(t *testing.T, ctx context.Context, db string) []string {
+	t.Helper()
+	v, err := await(ctx, faults(t).Call("chunkKinds", db))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := make([]string, v.Length())
+	for i := range kinds {
+		kinds[i] = v.Index(i).String()
+	}
+	return kinds
+}
+
+// commitRounds commits n entries per round, rounds times, each round written
+// before the next (Flush) and a pause after it for the store's Blob probe
+// to settle; it returns the entries committed.
+func commitRounds(t *testing.T, ctx context.Context, s *jsbridge.Store, rounds, n int) []client.Entry {
+	t.Helper()
+	var all []client.Entry
+	for i := range rounds {
+		in := received(uint64(i*n), n)
+		all = append(all, in...)
+		if err := s.Commit(ctx, testKey, client.Saved{Session: "att", Cursor: uint64((i + 1) * n)}, in, 1000); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return all
+}
+
+// Transcript chunks go to IndexedDB as Blobs, once the store has found that
+// the database takes them (the page then copies each chunk once, and the
+// browser writes it); the first goes as bytes, written before the probe.
+// Where the browser refuses Blobs (WebKit's WebDriver sessions here are
+// ephemeral, as Safari's private browsing is) every chunk goes as bytes,
+// and the store stays in IndexedDB. History reads both kinds, in order,
+// and so does a reloaded page.
+func TestStoreWritesChunksAsBlobs(t *testing.T) {
+	ctx := testContext(t)
+	db := database(t)
+	takes, err := await(ctx, faults(t).Call("takesBlobs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	engine := env(t, "ENGINE")
+	if !takes.Bool() && (engine == "chromium" || engine == "firefox") {
+		t.Fatalf("%s refused a Blob in IndexedDB", engine) // then nothing here tests the Blob path
+	}
+	s := openStore(t, ctx, db)
+	want := describe(commitRounds(t, ctx, s, 8, 5))
+	kinds := chunkKinds(t, ctx, db)
+	switch {
+	case !takes.Bool():
+		if len(kinds) != 8 || slices.ContainsFunc(kinds, func(k string) bool { return k != "bytes" }) {
+			t.Fatalf("chunk records %v in a browser that refuses Blobs, want 8 of bytes", kinds)
+		}
+	case len(kinds) != 8 || kinds[0] != "bytes" || !slices.Contains(kinds, "blob"):
+		t.Fatalf("chunk records %v: want 8, the first bytes and Blobs after it", kinds)
+	case slices.Contains(kinds[slices.Index(kinds, "blob"):], "bytes"):
+		t.Fatalf("chunk records %v: bytes written after a Blob", kinds)
+	}
+	if got := describe(mustHistory(t, ctx, s, testKey)); got != want {
+		t.Fatalf("History = %s, want %s", got, want)
+	}
+	if got := describe(mustHistory(t, ctx, openStore(t, ctx, db), testKey)); got != want {
+		t.Fatalf("a reopened store's History = %s, want %s", got, want)
+	}
+}
+
+// Where a put of a Blob fails, as in Safari's private browsing (thrown at
+// once, or failing the transaction later), the store finds it out with a
+// Blob of its own, not with a commit: chunks go as bytes, and the store
+// stays in IndexedDB with its transcript whole.
+func TestStoreKeepsBytesWhereBlobsAreRefused(t *testing.T) {
+	for _, later := range []bool{false, true} {
+		name := "thrown"
+		if later {
+			name = "failing the transaction"
+		}
+		t.Run(name, func(t *testing.T) {
+			ctx := testContext(t)
+			db := database(t)
+			refused := faults(t).Call("refuseBlobs", later)
+			defer refused.Call("undo")
+			s := openStore(t, ctx, db) // fails the test if it falls back
+			want := describe(commitRounds(t, ctx, s, 8, 5))
+			if n := refused.Get("n").Int(); n != 1 {
+				t.Fatalf("%d Blobs refused, want 1: the probe's alone", n)
+			}
+			if kinds := chunkKinds(t, ctx, db); len(kinds) != 8 || slices.ContainsFunc(kinds, func(k string) bool { return k != "bytes" }) {
+				t.Fatalf("chunk records %v, want 8 of bytes", kinds)
+			}
+			if s.Backend() != "indexeddb" {
+				t.Fatalf("backend %q", s.Backend())
+			}
+			if got := describe(mustHistory(t, ctx, openStore(t, ctx, db), testKey)); got != want {
+				t.Fatalf("a reopened store's History = %s, want %s", got, want)
+			}
+		})
 	}
 }
 

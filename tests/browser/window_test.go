@@ -100,6 +100,68 @@ func TestStoreCommitWindow(t *testing.T) {
 	}
 }
 
+// padded makes inbound entries with seqs from+1 … and payloads of the
+// given sizes, each filled with a letter of its own.
+func padded(from uint64, sizes ...int) []client.Entry {
+	out := make([]client.Entry, len(sizes))
+	for i, n := range sizes {
+		seq := from + uint64(i) + 1
+		head := `{"seq":` + strconv.FormatUint(seq, 10) + `,"pad":"`
+		pad := strings.Repeat(string(rune('a'+seq%26)), max(0, n-len(head)-2))
+		out[i] = client.Entry{Seq: seq, Payload: []byte(head + pad + `"}`)}
+	}
+	return out
+}
+
+// The commits not yet written wait in the store's arena (store.js), one
+// buffer reused from window to window. Commits queued behind a write in
+// flight move to the front of the arena once it ended, and the commits
+// after them are copied in behind them; a commit too large for the arena
+// grows it, and a burst's large arena is given up once it is idle. All of
+// it reaches IndexedDB byte for byte and in order.
+func TestStoreArenaKeepsWhatIsNotWritten(t *testing.T) {
+	ctx, s, other := windowStores(t)
+	want := received(0, 2)
+	commit := func(entries []client.Entry) {
+		t.Helper()
+		want = append(want, entries...)
+		last := entries[len(entries)-1].Seq
+		if err := s.Commit(ctx, testKey, client.Saved{Session: "att", Cursor: last}, entries, 1000); err != nil {
+			t.Fatal(err)
+		}
+	}
+	flush := func() {
+		t.Helper()
+		if err := s.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hold := holdFirstWrite(t, ctx, s) // entries 1-2, at the arena's front, held in flight
+	commit(padded(2, 2_000, 3_000))   // queued behind it
+	hold.Call("release")
+	untilStored(t, ctx, other, testKey, client.Saved{Session: "att", Cursor: 2})
+	commit(padded(4, 5_000)) // copied in after the queued ones, moved down when the write ended
+	flush()
+	commit(padded(5, 20_000, 30_000))
+	commit(padded(7, 150_000)) // grows the arena: the two before stay in the old buffer
+	commit(padded(8, 10, 40_000))
+	flush()
+	commit(padded(10, 3_000_000)) // a burst: the arena grows past 4 MiB, and shrinks once written
+	flush()
+	commit(padded(11, 60_000))
+	flush()
+	got := mustHistory(t, ctx, other, testKey)
+	if len(got) != len(want) {
+		t.Fatalf("IndexedDB holds %d entries, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if got[i].Seq != want[i].Seq || string(got[i].Payload) != string(want[i].Payload) {
+			t.Fatalf("entry %d: seq %d, %d payload bytes starting %.24q; want seq %d, %d bytes starting %.24q",
+				i, got[i].Seq, len(got[i].Payload), got[i].Payload, want[i].Seq, len(want[i].Payload), want[i].Payload)
+		}
+	}
+}
+
 // WriteAll while a write is still in flight (an engine whose writes are
 // slow) does not wait for it: the commits queued behind it go to IndexedDB
 // in a transaction made at once, which IndexedDB runs after the first, and

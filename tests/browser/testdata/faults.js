@@ -2,12 +2,14 @@
 // IndexedDB fail or go missing, and to count what reaches it. Each returns a
 // function that undoes it.
 
-// countReadWrite counts readwrite transactions started on any database.
+// countReadWrite counts the readwrite transactions started on any database
+// that write stream state: a store's writes, not the one that probes
+// whether the database takes Blobs (it writes the chunks store alone).
 export function countReadWrite() {
   const orig = IDBDatabase.prototype.transaction;
   const counter = { n: 0 };
   IDBDatabase.prototype.transaction = function (stores, mode, ...rest) {
-    if (mode === "readwrite") counter.n++;
+    if (mode === "readwrite" && [stores].flat().includes("state")) counter.n++;
     return orig.call(this, stores, mode, ...rest);
   };
   counter.undo = () => { IDBDatabase.prototype.transaction = orig; };
@@ -88,17 +90,70 @@ export function createAtVersion(name, v) {
 // values that are chunks. WPE WebKit 2.38 (Safari 16's engine) can leave a
 // record whose value reads as undefined where an aborted transaction put
 // one; store.js skips those as history does, and so does this count.
-export function countChunks(name) {
+export async function countChunks(name) {
+  return (await chunkKinds(name)).filter((k) => k !== "other").length;
+}
+
+// chunkKinds is what each record of a database's chunks store holds, in key
+// order: "blob", "bytes" (a Uint8Array) or "other".
+export function chunkKinds(name) {
   return new Promise((resolve, reject) => {
     const req = indexedDB.open(name);
     req.onerror = () => reject(req.error);
     req.onsuccess = () => {
       const db = req.result;
       const all = db.transaction("chunks").objectStore("chunks").getAll();
-      all.onsuccess = () => { db.close(); resolve(all.result.filter((v) => v instanceof Uint8Array).length); };
+      const kind = (v) => (v instanceof Blob ? "blob" : v instanceof Uint8Array ? "bytes" : "other");
+      all.onsuccess = () => { db.close(); resolve(all.result.map(kind)); };
       all.onerror = () => { db.close(); reject(all.error); };
     };
   });
+}
+
+// takesBlobs says whether this browser's IndexedDB stores a Blob: WebKit's
+// does not in an ephemeral session (Safari's private browsing, and
+// WebKitWebDriver's sessions here), where the put fails its transaction
+// with "UnknownError: Error preparing Blob/File data to be stored in object
+// store". It puts one into a scratch database of its own.
+export function takesBlobs() {
+  return new Promise((resolve, reject) => {
+    const req = indexedDB.open("relaywasm-test-takes-blobs", 1);
+    req.onupgradeneeded = () => req.result.createObjectStore("blobs");
+    req.onerror = () => reject(req.error);
+    req.onsuccess = () => {
+      const db = req.result;
+      const tx = db.transaction("blobs", "readwrite");
+      try {
+        tx.objectStore("blobs").put(new Blob(["blob"]), 1);
+      } catch {
+        db.close();
+        resolve(false);
+        return;
+      }
+      tx.oncomplete = () => { db.close(); resolve(true); };
+      tx.onabort = () => { db.close(); resolve(false); };
+    };
+  });
+}
+
+// refuseBlobs makes a put of a Blob fail as Safari's private browsing has
+// it fail (webkit.org/b/156347): thrown as a DataCloneError when later is
+// false, else in the transaction (its put goes through and the transaction
+// then aborts), as a network process that cannot write the Blob does. It
+// counts the Blobs refused.
+export function refuseBlobs(later) {
+  const orig = IDBObjectStore.prototype.put;
+  const refused = { n: 0 };
+  IDBObjectStore.prototype.put = function (value, ...rest) {
+    if (!(value instanceof Blob)) return orig.call(this, value, ...rest);
+    refused.n++;
+    if (!later) throw new DOMException("Failed to store record in an IDBObjectStore: BlobURLs are not yet supported.", "DataCloneError");
+    const req = orig.call(this, value, ...rest);
+    this.transaction.abort();
+    return req;
+  };
+  refused.undo = () => { IDBObjectStore.prototype.put = orig; };
+  return refused;
 }
 
 // throwOnWebSocket makes new WebSocket(…) throw something that is not an
