@@ -19,8 +19,9 @@
 // page makes as it goes away; reads take either. A Uint8Array is cloned into
 // the put on the page's thread, where a Blob of the commits' bytes is one
 // copy the browser then writes by itself: with a 20,000-message transcript
-// streaming, the page's CPU per message went from 1.83x to 1.37x the raw
-// WebSocket client's (make bench, Chromium).
+// streaming, the page's CPU per message went from 1.97x and 1.83x to 1.32x
+// and 1.25x the raw WebSocket client's (two make bench runs of each,
+// Chromium; README, "The transcript").
 //
 // Commits only queue. The commits of a commit window, for every stream of
 // the store, go to IndexedDB in one readwrite transaction (about a
