@@ -12,7 +12,6 @@ import (
 	"strings"
 	"syscall/js"
 	"testing"
-	"time"
 
 	"github.com/relaywasm/relaywasm/jsbridge"
 	"github.com/relaywasm/relaywasm/wasm/client"
@@ -210,8 +209,10 @@ func chunkKinds(t *testing.T, ctx context.Context, db string) []string {
 }
 
 // commitRounds commits n entries per round, rounds times, each round written
-// before the next (Flush) and a pause after it for the store's Blob probe
-// to settle; it returns the entries committed.
+// before the next (Flush), and returns the entries committed. The store's
+// Blob probe is made right after the first round's write, so IndexedDB runs
+// it before the second's, which waits for it (both write the chunks store),
+// and the third round is written knowing how the probe ended.
 func commitRounds(t *testing.T, ctx context.Context, s *jsbridge.Store, rounds, n int) []client.Entry {
 	t.Helper()
 	var all []client.Entry
@@ -224,7 +225,6 @@ func commitRounds(t *testing.T, ctx context.Context, s *jsbridge.Store, rounds, 
 		if err := s.Flush(ctx); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
 	return all
 }
@@ -255,10 +255,9 @@ func TestStoreWritesChunksAsBlobs(t *testing.T) {
 		if len(kinds) != 8 || slices.ContainsFunc(kinds, func(k string) bool { return k != "bytes" }) {
 			t.Fatalf("chunk records %v in a browser that refuses Blobs, want 8 of bytes", kinds)
 		}
-	case len(kinds) != 8 || kinds[0] != "bytes" || !slices.Contains(kinds, "blob"):
-		t.Fatalf("chunk records %v: want 8, the first bytes and Blobs after it", kinds)
-	case slices.Contains(kinds[slices.Index(kinds, "blob"):], "bytes"):
-		t.Fatalf("chunk records %v: bytes written after a Blob", kinds)
+	case len(kinds) != 8 || kinds[0] != "bytes" || slices.ContainsFunc(kinds[2:], func(k string) bool { return k != "blob" }):
+		// The second round's write may be made before the probe has ended.
+		t.Fatalf("chunk records %v: want 8, the first bytes and Blobs from the third on", kinds)
 	}
 	if got := describe(mustHistory(t, ctx, s, testKey)); got != want {
 		t.Fatalf("History = %s, want %s", got, want)
