@@ -79,12 +79,13 @@ const (
 // The IndexedDB schema, owned by relay.js's store.js:
 //
 //	StoreState:  [url, instance, name]        -> {session, cursor, total, keep}
-//	StoreChunks: [url, instance, name, start] -> Uint8Array of packed entries
+//	StoreChunks: [url, instance, name, start] -> packed entries: a Blob, or a Uint8Array
 //
 // A chunk holds the transcript entries of one write, packed by jsbridge
 // (EntryOutbound is the one flag of an entry); start counts the stream's
 // entries since it began, so chunks sort in order and dropping the oldest is
-// one range delete.
+// one range delete. A chunk is a Blob where the database takes Blobs and
+// a Uint8Array where it does not (store.js); either holds the same bytes.
 const (
 	StoreDatabase = "relaywasm"
 	StoreVersion  = 1
