@@ -111,7 +111,7 @@ export class Stores {
 
   /** open opens a store and returns its handle (h, when the caller picked it). */
   open(id, database, windowMs, fallbackID, h = this.next++) {
-    const s = new Store(database, false, () => this.done(fallbackID, DONE_OK, null, h));
+    const s = new Store(database, () => this.done(fallbackID, DONE_OK, null, h));
     if (windowMs >= 0) s.setWindow(windowMs);
     this.m.set(h, s);
     s.opened.then(() => this.done(id, DONE_OK, h, h));
@@ -172,16 +172,16 @@ export class Stores {
 
 export class Store {
   /**
-   * A store on the database (STORE_DATABASE when ""), or in memory from the
-   * start when memory is true. onFallback() is called once when it falls
-   * back; opened resolves once the open has settled either way.
+   * A store on the database (STORE_DATABASE when ""). onFallback() is
+   * called once when it falls back to memory; opened resolves once the open
+   * has settled either way.
    */
-  constructor(database, memory, onFallback) {
+  constructor(database, onFallback) {
     this.window = DEFAULT_COMMIT_WINDOW_MS;
     this.onFallback = onFallback;
     this.fallback = null; // [reason, error name, message] once fallen back
     this.db = null;
-    this.mem = memory ? new Map() : null; // stream -> {session, cursor, keep, chunks: [{n, bytes}]}
+    this.mem = null; // once fallen back: stream -> {session, cursor, keep, chunks: [{n, bytes}]}
     this.keys = []; // stream number -> [url, instance, name]
     this.known = new Map(); // stream -> {session, cursor, total, keep, totalKnown}
     this.pending = []; // queued commits
@@ -195,7 +195,7 @@ export class Store {
     this.spilled = new Map(); // stream -> its entry in the spill
     this.blobs = BLOBS_UNKNOWN; // whether chunks go as Blobs (probeBlobs)
     this.arena = new Arena(); // the bytes of the commits not yet written
-    this.opened = memory ? Promise.resolve() : this.#open(database || STORE_DATABASE);
+    this.opened = this.#open(database || STORE_DATABASE);
   }
 
   get backend() {
