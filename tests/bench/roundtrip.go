@@ -25,15 +25,14 @@ type rttSample struct{ ms, cpu map[string][]float64 }
 //
 // The two differ in relay.wasm's tail. In a browser just started, the
 // slow round trips (2–10 ms where the rest take 0.6) crowd into the first
-// few hundred and thin out over the next thousand; GOGC=off leaves them
-// (Go's collector runs once in some 1,700 round trips here), and in runs
-// where V8 compiled relay.wasm's code in its optimising tier from the
-// start (-js-flags=--no-liftoff, or --no-wasm-dynamic-tiering) the first
-// blocks were free of them in some runs and not in others: V8 tiering hot
-// functions up in the background, on two cores shared with the relay and
-// the runtime, is the likely part, not a proven one. The reloaded page is
-// the steady state a page reaches after use; with Chromium's wasm code
-// cache and V8's module cache switched off its tail was much the same.
+// few hundred and thin out over the next thousand, and they fall on the
+// same round-trip numbers run after run, with GOGC=off too: one-time work
+// set off by counts, as V8's tier-up budgets are. With V8's tiering off
+// for wasm and JavaScript (-js-flags) fewer remain, and the rest is the
+// page's CPU per round trip on two cores shared with the relay and the
+// runtime (README, "Round trip"). The reloaded page is the steady state a
+// page reaches after use; with Chromium's wasm code cache and V8's module
+// cache switched off its tail was much the same.
 func (s *session) roundTrips() ([]Row, error) {
 	n := s.cfg.Sizes.RoundTrips
 	s.cfg.logf("round trips: %d per client, on the first load and after a reload", n)
