@@ -17,7 +17,29 @@ export async function compile(source) {
   if (typeof WebAssembly.compileStreaming === "function" && isWasm(response)) {
     return WebAssembly.compileStreaming(response);
   }
-  return WebAssembly.compile(await response.arrayBuffer());
+  const bytes = await response.arrayBuffer();
+  if (!isModule(bytes)) throw notModule(response, bytes);
+  return WebAssembly.compile(bytes);
+}
+
+// MAGIC is how every WebAssembly module begins: "\0asm".
+const MAGIC = [0x00, 0x61, 0x73, 0x6d];
+
+function isModule(bytes) {
+  const head = new Uint8Array(bytes, 0, Math.min(bytes.byteLength, MAGIC.length));
+  return MAGIC.every((b, i) => head[i] === b);
+}
+
+/**
+ * notModule is the error for a body that is not a module at all. Servers
+ * of single-page apps answer a path they do not have with the app's page
+ * and 200, and the engines' own error for that ("expected magic word 00 61
+ * 73 6d, found 3c 21 64 6f") does not say that a page came instead.
+ */
+function notModule(response, bytes) {
+  const text = new TextDecoder().decode(new Uint8Array(bytes, 0, Math.min(bytes.byteLength, 60)));
+  const type = response.headers.get("content-type") || "no Content-Type";
+  return new Missing(`${response.url || "the Response given"} is not a WebAssembly module: it came as ${type}, beginning ${JSON.stringify(text)}`);
 }
 
 /**
@@ -29,8 +51,16 @@ export async function compile(source) {
  */
 async function refused(response) {
   const said = await response.text().then((text) => text.trim().slice(0, 200), () => "");
-  return new Error(`HTTP ${response.status} for ${response.url}${said ? ": " + said : ""}`);
+  const Kind = response.status === 404 || response.status === 410 ? Missing : Error;
+  return new Kind(`HTTP ${response.status} for ${response.url}${said ? ": " + said : ""}`);
 }
+
+/**
+ * Missing is a server's answer that relay.wasm is not at the URL asked (404
+ * or 410, or something else in its place), as opposed to no answer or a
+ * server in trouble.
+ */
+export class Missing extends Error {}
 
 function isWasm(response) {
   const type = response.headers.get("content-type") ?? "";

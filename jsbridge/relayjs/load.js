@@ -1,7 +1,7 @@
 // load.js: instantiating and starting relay.wasm, once per page (compile.js fetches and compiles it).
 
 import { CODE_WASM_EXITED, CODE_WASM_LOAD_FAILED } from "./boundary.js";
-import { compileSource } from "./compile.js";
+import { compileSource, Missing } from "./compile.js";
 import { RelayError } from "./errors.js";
 
 /**
@@ -16,13 +16,11 @@ export async function start(B, options) {
     // relay.wasm is fetched and compiled while wasm_exec.js loads: neither
     // waits for the other, and only instantiating needs both.
     // preload.js may have started it already.
-    const compiled = compileSource(options.wasm ?? new URL("./relay.wasm", import.meta.url));
+    const compiled = compileSource(options.wasm ?? new URL("./relay.wasm", import.meta.url)).catch((e) => {
+      throw options.wasm === undefined && e instanceof Missing ? notBeside(e) : e;
+    });
     compiled.catch(() => {}); // awaited below; a failure of wasm_exec.js comes first
-    if (typeof globalThis.Go !== "function") {
-      // wasm_exec.js is a classic script that defines globalThis.Go; it
-      // evaluates as a module just as well, with no eval involved.
-      await import(String(options.wasmExec ?? new URL("./wasm_exec.js", import.meta.url)));
-    }
+    if (typeof globalThis.Go !== "function") await loadGo(options.wasmExec);
     const go = new globalThis.Go();
     const instance = await WebAssembly.instantiate(await compiled, go.importObject);
     let started = false;
@@ -39,4 +37,35 @@ export async function start(B, options) {
     if (e instanceof RelayError) throw e;
     throw new RelayError(CODE_WASM_LOAD_FAILED, `could not start relay.wasm: ${e?.message ?? e}`);
   }
+}
+
+/**
+ * loadGo loads wasm_exec.js, a classic script that defines globalThis.Go;
+ * it evaluates as a module just as well, with no eval involved. The
+ * comments keep bundlers from taking the import for one of their own:
+ * webpack would otherwise look the emitted file's URL up in a map of its
+ * modules at run time and fail ("Cannot find module"). The new URL(...) is
+ * what has them emit wasm_exec.js.
+ */
+async function loadGo(wasmExec) {
+  const url = String(wasmExec ?? new URL("./wasm_exec.js", import.meta.url));
+  try {
+    await import(/* webpackIgnore: true */ /* @vite-ignore */ url);
+  } catch (e) {
+    // WebKit's message names no URL ("Importing a module script failed.").
+    const why = `wasm_exec.js did not load from ${url}: ${e?.message ?? e}`;
+    throw wasmExec === undefined ? notBeside(why) : new Error(why);
+  }
+}
+
+/**
+ * notBeside adds to an error fetching one of relay.js's files from its
+ * default place where that place is. Bundlers that emit
+ * new URL("./file", import.meta.url) as an asset (Vite, webpack) put the
+ * files there; esbuild and Rollup leave the expression as written, so the
+ * files must be copied beside their output, or named by loadRelay's
+ * options.
+ */
+function notBeside(e) {
+  return new Error(`${e?.message ?? e} (relay.js loads relay.wasm, wasm_exec.js and worker.js from beside itself: copy them there from the package where a bundler did not, or name them with loadRelay's wasm and wasmExec)`);
 }

@@ -63,6 +63,42 @@ func TestBuildsRefuseEachOther(t *testing.T) {
 	}
 }
 
+// A file relay.js cannot load makes loadRelay say which file, from where,
+// and what came instead; where relay.js looked beside itself (no wasm or
+// wasmExec option), it says so, since that is where a bundler that leaves
+// new URL(…, import.meta.url) as written (esbuild, Rollup) fails first.
+// A page served in relay.wasm's place (a single-page app's server answers
+// any path it lacks with the app) is named as such, not as the engine's
+// "expected magic word".
+func TestMissingFilesSayWhere(t *testing.T) {
+	wasm, b := moduleBrowser(t)
+
+	const beside = " (relay.js loads relay.wasm, wasm_exec.js and worker.js from beside itself"
+	named := strings.Replace(loadPage, `storage: "memory"`, `storage: "memory", wasm: "./elsewhere.wasm"`, 1)
+	for _, c := range []struct {
+		name string
+		s    served
+		want string // what loadRelay settles with, up to the end or the part beside
+	}{
+		{"no relay.wasm", served{missing: "relay.wasm"}, "wasm_load_failed: could not start relay.wasm: HTTP 404 for SERVER/relay.wasm: 404 page not found" + beside},
+		{"a page for relay.wasm", served{pageFor: "relay.wasm"}, `wasm_load_failed: could not start relay.wasm: SERVER/relay.wasm is not a WebAssembly module: it came as text/html, beginning "<!doctype html><script type=\"module\">\nimport { loadRelay } f"` + beside},
+		{"no wasm_exec.js", served{missing: "wasm_exec.js"}, "wasm_load_failed: could not start relay.wasm: wasm_exec.js did not load from SERVER/wasm_exec.js: Failed to fetch dynamically imported module: SERVER/wasm_exec.js" + beside},
+		{"no relay.wasm where it was named", served{page: named, missing: "elsewhere.wasm"}, "wasm_load_failed: could not start relay.wasm: HTTP 404 for SERVER/elsewhere.wasm: 404 page not found"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			c.s.wasm = wasm
+			srv := httptest.NewServer(modulePage(t, c.s))
+			defer srv.Close()
+			var got string
+			evalPage(t, b, srv.URL, "window.loaded", &got)
+			got = strings.ReplaceAll(got, srv.URL, "SERVER")
+			if strings.HasSuffix(c.want, beside) && !strings.HasPrefix(got, c.want) || !strings.HasSuffix(c.want, beside) && got != c.want {
+				t.Fatalf("loadRelay settled with\n%q, want\n%q", got, c.want)
+			}
+		})
+	}
+}
+
 // moduleBrowser builds relay.wasm from this tree and starts a Chromium to
 // load it in, or skips the test when there is no Chromium.
 func moduleBrowser(t *testing.T) (wasm string, b *chromium.Browser) {
@@ -117,6 +153,8 @@ type served struct {
 	page       string // the page at /; "" for loadPage
 	wasmType   string // relay.wasm's Content-Type; "" for application/wasm
 	failing    int32  // how many of the first requests for relay.wasm are answered 503
+	missing    string // a file answered 404
+	pageFor    string // a file answered with the page, as a single-page app's server answers paths it does not have
 }
 
 // loadPage loads relay.js and puts what loadRelay settles with in
@@ -139,7 +177,9 @@ func modulePage(t *testing.T, s served) http.Handler {
 	var wasmRequests atomic.Int32
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch name := strings.TrimPrefix(r.URL.Path, "/"); {
-		case name == "":
+		case s.missing != "" && name == s.missing:
+			http.NotFound(w, r)
+		case name == "" || name == s.pageFor:
 			w.Header().Set("Content-Type", "text/html")
 			_, _ = w.Write([]byte(page))
 		case name == "relay.wasm":

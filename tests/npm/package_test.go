@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -123,6 +124,68 @@ func tarEntries(t *testing.T, path string) []string {
 	}
 	slices.Sort(names)
 	return names
+}
+
+// Every import() the package makes at run time with a computed URL
+// (wasm_exec.js, loaded by relay.js and worker.js) tells bundlers to leave
+// it to the browser. Without webpackIgnore, webpack 5 bundles the call as a
+// lookup in a map of its own modules, and loadRelay fails at run time with
+// "Cannot find module" for the very file webpack emitted (checked by hand:
+// webpack 5.113, both modes, fails without the comment and chats with it);
+// @vite-ignore silences Vite's warning about the same call. webpack is not
+// one of this project's npm dependencies, so this reads the shipped files.
+func TestComputedImportsAreLeftToTheBrowser(t *testing.T) {
+	call := regexp.MustCompile(`\bimport\(\s*([^)]{0,80})`)
+	tgz := tarball(t)
+	for _, name := range []string{"relay.js", "worker.js"} {
+		found := 0
+		for i, line := range strings.Split(tarFile(t, tgz, name), "\n") {
+			if l := strings.TrimSpace(line); strings.HasPrefix(l, "//") || strings.HasPrefix(l, "*") {
+				continue
+			}
+			for _, m := range call.FindAllStringSubmatch(line, -1) {
+				arg := m[1]
+				if strings.HasPrefix(arg, `"`) || strings.HasPrefix(arg, "'") {
+					continue // a literal: the bundler's to resolve
+				}
+				found++
+				if !strings.Contains(arg, "webpackIgnore: true") || !strings.Contains(arg, "@vite-ignore") {
+					t.Errorf("%s:%d: import(%s…) is computed and not marked webpackIgnore and @vite-ignore", name, i+1, arg)
+				}
+			}
+		}
+		if found == 0 {
+			t.Errorf("%s: no computed import() found: the check no longer sees wasm_exec.js's", name)
+		}
+	}
+}
+
+// tarFile is the named file's text in the tarball at path.
+func tarFile(t *testing.T, path, name string) string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(zr)
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			t.Fatalf("%s in %s: %v", name, path, err)
+		}
+		if h.Name == "package/"+name {
+			b, err := io.ReadAll(tr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return string(b)
+		}
+	}
 }
 
 // Installed into a project of its own as a user would (npm install of the
