@@ -67,21 +67,24 @@ func TestDemoAppBundlesTheModule(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var wasm, exec bool
+	var wasm, exec, worker bool
 	for _, a := range assets {
 		wasm = wasm || strings.HasPrefix(a.Name(), "relay-") && strings.HasSuffix(a.Name(), ".wasm")
 		exec = exec || strings.HasPrefix(a.Name(), "wasm_exec-") && strings.HasSuffix(a.Name(), ".js")
+		worker = worker || strings.HasPrefix(a.Name(), "worker-") && strings.HasSuffix(a.Name(), ".js")
 	}
-	if !wasm || !exec {
-		t.Errorf("vite build emitted %v; want relay-*.wasm and wasm_exec-*.js among the assets", assets)
+	if !wasm || !exec || !worker {
+		t.Errorf("vite build emitted %v; want relay-*.wasm, wasm_exec-*.js and worker-*.js among the assets", assets)
 	}
 }
 
-func appPage(t *testing.T, rate float64) *tab {
+// appPage opens the built app against a stack of its own; fragment is
+// added to its URL (the app's settings, as "worker=1").
+func appPage(t *testing.T, rate float64, fragment string) *tab {
 	t.Helper()
 	out := builtApp(t)
 	s := startStackOf(t, out, rate, nil, logger())
-	tb := openTab(t, newBrowser(t), "app", s.PageURL())
+	tb := openTab(t, newBrowser(t), "app", s.PageURL()+fragment)
 	appReady(tb)
 	return tb
 }
@@ -97,9 +100,26 @@ func appReady(tb *tab) {
 }
 
 // A prompt through the built app: the SDK's session/prompt is answered
-// end_turn after every chunk, once and in order.
+// end_turn after every chunk, once and in order; with relay.wasm on the
+// page's thread and in the Web Worker the bundler emitted worker.js as
+// (the worker's own imports of wasm_exec.js and relay.wasm bundled with it).
 func TestDemoAppChats(t *testing.T) {
-	tb := appPage(t, 0)
+	for _, mode := range []string{"main", "worker"} {
+		t.Run(mode, func(t *testing.T) { appChats(t, mode) })
+	}
+}
+
+func appChats(t *testing.T, mode string) {
+	fragment := ""
+	if mode == "worker" {
+		fragment = "#worker=1"
+	}
+	tb := appPage(t, 0, fragment)
+	var got struct{ Mode, Reason string }
+	tb.eval(`({mode: __app.mode, reason: __app.reason})`, &got)
+	if got.Mode != mode {
+		t.Fatalf("relay.wasm runs in %q (%s), want %q", got.Mode, got.Reason, mode)
+	}
 	tb.eval(`__app.send("count 300")`, nil)
 	tb.waitFor("the answer to end", `__app.stopReasons.length === 1`)
 	var text, stop string
@@ -108,8 +128,9 @@ func TestDemoAppChats(t *testing.T) {
 	if stop != "end_turn" || text != countText(300) {
 		t.Errorf("stop %q, text %s; want end_turn and %s", stop, describe(text), describe(countText(300)))
 	}
-	// The bundle fetched relay.wasm once: loadRelay took the compile that
-	// main.ts's first import, relaywasm/preload, had started.
+	// The page fetched relay.wasm once: loadRelay took the compile that
+	// main.ts's first import, relaywasm/preload, had started (and in worker
+	// mode handed the compiled module to the worker).
 	var fetches int
 	tb.eval(`performance.getEntriesByType("resource").filter((e) => /\/relay-[^/]*\.wasm$/.test(new URL(e.name).pathname)).length`, &fetches)
 	if fetches != 1 {
@@ -122,7 +143,7 @@ func TestDemoAppChats(t *testing.T) {
 // and the rest of the answer after it.
 func TestDemoAppReloadKeepsTheConversation(t *testing.T) {
 	const n = 3000
-	tb := appPage(t, 400)
+	tb := appPage(t, 400, "")
 	tb.eval(`void __app.send("count 3000")`, nil)
 	tb.waitFor("the answer to be under way", `__app.chunks >= 300`)
 	tb.do("reloading", tb.page.reload)

@@ -12,6 +12,7 @@
 //   instance  the runtime instance (default "demo")
 //   token     the bearer credential (default "dev-token")
 //   key       the relay's public key to pin (optional)
+//   worker    "1" runs relay.wasm in a Web Worker (loadRelay({worker: true}))
 //
 // window.__app is a read-only view of the app's state for tests.
 
@@ -31,6 +32,7 @@ const config = {
   instance: setting("instance", "demo"),
   token: setting("token", "dev-token"),
   key: setting("key", ""),
+  worker: setting("worker", "") === "1",
 };
 const sessionKey = `relaywasm-demo-app:${config.instance}:session`;
 
@@ -47,6 +49,8 @@ const ui = {
 const app = {
   state: "loading",
   ready: false,
+  mode: "", // where relay.wasm runs: "main" or "worker"
+  reason: "", // why it runs on the main thread although a worker was asked for
   loaded: false, // the conversation came back through session/load
   sessionId: "",
   chunks: 0, // agent chunks shown
@@ -127,7 +131,9 @@ let prompt: (text: string) => Promise<string> = async () => {
 };
 
 async function main() {
-  const relay = await loadRelay();
+  const relay = await loadRelay({ worker: config.worker });
+  app.mode = relay.mode;
+  app.reason = relay.reason;
   const att = await relay.attach({
     url: config.relay,
     instance: config.instance,
