@@ -100,6 +100,15 @@ export function preloaded(source) {
 }
 
 /**
+ * handBack makes compiled the compile a later compileSource(source) takes,
+ * as preload's would be: the page's compile for a worker that could not
+ * start serves the main thread instead.
+ */
+export function handBack(source, compiled) {
+  globalThis[EARLY] = { href: String(new URL(String(source), location.href)), compiled };
+}
+
+/**
  * compileSource is compile(source), except that a compile preload started
  * for the same URL is taken instead of fetching again. A preload that failed
  * (the network dropped while the page loaded) is tried once more here.

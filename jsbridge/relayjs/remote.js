@@ -16,7 +16,7 @@
 
 import { BaseAttachment, checkCursor, meta, sendArgs } from "./attachment.js";
 import { CODE_BAD_OPTIONS, CODE_CANCELED, DONE_FAILED, DONE_OK } from "./boundary.js";
-import { compileSource, preloaded } from "./compile.js";
+import { compileSource, handBack, preloaded } from "./compile.js";
 import { RelayError, report } from "./errors.js";
 import { concat, openEarly, Stores, writeAll } from "./store.js";
 import { PAUSED } from "./stream.js";
@@ -46,7 +46,19 @@ export async function startWorker(options) {
   // itself, and reports why that fails.
   const source = options.wasm ?? new URL("./relay.wasm", import.meta.url);
   const here = worker === null && (options.wasm === undefined || preloaded(source));
-  const early = here ? compileSource(source).catch(() => undefined) : undefined;
+  const compiling = here ? compileSource(source) : undefined;
+  try {
+    return await startIn(options, compiling?.catch(() => undefined));
+  } catch (e) {
+    // The main thread takes over with the compile made here, not a second
+    // fetch and compile of its own.
+    if (compiling !== undefined && !e?.[FINAL]) handBack(source, compiling);
+    throw e;
+  }
+}
+
+// startIn is startWorker once the page's compile (early, if any) is under way.
+async function startIn(options, early) {
   worker ??= connect().catch((e) => {
     worker = null;
     throw e;
@@ -77,6 +89,25 @@ export async function startWorker(options) {
 /** FINAL marks an error of a working worker: no fall back to the main thread. */
 export const FINAL = Symbol("relaywasm: the worker's own answer");
 
+/**
+ * unloadable says why a worker script did not load, where the engine's
+ * error event does not (none of the three gives a message for a script that
+ * was not found): a server's refusal ("HTTP 404 for …/worker.js", as where a
+ * bundler did not emit it), else a policy or an engine without module
+ * workers.
+ */
+async function unloadable(url) {
+  const UNLOADABLE_MS = 3000; // a diagnosis: not worth waiting long for
+  try {
+    const r = await fetch(url, { cache: "force-cache", signal: AbortSignal.timeout?.(UNLOADABLE_MS) });
+    await r.body?.cancel();
+    if (!r.ok) return `HTTP ${r.status} for ${url} (copy worker.js beside relay.js, as relay.wasm and wasm_exec.js)`;
+  } catch {
+    // not fetched either: the policy, or the network
+  }
+  return "it could not load (a Content-Security-Policy, or no module workers)";
+}
+
 // portable is the wasm option as it can cross to the worker: a URL resolved
 // against the page (the worker's base is worker.js), a compiled module
 // (it crosses as it is), or a Response's bytes.
@@ -97,14 +128,15 @@ function connect() {
       return;
     }
     const fail = (why) => {
+      clearTimeout(timer);
       w.terminate();
       reject(new Error(why));
     };
     const timer = setTimeout(() => fail("the worker did not start"), START_LIMIT_MS);
     w.onerror = (ev) => {
       ev.preventDefault?.();
-      clearTimeout(timer);
-      fail(`the worker failed: ${ev.message || "it could not load (a Content-Security-Policy, or no module workers)"}`);
+      if (ev.message) fail(`the worker failed: ${ev.message}`);
+      else unloadable(new URL("./worker.js", import.meta.url)).then((why) => fail(`the worker failed: ${why}`));
     };
     w.onmessage = ({ data }) => {
       if (data?.t !== "up") return;

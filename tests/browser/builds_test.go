@@ -63,8 +63,9 @@ func TestBuildsRefuseEachOther(t *testing.T) {
 	}
 }
 
-// A file relay.js cannot load makes loadRelay say which file, from where,
-// and what came instead; where relay.js looked beside itself (no wasm or
+// A file relay.js cannot load makes loadRelay (or, for worker.js, the
+// Relay's reason for running on the main thread) say which file, from
+// where, and what came instead; where relay.js looked beside itself (no wasm or
 // wasmExec option), it says so, since that is where a bundler that leaves
 // new URL(…, import.meta.url) as written (esbuild, Rollup) fails first.
 // A page served in relay.wasm's place (a single-page app's server answers
@@ -75,6 +76,13 @@ func TestMissingFilesSayWhere(t *testing.T) {
 
 	const beside = " (relay.js loads relay.wasm, wasm_exec.js and worker.js from beside itself"
 	named := strings.Replace(loadPage, `storage: "memory"`, `storage: "memory", wasm: "./elsewhere.wasm"`, 1)
+	inWorker := `<!doctype html><script type="module">
+import { loadRelay } from "./relay.js";
+const fetched = () => performance.getEntriesByName(new URL("relay.wasm", location.href).href).length;
+window.loaded = loadRelay({ storage: "memory", worker: true }).then(
+  (r) => r.mode + ": " + r.reason + "; fetches of relay.wasm: " + fetched(),
+  (e) => e.code + ": " + e.message);
+</script>`
 	for _, c := range []struct {
 		name string
 		s    served
@@ -84,6 +92,9 @@ func TestMissingFilesSayWhere(t *testing.T) {
 		{"a page for relay.wasm", served{pageFor: "relay.wasm"}, `wasm_load_failed: could not start relay.wasm: SERVER/relay.wasm is not a WebAssembly module: it came as text/html, beginning "<!doctype html><script type=\"module\">\nimport { loadRelay } f"` + beside},
 		{"no wasm_exec.js", served{missing: "wasm_exec.js"}, "wasm_load_failed: could not start relay.wasm: wasm_exec.js did not load from SERVER/wasm_exec.js: Failed to fetch dynamically imported module: SERVER/wasm_exec.js" + beside},
 		{"no relay.wasm where it was named", served{page: named, missing: "elsewhere.wasm"}, "wasm_load_failed: could not start relay.wasm: HTTP 404 for SERVER/elsewhere.wasm: 404 page not found"},
+		// The main thread takes over with the page's compile for the
+		// worker: relay.wasm is fetched once.
+		{"no worker.js", served{page: inWorker, missing: "worker.js"}, "main: the worker failed: HTTP 404 for SERVER/worker.js (copy worker.js beside relay.js, as relay.wasm and wasm_exec.js); fetches of relay.wasm: 1"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			c.s.wasm = wasm

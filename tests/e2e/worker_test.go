@@ -118,7 +118,8 @@ func workerReload(t *testing.T, query string) workerChunks {
 }
 
 // A page whose Content-Security-Policy forbids workers: loadRelay({worker:
-// true}) falls back to the main thread, says so, and the page still chats.
+// true}) falls back to the main thread, says so, and the page still chats,
+// having fetched relay.wasm once.
 func TestWorkerModeFallback(t *testing.T) {
 	const n = 200
 	s := startStackServing(t, workerDir, 0)
@@ -130,6 +131,12 @@ func TestWorkerModeFallback(t *testing.T) {
 	w := workerState(tb)
 	if w.Reason == "" {
 		t.Error("relay.reason is empty after a fall back to the main thread")
+	}
+	// The main thread took the compile the page had started for the worker.
+	var fetches int
+	tb.eval(`performance.getEntriesByType("resource").filter((e) => new URL(e.name).pathname.endsWith("/relay.wasm")).length`, &fetches)
+	if fetches != 1 {
+		t.Errorf("the page fetched relay.wasm %d times, want once", fetches)
 	}
 	tb.eval(fmt.Sprintf(`__w.prompt("count %d")`, n), nil)
 	tb.waitFor("the whole count", fmt.Sprintf(`__w.live.length >= %d`, n))
