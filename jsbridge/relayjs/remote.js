@@ -27,6 +27,9 @@ import { PAUSED } from "./stream.js";
  */
 export const DELIVERY = Symbol("relaywasm: the delivery of a worker's attachment");
 
+// Why a worker failed when the engine does not say.
+const UNLOADED = "worker.js did not load (not found beside relay.js, a Content-Security-Policy without worker-src, or no module workers)";
+
 // How long a worker may take to run its module; past that it counts as one
 // that cannot start. A hang guard only: a loaded phone takes well under it.
 const START_LIMIT_MS = 20000;
@@ -89,25 +92,6 @@ async function startIn(options, early) {
 /** FINAL marks an error of a working worker: no fall back to the main thread. */
 export const FINAL = Symbol("relaywasm: the worker's own answer");
 
-/**
- * unloadable says why a worker script did not load, where the engine's
- * error event does not (none of the three gives a message for a script that
- * was not found): a server's refusal ("HTTP 404 for …/worker.js", as where a
- * bundler did not emit it), else a policy or an engine without module
- * workers.
- */
-async function unloadable(url) {
-  const UNLOADABLE_MS = 3000; // a diagnosis: not worth waiting long for
-  try {
-    const r = await fetch(url, { cache: "force-cache", signal: AbortSignal.timeout?.(UNLOADABLE_MS) });
-    await r.body?.cancel();
-    if (!r.ok) return `HTTP ${r.status} for ${url} (copy worker.js beside relay.js, as relay.wasm and wasm_exec.js)`;
-  } catch {
-    // not fetched either: the policy, or the network
-  }
-  return "it could not load (a Content-Security-Policy, or no module workers)";
-}
-
 // portable is the wasm option as it can cross to the worker: a URL resolved
 // against the page (the worker's base is worker.js), a compiled module
 // (it crosses as it is), or a Response's bytes.
@@ -135,8 +119,11 @@ function connect() {
     const timer = setTimeout(() => fail("the worker did not start"), START_LIMIT_MS);
     w.onerror = (ev) => {
       ev.preventDefault?.();
-      if (ev.message) fail(`the worker failed: ${ev.message}`);
-      else unloadable(new URL("./worker.js", import.meta.url)).then((why) => fail(`the worker failed: ${why}`));
+      // The engines' event has no message for a script that did not load,
+      // whatever the cause. Its URL cannot be asked for here: a second
+      // new URL("./worker.js", import.meta.url) has bundlers emit the file
+      // once more, and a bundled worker is not there anyway.
+      fail(`the worker failed: ${ev.message || UNLOADED}`);
     };
     w.onmessage = ({ data }) => {
       if (data?.t !== "up") return;

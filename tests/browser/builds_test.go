@@ -63,9 +63,9 @@ func TestBuildsRefuseEachOther(t *testing.T) {
 	}
 }
 
-// A file relay.js cannot load makes loadRelay (or, for worker.js, the
-// Relay's reason for running on the main thread) say which file, from
-// where, and what came instead; where relay.js looked beside itself (no wasm or
+// A file relay.js cannot load makes loadRelay say which file, from where,
+// and what came instead (for worker.js, the Relay's reason for running on
+// the main thread names the file and the possible causes); where relay.js looked beside itself (no wasm or
 // wasmExec option), it says so, since that is where a bundler that leaves
 // new URL(…, import.meta.url) as written (esbuild, Rollup) fails first.
 // A page served in relay.wasm's place (a single-page app's server answers
@@ -94,7 +94,7 @@ window.loaded = loadRelay({ storage: "memory", worker: true }).then(
 		{"no relay.wasm where it was named", served{page: named, missing: "elsewhere.wasm"}, "wasm_load_failed: could not start relay.wasm: HTTP 404 for SERVER/elsewhere.wasm: 404 page not found"},
 		// The main thread takes over with the page's compile for the
 		// worker: relay.wasm is fetched once.
-		{"no worker.js", served{page: inWorker, missing: "worker.js"}, "main: the worker failed: HTTP 404 for SERVER/worker.js (copy worker.js beside relay.js, as relay.wasm and wasm_exec.js); fetches of relay.wasm: 1"},
+		{"no worker.js", served{page: inWorker, missing: "worker.js"}, "main: the worker failed: worker.js did not load (not found beside relay.js, a Content-Security-Policy without worker-src, or no module workers); fetches of relay.wasm: 1"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			c.s.wasm = wasm
