@@ -189,7 +189,8 @@ func tarFile(t *testing.T, path, name string) string {
 }
 
 // Installed into a project of its own as a user would (npm install of the
-// tarball), "relaywasm" and its wasm resolve to the installed files, and
+// tarball), "relaywasm" and the files a bundler may leave to be copied
+// (relay.wasm, wasm_exec.js, worker.js) resolve to the installed files, and
 // tsc type-checks a consumer against the package's declarations.
 func TestTarballInstallsResolvesAndTypes(t *testing.T) {
 	tgz := tarball(t)
@@ -201,9 +202,9 @@ func TestTarballInstallsResolvesAndTypes(t *testing.T) {
 	npm(t, dir, "install", "--no-save", "--no-audit", "--no-fund", tgz)
 
 	out := run(t, dir, "node", "--input-type=module", "-e",
-		`for (const s of ["relaywasm", "relaywasm/preload", "relaywasm/relay.wasm", "relaywasm/wasm_exec.js"]) console.log(import.meta.resolve(s))`)
+		`for (const s of ["relaywasm", "relaywasm/preload", "relaywasm/relay.wasm", "relaywasm/wasm_exec.js", "relaywasm/worker.js"]) console.log(import.meta.resolve(s))`)
 	lines := strings.Fields(out)
-	for i, want := range []string{"relay.js", "preload.js", "relay.wasm", "wasm_exec.js"} {
+	for i, want := range []string{"relay.js", "preload.js", "relay.wasm", "wasm_exec.js", "worker.js"} {
 		p := filepath.Join(dir, "node_modules", "relaywasm", want)
 		if i >= len(lines) || lines[i] != "file://"+p {
 			t.Errorf("resolved %q, want file://%s", lines, p)
