@@ -7,7 +7,10 @@
 //   failSeq: onMessage throws the first time it sees this seq (0: an unsequenced message)
 //   offlineAt: after accepting this many messages, the browser goes offline
 //              (from inside the handler, so it happens mid-batch)
-export function recorder({ async = false, failSeq = -1, offlineAt = 0 } = {}) {
+//   holdAt:  after accepting this many chunks, hold() (from inside the
+//            handler: the rest of the batch waits, as for a page awaiting
+//            a person, however much of the stream the batch holds)
+export function recorder({ async = false, failSeq = -1, offlineAt = 0, holdAt = 0 } = {}) {
   const r = {
     messages: [], // accepted ACP messages, in order
     metas: [], // their meta
@@ -35,7 +38,7 @@ export function recorder({ async = false, failSeq = -1, offlineAt = 0 } = {}) {
       r.messages.push(msg);
       r.metas.push(meta);
       if (msg?.id !== undefined && msg.method === undefined) r.byID.set(msg.id, msg);
-      if (isChunk(msg)) r.chunkCount++;
+      if (isChunk(msg) && ++r.chunkCount === holdAt) r.hold();
       if (r.messages.length === offlineAt) fire("window", "offline");
       r.check();
     };
