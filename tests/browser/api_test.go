@@ -198,7 +198,9 @@ func TestAPIReloadMidStreamLosesNothing(t *testing.T) {
 		return args[0].Get("chunkCount").Int() >= 200
 	}), "200 chunks"))
 	must(t, ctx, att1.Call("close")) // the page goes away mid-stream
-	seen := len(chunks(r1))
+	if seen := len(chunks(r1)); seen != 200 {
+		t.Fatalf("the first page accepted %d chunks, want the 200 before its hold", seen)
+	}
 	cursor := att1.Get("cursor").Int()
 
 	r2 := recorder(t, nil)
@@ -210,9 +212,6 @@ func TestAPIReloadMidStreamLosesNothing(t *testing.T) {
 	}
 	if first := r2.Get("metas").Index(0); first.Truthy() && first.Get("seq").Int() != cursor+1 {
 		t.Fatalf("after the reload delivery starts at seq %d, want %d", first.Get("seq").Int(), cursor+1)
-	}
-	if seen != 200 {
-		t.Fatalf("the first page accepted %d chunks, want the 200 before its hold", seen)
 	}
 	res := must(t, ctx, r2.Call("response", id))
 	if got := res.Get("result").Get("stopReason").String(); got != "end_turn" {

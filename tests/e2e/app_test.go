@@ -71,23 +71,21 @@ func TestDemoAppBundlesTheModule(t *testing.T) {
 	// Each once: a second new URL("./worker.js", import.meta.url) in
 	// relay.js, outside new Worker(...), would have it emit worker.js again
 	// as a file of its own.
-	var wasm, exec, worker int
+	var counts [3]int
 	for _, a := range assets {
-		n := a.Name()
-		if strings.HasPrefix(n, "relay-") && strings.HasSuffix(n, ".wasm") {
-			wasm++
-		}
-		if strings.HasPrefix(n, "wasm_exec-") && strings.HasSuffix(n, ".js") {
-			exec++
-		}
-		if strings.HasPrefix(n, "worker-") && strings.HasSuffix(n, ".js") {
-			worker++
+		for i, k := range appAssets {
+			if strings.HasPrefix(a.Name(), k.prefix) && strings.HasSuffix(a.Name(), k.suffix) {
+				counts[i]++
+			}
 		}
 	}
-	if wasm != 1 || exec != 1 || worker != 1 {
+	if counts != [3]int{1, 1, 1} {
 		t.Errorf("vite build emitted %v; want one each of relay-*.wasm, wasm_exec-*.js and worker-*.js among the assets", assets)
 	}
 }
+
+// appAssets are the module's files as vite build names them.
+var appAssets = [3]struct{ prefix, suffix string }{{"relay-", ".wasm"}, {"wasm_exec-", ".js"}, {"worker-", ".js"}}
 
 // appPage opens the built app against a stack of its own; fragment is
 // added to its URL (the app's settings, as "worker=1").
@@ -115,16 +113,12 @@ func appReady(tb *tab) {
 // page's thread and in the Web Worker the bundler emitted worker.js as
 // (the worker's own imports of wasm_exec.js and relay.wasm bundled with it).
 func TestDemoAppChats(t *testing.T) {
-	for _, mode := range []string{"main", "worker"} {
-		t.Run(mode, func(t *testing.T) { appChats(t, mode) })
+	for _, c := range []struct{ mode, fragment string }{{"main", ""}, {"worker", "#worker=1"}} {
+		t.Run(c.mode, func(t *testing.T) { appChats(t, c.mode, c.fragment) })
 	}
 }
 
-func appChats(t *testing.T, mode string) {
-	fragment := ""
-	if mode == "worker" {
-		fragment = "#worker=1"
-	}
+func appChats(t *testing.T, mode, fragment string) {
 	tb := appPage(t, 0, fragment)
 	var got struct{ Mode, Reason string }
 	tb.eval(`({mode: __app.mode, reason: __app.reason})`, &got)

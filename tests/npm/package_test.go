@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -73,7 +74,7 @@ func meant() []string {
 // staged package lists the same.
 func TestPackageHoldsExactlyTheFilesMeant(t *testing.T) {
 	want := meant()
-	got := tarEntries(t, tarball(t))
+	got := slices.Sorted(maps.Keys(unpacked(t, tarball(t))))
 	if !slices.Equal(got, want) {
 		t.Errorf("tarball holds %q, want %q", got, want)
 	}
@@ -99,7 +100,9 @@ func TestPackageHoldsExactlyTheFilesMeant(t *testing.T) {
 	}
 }
 
-func tarEntries(t *testing.T, path string) []string {
+// unpacked is the tarball at path as its files' contents by name (the
+// "package/" prefix npm gives every entry taken off).
+func unpacked(t *testing.T, path string) map[string]string {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
@@ -111,19 +114,21 @@ func tarEntries(t *testing.T, path string) []string {
 		t.Fatal(err)
 	}
 	tr := tar.NewReader(zr)
-	var names []string
+	files := make(map[string]string)
 	for {
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
-			break
+			return files
 		}
 		if err != nil {
 			t.Fatal(err)
 		}
-		names = append(names, strings.TrimPrefix(h.Name, "package/"))
+		b, err := io.ReadAll(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[strings.TrimPrefix(h.Name, "package/")] = string(b)
 	}
-	slices.Sort(names)
-	return names
 }
 
 // Every import() the package makes at run time with a computed URL
@@ -136,10 +141,10 @@ func tarEntries(t *testing.T, path string) []string {
 // one of this project's npm dependencies, so this reads the shipped files.
 func TestComputedImportsAreLeftToTheBrowser(t *testing.T) {
 	call := regexp.MustCompile(`\bimport\(\s*([^)]{0,80})`)
-	tgz := tarball(t)
+	files := unpacked(t, tarball(t))
 	for _, name := range []string{"relay.js", "worker.js"} {
 		found := 0
-		for i, line := range strings.Split(tarFile(t, tgz, name), "\n") {
+		for i, line := range strings.Split(files[name], "\n") {
 			if l := strings.TrimSpace(line); strings.HasPrefix(l, "//") || strings.HasPrefix(l, "*") {
 				continue
 			}
@@ -156,34 +161,6 @@ func TestComputedImportsAreLeftToTheBrowser(t *testing.T) {
 		}
 		if found == 0 {
 			t.Errorf("%s: no computed import() found: the check no longer sees wasm_exec.js's", name)
-		}
-	}
-}
-
-// tarFile is the named file's text in the tarball at path.
-func tarFile(t *testing.T, path, name string) string {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr := tar.NewReader(zr)
-	for {
-		h, err := tr.Next()
-		if err != nil {
-			t.Fatalf("%s in %s: %v", name, path, err)
-		}
-		if h.Name == "package/"+name {
-			b, err := io.ReadAll(tr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return string(b)
 		}
 	}
 }
