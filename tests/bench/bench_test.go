@@ -87,3 +87,47 @@ func TestPercentile(t *testing.T) {
 		t.Error("percentile sorted its input")
 	}
 }
+
+func TestTailOverlaps(t *testing.T) {
+	// 100 round trips of 1 ms on the main thread (pid 1, tid 1), one every
+	// 2 ms; numbers 10 and 20 took 5 ms. A wasm compile on a pool thread
+	// overlaps number 10 and number 50; a garbage collection overlaps 20 on
+	// the main thread, and another on a worker's thread overlaps 30, which
+	// does not count: only the main thread's pause holds a round trip.
+	var ev []traceEvent
+	for i := range 100 {
+		from, d := float64(i*2000), 1000.0
+		if i == 10 || i == 20 {
+			d = 5000
+		}
+		ev = append(ev, traceEvent{Name: "rt wasm", Ph: "b", TS: from, PID: 1, TID: 1},
+			traceEvent{Name: "rt wasm", Ph: "e", TS: from + d, PID: 1, TID: 1})
+	}
+	ev = append(ev,
+		traceEvent{Name: "wasm.TopTierCompilation", Ph: "X", TS: 20500, Dur: 100, PID: 1, TID: 7},
+		traceEvent{Name: "wasm.TopTierCompilation", Ph: "X", TS: 100500, Dur: 100, PID: 1, TID: 7},
+		traceEvent{Name: "wasm.TopTierCompilation", Ph: "X", TS: 100500, Dur: 100, PID: 2, TID: 7}, // another renderer
+		traceEvent{Name: "MinorGC", Ph: "X", TS: 43000, Dur: 500, PID: 1, TID: 1},
+		traceEvent{Name: "MinorGC", Ph: "X", TS: 60100, Dur: 500, PID: 1, TID: 9},
+	)
+	r, ok := tail(ev, "wasm", 0.02)
+	if !ok || r.n != 100 || r.slow != 2 || r.threshold != 5 {
+		t.Fatalf("tail: %v (%+v)", ok, r)
+	}
+	want := map[string][2]float64{ // slow share, others' share
+		"wasm top-tier compiles":           {0.5, 1.0 / 98},
+		"a main-thread garbage collection": {0.5, 0},
+	}
+	for i, kind := range overlapKinds {
+		if w, ok := want[kind.name]; ok && (r.slowShare[i] != w[0] || r.otherShare[i] != w[1]) {
+			t.Errorf("%s: slow %v, others %v; want %v", kind.name, r.slowShare[i], r.otherShare[i], w)
+		}
+	}
+	if _, ok := tail(ev, "raw", 0.01); ok {
+		t.Error("a variant with no measures has a tail")
+	}
+	n, ms, early := topTierCompiles(ev, 1, span{0, 200000})
+	if n != 2 || ms != 0.2 || early != 0.5 {
+		t.Errorf("top-tier compiles: %d, %v ms, %v early; want 2, 0.2, 0.5", n, ms, early)
+	}
+}

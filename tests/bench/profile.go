@@ -205,6 +205,50 @@ func (p *prober) whyRoundTrip() (string, error) {
 	})
 }
 
+// whyRoundTripTail traces the first-load round trips in a browser of its
+// own (the round trips of the other figures' profiles would have had V8
+// compile what the first ones compile) and reports what overlapped the
+// slowest 1% of each client's, and how much of relay.wasm V8 compiled to
+// its top tier meanwhile.
+func (p *prober) whyRoundTripTail() (string, error) {
+	tmp := filepath.Join(p.tmp, "tracing")
+	if err := os.MkdirAll(tmp, 0o755); err != nil {
+		return "", err
+	}
+	s, err := openSession(p.ctx, p.cfg, p.cfg.ModuleDir, tmp)
+	if err != nil {
+		return "", err
+	}
+	defer s.close()
+	if err := s.setup(); err != nil {
+		return "", err
+	}
+	events, raw, err := s.tab.traced(func() error {
+		_, err := s.roundTripSample(s.cfg.Sizes.RoundTrips, true)
+		return err
+	})
+	if err != nil {
+		return "", err
+	}
+	file := filepath.Join(p.cfg.ProfileDir, "roundtrip-first-load.trace.json")
+	if err := os.WriteFile(file, raw, 0o644); err != nil {
+		return "", err
+	}
+	var out strings.Builder
+	fmt.Fprintf(&out, "round trips of a page as first opened, traced (%s):\n", file)
+	for _, v := range []string{wasmIDB, rawJS} {
+		r, ok := tail(events, v, 0.01)
+		if !ok {
+			return "", fmt.Errorf("the trace has no measure of the %s client's round trips", v)
+		}
+		fmt.Fprintf(&out, "  %s\n", r)
+	}
+	spans, pid, _ := roundTripSpans(events, wasmIDB)
+	n, ms, early := topTierCompiles(events, pid, span{spans[0].from, spans[len(spans)-1].to})
+	fmt.Fprintf(&out, "  meanwhile V8 compiled %d batches of relay.wasm's functions to its top tier, %.0f ms of CPU, %.0f%% of it in the first quarter of the round trips", n, ms, 100*early)
+	return out.String(), nil
+}
+
 // cpuProfile runs fn under the DevTools sampling profiler (100 µs).
 func (t *tab) cpuProfile(fn func() error) (*profiler.Profile, error) {
 	if err := t.run(profiler.Enable(), profiler.SetSamplingInterval(100), profiler.Start()); err != nil {

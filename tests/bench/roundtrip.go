@@ -36,7 +36,7 @@ type rttSample struct{ ms, cpu map[string][]float64 }
 func (s *session) roundTrips() ([]Row, error) {
 	n := s.cfg.Sizes.RoundTrips
 	s.cfg.logf("round trips: %d per client, on the first load and after a reload", n)
-	first, err := s.roundTripSample(n)
+	first, err := s.roundTripSample(n, false)
 	if err != nil {
 		return nil, err
 	}
@@ -44,7 +44,7 @@ func (s *session) roundTrips() ([]Row, error) {
 	if err := s.reloadMain(); err != nil {
 		return nil, err
 	}
-	again, err := s.roundTripSample(n)
+	again, err := s.roundTripSample(n, false)
 	if err != nil {
 		return nil, err
 	}
@@ -52,17 +52,18 @@ func (s *session) roundTrips() ([]Row, error) {
 }
 
 // roundTripSample measures n round trips per client after a warm-up of
-// one block.
-func (s *session) roundTripSample(n int) (rttSample, error) {
+// one block; with mark, each measured round trip (not the warm-up's) is
+// also a measure in the page's trace (trace.go).
+func (s *session) roundTripSample(n int, mark bool) (rttSample, error) {
 	var r rttSample
-	for _, count := range []int{min(n, rttBlock), n} { // the warm-up, then the measurement
+	for i, count := range []int{min(n, rttBlock), n} { // the warm-up, then the measurement
 		r = rttSample{ms: map[string][]float64{}, cpu: map[string][]float64{}}
 		for done := 0; done < count; done += rttBlock {
 			for _, v := range []string{wasmIDB, wasmWorker, rawJS} {
 				var block []float64
 				before, err := s.tab.cpuTime()
 				if err == nil {
-					err = s.tab.call(&block, "roundTrips", v, min(rttBlock, count-done))
+					err = s.tab.call(&block, "roundTrips", v, min(rttBlock, count-done), mark && i == 1)
 				}
 				if err != nil {
 					return r, err
@@ -92,7 +93,8 @@ func (s *session) reloadMain() error {
 }
 
 // rows are the sample's figures; phase prefixes their names, and explain
-// says whether a missed p50 is explained by a profile (one phase is).
+// says whether a missed p50 or p99 is explained (one phase is: p50 by a
+// profile, p99 by a trace).
 func (r rttSample) rows(phase string, explain bool) []Row {
 	rows := rttRows(phase, r.ms[wasmIDB], r.ms[rawJS], explain)
 	rows = append(rows, rttRows(phase+"worker mode, ", r.ms[wasmWorker], r.ms[rawJS], false)...)
@@ -126,5 +128,8 @@ func rttRows(mode string, wasm, raw []float64, explain bool) []Row {
 	}
 	p99 := row(99, "p99")
 	p99.Target = withinOf(1, "≤ baseline + 1 ms")
+	if explain {
+		p99.why = (*prober).whyRoundTripTail
+	}
 	return []Row{p50, p99}
 }

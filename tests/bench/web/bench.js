@@ -167,14 +167,17 @@ async function stream(variant, frames, size) {
 }
 
 // roundTrips times n sequential echo requests, each from the send to its
-// response's delivery, in milliseconds.
-async function roundTrips(variant, n) {
+// response's delivery, in milliseconds. With mark, each is also a measure
+// ("rt <variant>") in a trace the harness records (trace.go).
+async function roundTrips(variant, n, mark = false) {
   const c = clients[variant];
   const out = [];
   for (let i = 0; i < n; i++) {
     const start = performance.now();
     await exchange(c, cfg.echoMethod, { i });
-    out.push(performance.now() - start);
+    const end = performance.now();
+    out.push(end - start);
+    if (mark) performance.measure(`rt ${variant}`, { start, end });
   }
   return out;
 }
