@@ -104,14 +104,14 @@ func TestTailOverlaps(t *testing.T) {
 			traceEvent{Name: "rt wasm", Ph: "e", TS: from + d, PID: 1, TID: 1})
 	}
 	ev = append(ev,
-		traceEvent{Name: "wasm.TopTierCompilation", Ph: "X", TS: 20500, Dur: 100, PID: 1, TID: 7},
-		traceEvent{Name: "wasm.TopTierCompilation", Ph: "X", TS: 100500, Dur: 100, PID: 1, TID: 7},
-		traceEvent{Name: "wasm.TopTierCompilation", Ph: "X", TS: 100500, Dur: 100, PID: 2, TID: 7}, // another renderer
+		traceEvent{Name: "wasm.TopTierCompilation", Ph: "X", TS: 20500, Dur: 100, TDur: 80, PID: 1, TID: 7},
+		traceEvent{Name: "wasm.TopTierCompilation", Ph: "X", TS: 100500, Dur: 100, TDur: 80, PID: 1, TID: 7},
+		traceEvent{Name: "wasm.TopTierCompilation", Ph: "X", TS: 100500, Dur: 100, TDur: 80, PID: 2, TID: 7}, // another renderer
 		traceEvent{Name: "MinorGC", Ph: "X", TS: 43000, Dur: 500, PID: 1, TID: 1},
 		traceEvent{Name: "MinorGC", Ph: "X", TS: 60100, Dur: 500, PID: 1, TID: 9},
 	)
 	r, ok := tail(ev, "wasm", 0.02)
-	if !ok || r.n != 100 || r.slow != 2 || r.threshold != 5 {
+	if !ok || r.n != 100 || r.slow != 2 || r.threshold != 5 || r.pid != 1 || r.window != (span{0, 199000}) {
 		t.Fatalf("tail: %v (%+v)", ok, r)
 	}
 	want := map[string][2]float64{ // slow share, others' share
@@ -126,8 +126,8 @@ func TestTailOverlaps(t *testing.T) {
 	if _, ok := tail(ev, "raw", 0.01); ok {
 		t.Error("a variant with no measures has a tail")
 	}
-	n, ms, early := topTierCompiles(ev, 1, span{0, 200000})
-	if n != 2 || ms != 0.2 || early != 0.5 {
-		t.Errorf("top-tier compiles: %d, %v ms, %v early; want 2, 0.2, 0.5", n, ms, early)
+	n, ms, early := topTierCompiles(ev, 1, r.window)
+	if n != 2 || ms != 0.16 || early != 0.5 {
+		t.Errorf("top-tier compiles: %d, %v ms of CPU, %v early; want 2, 0.16, 0.5", n, ms, early)
 	}
 }

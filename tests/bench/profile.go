@@ -109,7 +109,18 @@ func (p *prober) session() (*session, error) {
 	if err != nil {
 		return nil, err
 	}
-	tmp := filepath.Join(p.tmp, "profiling")
+	s, err := p.open(dir, "profiling")
+	if err != nil {
+		return nil, err
+	}
+	p.sess = s
+	return s, nil
+}
+
+// open starts a browser on a stack serving the module in dir, set up as
+// for the measurements, with its files under the folder name of p.tmp.
+func (p *prober) open(dir, name string) (*session, error) {
+	tmp := filepath.Join(p.tmp, name)
 	if err := os.MkdirAll(tmp, 0o755); err != nil {
 		return nil, err
 	}
@@ -123,7 +134,6 @@ func (p *prober) session() (*session, error) {
 		}
 		return nil, err
 	}
-	p.sess = s
 	return s, nil
 }
 
@@ -211,18 +221,11 @@ func (p *prober) whyRoundTrip() (string, error) {
 // slowest 1% of each client's, and how much of relay.wasm V8 compiled to
 // its top tier meanwhile.
 func (p *prober) whyRoundTripTail() (string, error) {
-	tmp := filepath.Join(p.tmp, "tracing")
-	if err := os.MkdirAll(tmp, 0o755); err != nil {
-		return "", err
-	}
-	s, err := openSession(p.ctx, p.cfg, p.cfg.ModuleDir, tmp)
+	s, err := p.open(p.cfg.ModuleDir, "tracing")
 	if err != nil {
 		return "", err
 	}
 	defer s.close()
-	if err := s.setup(); err != nil {
-		return "", err
-	}
 	events, raw, err := s.tab.traced(func() error {
 		_, err := s.roundTripSample(s.cfg.Sizes.RoundTrips, true)
 		return err
@@ -236,16 +239,19 @@ func (p *prober) whyRoundTripTail() (string, error) {
 	}
 	var out strings.Builder
 	fmt.Fprintf(&out, "round trips of a page as first opened, traced (%s):\n", file)
+	var wasm tailReport
 	for _, v := range []string{wasmIDB, rawJS} {
 		r, ok := tail(events, v, 0.01)
 		if !ok {
 			return "", fmt.Errorf("the trace has no measure of the %s client's round trips", v)
 		}
+		if v == wasmIDB {
+			wasm = r
+		}
 		fmt.Fprintf(&out, "  %s\n", r)
 	}
-	spans, pid, _ := roundTripSpans(events, wasmIDB)
-	n, ms, early := topTierCompiles(events, pid, span{spans[0].from, spans[len(spans)-1].to})
-	fmt.Fprintf(&out, "  meanwhile V8 compiled %d batches of relay.wasm's functions to its top tier, %.0f ms of CPU, %.0f%% of it in the first quarter of the round trips", n, ms, 100*early)
+	n, ms, early := topTierCompiles(events, wasm.pid, wasm.window)
+	fmt.Fprintf(&out, "  meanwhile V8 compiled %d batches of relay.wasm's functions to its top tier, %.0f ms of its threads' CPU, %.0f%% of it in the first quarter of the round trips", n, ms, 100*early)
 	return out.String(), nil
 }
 

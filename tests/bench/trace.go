@@ -38,8 +38,9 @@ const rttMeasure = "rt "
 type traceEvent struct {
 	Name string  `json:"name"`
 	Ph   string  `json:"ph"`
-	TS   float64 `json:"ts"`  // µs
-	Dur  float64 `json:"dur"` // µs, for complete events ("X")
+	TS   float64 `json:"ts"`   // µs
+	Dur  float64 `json:"dur"`  // µs, for complete events ("X")
+	TDur float64 `json:"tdur"` // µs of its thread's CPU, for complete events
 	PID  int     `json:"pid"`
 	TID  int     `json:"tid"`
 }
@@ -139,6 +140,8 @@ var overlapKinds = []overlapKind{
 // tailReport is what overlapped the slowest round trips of one variant.
 type tailReport struct {
 	variant    string
+	pid        int  // the renderer the round trips ran in
+	window     span // from the first round trip's start to the last's end
 	n, slow    int
 	threshold  float64   // ms, the fastest of the slow ones
 	slowShare  []float64 // per overlapKinds: the share of the slow ones it overlapped
@@ -157,7 +160,10 @@ func tail(events []traceEvent, variant string, share float64) (tailReport, bool)
 		return cmp.Compare(b.to-b.from, a.to-a.from) // slowest first
 	})
 	k := max(1, int(float64(len(spans))*share))
-	r := tailReport{variant: variant, n: len(spans), slow: k, threshold: (byTime[k-1].to - byTime[k-1].from) / 1000}
+	r := tailReport{
+		variant: variant, pid: pid, window: span{spans[0].from, spans[len(spans)-1].to},
+		n: len(spans), slow: k, threshold: (byTime[k-1].to - byTime[k-1].from) / 1000,
+	}
 	for _, kind := range overlapKinds {
 		var work []span
 		for _, e := range events {
@@ -198,8 +204,8 @@ func (r tailReport) String() string {
 }
 
 // topTierCompiles sums the wasm top-tier compiles of the renderer pid
-// within s: how many, their CPU time (ms) and the share of it in the first
-// quarter of s.
+// within s: how many, their threads' CPU time (ms) and the share of it in
+// the first quarter of s.
 func topTierCompiles(events []traceEvent, pid int, s span) (n int, ms, firstQuarter float64) {
 	quarter := s.from + (s.to-s.from)/4
 	for _, e := range events {
@@ -207,9 +213,9 @@ func topTierCompiles(events []traceEvent, pid int, s span) (n int, ms, firstQuar
 			continue
 		}
 		n++
-		ms += e.Dur / 1000
+		ms += e.TDur / 1000
 		if e.TS < quarter {
-			firstQuarter += e.Dur / 1000
+			firstQuarter += e.TDur / 1000
 		}
 	}
 	if ms > 0 {
