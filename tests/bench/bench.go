@@ -90,7 +90,10 @@ type Config struct {
 	// experiment on the engine (--no-liftoff, say), whose
 	// figures are not what a user's Chromium gives.
 	JSFlags string
-	Sizes   Sizes
+	// ChromiumLog, when not nil, receives what Chromium's processes write
+	// to stdout and stderr, V8's --trace-gc lines among them; nil drops it.
+	ChromiumLog io.Writer
+	Sizes       Sizes
 	// Profile says which figures to explain with a profile (ProfileNone,
 	// ProfileMissed, ProfileAll): the top frames go to Log, the profiles
 	// under ProfileDir.

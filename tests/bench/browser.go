@@ -25,12 +25,15 @@ const evalLimit = 2 * time.Minute
 type browser struct{ *chromium.Browser }
 
 // startBrowser starts Chromium writing nothing outside tmp (profile, XDG
-// folders, TMPDIR), with the flags package chromium gives for this machine
-// and jsFlags, when not empty, for V8 (Config.JSFlags).
-func startBrowser(exe, tmp, jsFlags string) (*browser, error) {
-	o := chromium.Options{Exec: exe, Profile: filepath.Join(tmp, "profile"), Scratch: tmp}
-	if jsFlags != "" {
-		o.Extra = []chromedp.ExecAllocatorOption{chromedp.Flag("js-flags", jsFlags)}
+// folders, TMPDIR), with the flags package chromium gives for this machine,
+// cfg.JSFlags, when not empty, for V8, and its output to cfg.ChromiumLog.
+func startBrowser(cfg Config, tmp string) (*browser, error) {
+	o := chromium.Options{Exec: cfg.Chromium, Profile: filepath.Join(tmp, "profile"), Scratch: tmp}
+	if cfg.JSFlags != "" {
+		o.Extra = append(o.Extra, chromedp.Flag("js-flags", cfg.JSFlags))
+	}
+	if cfg.ChromiumLog != nil {
+		o.Extra = append(o.Extra, chromedp.CombinedOutput(cfg.ChromiumLog))
 	}
 	b, err := chromium.Start(o)
 	if err != nil {

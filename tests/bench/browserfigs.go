@@ -69,7 +69,7 @@ func openSession(ctx context.Context, cfg Config, moduleDir, tmp string) (*sessi
 		return nil, err
 	}
 	s := &session{cfg: cfg, st: st, page: newPageConfig(st, cfg.Sizes.History)}
-	if s.br, err = startBrowser(cfg.Chromium, tmp, cfg.JSFlags); err != nil {
+	if s.br, err = startBrowser(cfg, tmp); err != nil {
 		st.Close()
 		return nil, err
 	}

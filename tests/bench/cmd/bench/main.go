@@ -32,10 +32,11 @@ func main() {
 	streams := flag.Int("streams", 0, "inbound streams per variant (default: the full size's)")
 	roundTrips := flag.Int("round-trips", 0, "round trips per client (default: the full size's)")
 	jsFlags := flag.String("js-flags", "", "V8 flags for Chromium (--js-flags), for an experiment on the engine: the table then says they were set")
+	chromiumLog := flag.String("chromium-log", "", "write Chromium's output (stdout and stderr of all its processes, where V8's --trace-gc prints) to this file")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	o := options{module: *module, chromium: *chromium, smoke: *smoke, profile: *profile, streams: *streams, roundTrips: *roundTrips, jsFlags: *jsFlags}
+	o := options{module: *module, chromium: *chromium, smoke: *smoke, profile: *profile, streams: *streams, roundTrips: *roundTrips, jsFlags: *jsFlags, chromiumLog: *chromiumLog}
 	if *only != "" {
 		o.only = strings.Split(*only, ",")
 	}
@@ -49,6 +50,7 @@ func main() {
 type options struct {
 	module, chromium, profile string
 	jsFlags                   string // -js-flags
+	chromiumLog               string // -chromium-log
 	smoke                     bool
 	only                      []string // -only, split
 	streams, roundTrips       int      // 0: the size's own
@@ -68,6 +70,14 @@ func run(ctx context.Context, o options) error {
 	cfg := bench.Config{
 		Root: root, ModuleDir: o.module, Chromium: o.chromium, Sizes: bench.Full(), Only: o.only,
 		JSFlags: o.jsFlags, Profile: o.profile, ProfileDir: filepath.Join(root, "tests", "bench", "out"), Log: os.Stderr,
+	}
+	if o.chromiumLog != "" {
+		f, err := os.Create(o.chromiumLog)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		cfg.ChromiumLog = f
 	}
 	if cfg.ModuleDir == "" {
 		cfg.ModuleDir = filepath.Join(root, "dist")
