@@ -1,12 +1,16 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/relaywasm/relaywasm/tests/chromium"
 )
 
@@ -130,4 +134,55 @@ func TestTailOverlaps(t *testing.T) {
 	if n != 2 || ms != 0.16 || early != 0.5 {
 		t.Errorf("top-tier compiles: %d, %v ms of CPU, %v early; want 2, 0.16, 0.5", n, ms, early)
 	}
+}
+
+// TestChromiumLog checks that Config.ChromiumLog receives what V8 prints
+// in the page's renderer with Config.JSFlags: the collections the page
+// forces (gc, with --expose-gc) must show in it as --trace-gc's lines.
+// Without the wiring the log stays empty, or holds only the browser's own
+// messages.
+func TestChromiumLog(t *testing.T) {
+	var log lockedBuffer
+	cfg := Config{Chromium: chromium.Path(), JSFlags: "--trace-gc --expose-gc", ChromiumLog: &log}
+	b, err := startBrowser(cfg, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.close()
+	tab, err := chromium.OpenTab(b.Context(), "about:blank")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tab.Close()
+	// The renderer's stdout is a pipe, so V8's lines wait in stdio's buffer
+	// until it fills: a hundred collections fill it many times over.
+	if err := chromedp.Run(tab.Context(), chromedp.Evaluate(`for (let i = 0; i < 100; i++) gc(); true`, nil)); err != nil {
+		t.Fatal(err)
+	}
+	// The allocator copies from that pipe: the lines come a moment later.
+	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(log.String(), "Mark-Compact"); {
+		if time.Now().After(deadline) {
+			t.Fatalf("no Mark-Compact line from --trace-gc in Chromium's output:\n%s", log.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// lockedBuffer is a bytes.Buffer that the allocator's copying goroutine
+// writes while the test reads it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
 }
