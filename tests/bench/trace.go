@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/chromedp/cdproto/tracing"
 	"github.com/chromedp/chromedp"
@@ -29,6 +30,10 @@ var traceCategories = []string{
 	"blink.user_timing", "toplevel", "v8", "v8.wasm", "disabled-by-default-v8.gc",
 	"disabled-by-default-v8.compile",
 }
+
+// topTierEvent is V8's event for one batch of wasm functions compiled to
+// its top tier (TurboFan).
+const topTierEvent = "wasm.TopTierCompilation"
 
 // rttMeasure prefixes the page's measure of one round trip; the variant
 // follows it (bench.js, roundTrips).
@@ -76,7 +81,11 @@ func (t *tab) traced(fn func() error) (events []traceEvent, raw []byte, err erro
 	if err := t.run(tracing.End()); err != nil {
 		return nil, nil, err
 	}
-	<-done
+	select {
+	case <-done:
+	case <-time.After(evalLimit): // a broken trace fails the run, as a broken page does
+		return nil, nil, fmt.Errorf("the trace did not complete within %v of its end", evalLimit)
+	}
 	if ferr != nil {
 		return nil, nil, ferr
 	}
@@ -130,7 +139,7 @@ type overlapKind struct {
 }
 
 var overlapKinds = []overlapKind{
-	{"wasm top-tier compiles", false, func(n string) bool { return n == "wasm.TopTierCompilation" }},
+	{"wasm top-tier compiles", false, func(n string) bool { return n == topTierEvent }},
 	{"JavaScript optimizing compiles", false, func(n string) bool {
 		return n == "V8.MaglevTask" || n == "V8.TurbofanTask" || n == "V8.OptimizeBackground"
 	}},
@@ -209,7 +218,7 @@ func (r tailReport) String() string {
 func topTierCompiles(events []traceEvent, pid int, s span) (n int, ms, firstQuarter float64) {
 	quarter := s.from + (s.to-s.from)/4
 	for _, e := range events {
-		if e.Ph != "X" || e.PID != pid || e.Name != "wasm.TopTierCompilation" || !s.overlaps(span{e.TS, e.TS + e.Dur}) {
+		if e.Ph != "X" || e.PID != pid || e.Name != topTierEvent || !s.overlaps(span{e.TS, e.TS + e.Dur}) {
 			continue
 		}
 		n++
