@@ -231,7 +231,7 @@ func (a *attachment) options(v Value) (client.Options, error) {
 		Name:             jsString(opt("name")),
 		History:          jsInt(opt("history")),
 		Store:            a.relay.store,
-		Transport:        apiTransport{a: a, keep: jsInt(opt("history")) > 0},
+		Transport:        apiTransport{a: a, mode: a.relay.store.inboundMode(jsInt(opt("history")) > 0)},
 		Credential:       a.credential,
 		OnMessages:       a.deliver,
 		OnState:          a.onState,
@@ -263,10 +263,15 @@ func (a *attachment) watch() {
 	a.forget()
 }
 
+// forget lets the attachment go, and the payloads relay.js holds for its
+// transcript: it commits no more.
 func (a *attachment) forget() {
 	api.mu.Lock()
 	delete(api.atts, a.handle)
 	api.mu.Unlock()
+	if b, err := theBridge(); err == nil {
+		_, _ = call(b, "unhold", a.handle)
+	}
 }
 
 // credential asks relay.js for the token (a string, or what the application's

@@ -25,7 +25,8 @@ import (
 // session.resumed, and frames JSON.parse refused. When a transcript is kept
 // an acp.message comes with its payload's text too, cut out of the message
 // by relay.js (payloadText), which Go keeps without scanning: JSON.parse
-// checked it. The engine delivers as always, and deliver hands
+// checked it; or, when the Store is relay.js's (ModeParseHold), it stays
+// in relay.js, and the transcript's entry names it by its ref (Store.Commit). The engine delivers as always, and deliver hands
 // relay.js back, per message, which of its objects to pass to onMessage.
 // The payload is parsed exactly once, by JSON.parse, and never encoded
 // again.
@@ -191,16 +192,12 @@ func cut(b []byte) (msg, rest []byte, ok bool) {
 // JavaScript API: its sockets are frameConns.
 type apiTransport struct {
 	a    *attachment
-	keep bool // a transcript is kept: relay.js hands the payloads' text over too
+	mode int // boundary.ModeParse, or with a transcript ModeParseHold or ModeParseKeep
 }
 
 // Dial implements client.Transport.
 func (t apiTransport) Dial(ctx context.Context, url string, protocols []string) (client.Conn, error) {
-	mode := boundary.ModeParse
-	if t.keep {
-		mode = boundary.ModeParseKeep
-	}
-	c, err := dial(ctx, url, protocols, mode)
+	c, err := dial(ctx, url, protocols, t.mode, t.a.handle)
 	if err != nil {
 		return nil, err
 	}

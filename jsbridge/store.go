@@ -197,14 +197,34 @@ func (s *Store) Commit(ctx context.Context, k client.Key, saved client.Saved, en
 	s.entries.Lock()
 	defer s.entries.Unlock()
 	data := s.entries.b[:0]
+	held := 0
 	for _, e := range entries {
-		data = appendEntry(data, e)
+		if isHeld(e) {
+			data = appendHeld(data, e)
+			held++
+		} else {
+			data = appendEntry(data, e)
+		}
 	}
 	if cap(data) <= maxKeptEntries {
 		s.entries.b = data
 	}
-	_, err = withOut(data, "storeCommit", s.h, stream, session, float64(saved.Cursor), keep, len(entries), len(data))
+	_, err = withOut(data, "storeCommit", s.h, stream, session, float64(saved.Cursor), keep, len(entries), len(data), held)
 	return err
+}
+
+// inboundMode is how an attachment's sockets hand messages over with this
+// Store (boundary.ModeParse*): with a transcript kept in relay.js's store,
+// relay.js holds the payloads for it (ModeParseHold), so that they never
+// cross into Go and back; one kept in Go (NewMemoryStore's) needs them here.
+func (s *Store) inboundMode(transcript bool) int {
+	switch {
+	case !transcript:
+		return boundary.ModeParse
+	case s.mem != nil:
+		return boundary.ModeParseKeep
+	}
+	return boundary.ModeParseHold
 }
 
 // maxKeptEntries bounds the buffer a Store keeps for packing entries: a
@@ -393,6 +413,21 @@ func appendEntry(dst []byte, e client.Entry) []byte {
 	dst = binary.AppendUvarint(dst, e.Seq)
 	dst = binary.AppendUvarint(dst, uint64(len(e.Payload)))
 	return append(dst, e.Payload...)
+}
+
+// isHeld says whether e's payload is one relay.js holds: a received message
+// with a ref and no payload, which only a ModeParseHold socket's frames are
+// (inboundMode). relay.js holds an empty payload as none, for a message
+// whose text Go read.
+func isHeld(e client.Entry) bool { return !e.Out && e.Ref != 0 && len(e.Payload) == 0 }
+
+// appendHeld packs an entry whose payload relay.js holds: its flags with
+// boundary.EntryHeld, the seq and the ref as uvarints. relay.js puts the
+// payload in (entries.js unhold) before the store keeps the entry.
+func appendHeld(dst []byte, e client.Entry) []byte {
+	dst = append(dst, boundary.EntryHeld)
+	dst = binary.AppendUvarint(dst, e.Seq)
+	return binary.AppendUvarint(dst, e.Ref)
 }
 
 // nextEntry unpacks the entry at the start of b and returns the rest; ok is

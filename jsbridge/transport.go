@@ -37,13 +37,15 @@ var (
 
 // Dial implements client.Transport.
 func (Transport) Dial(ctx context.Context, url string, protocols []string) (client.Conn, error) {
-	return dial(ctx, url, protocols, boundary.ModeText)
+	return dial(ctx, url, protocols, boundary.ModeText, 0)
 }
 
 // dial opens a socket whose messages relay.js hands over in mode
 // (boundary.ModeText: as they arrived, for Go code with its own OnMessage;
-// ModeParse and ModeParseKeep: parsed by relay.js, for the JavaScript API).
-func dial(ctx context.Context, url string, protocols []string, mode int) (*conn, error) {
+// ModeParse, ModeParseKeep and ModeParseHold: parsed by relay.js, for the
+// JavaScript API; in ModeParseHold relay.js holds the payloads for the
+// attachment whose handle is att).
+func dial(ctx context.Context, url string, protocols []string, mode, att int) (*conn, error) {
 	b, err := theBridge()
 	if err != nil {
 		return nil, err
@@ -56,7 +58,7 @@ func dial(ctx context.Context, url string, protocols []string, mode int) (*conn,
 	// Register before dialling: no event can arrive before dial returns (the
 	// page has one thread), but the handle is only known after it.
 	sockets.mu.Lock()
-	h, err := call(b, "dial", url, protos, mode)
+	h, err := call(b, "dial", url, protos, mode, att)
 	if err != nil {
 		sockets.mu.Unlock()
 		return nil, err

@@ -22,7 +22,7 @@ import (
 // Version numbers the boundary: the calls, records and formats below. relay.js
 // installs its bridge with it, and relay.wasm refuses a bridge whose version is
 // not its own (and tells relay.js so).
-const Version = 2
+const Version = 3
 
 // BridgeGlobal is where relay.js installs its bridge object on globalThis.
 // The name never changes: the version is a property of the object, so that
@@ -56,6 +56,7 @@ const (
 	ModeText      = 0 // every message as it arrived, for Go to parse
 	ModeParse     = 1 // acp.messages parsed by relay.js, as RecACP where they can be
 	ModeParseKeep = 2 // as ModeParse, with the payload's text too (a transcript keeps it)
+	ModeParseHold = 3 // as ModeParse; relay.js holds the payload's text for the store (EntryHeld)
 )
 
 // Flags of a delivery entry [flags, ref] (jsbridge deliver, relay.js deliver).
@@ -82,7 +83,7 @@ const (
 //	StoreChunks: [url, instance, name, start] -> packed entries: a Blob, or a Uint8Array
 //
 // A chunk holds the transcript entries of one write, packed by jsbridge
-// (EntryOutbound is the one flag of an entry); start counts the stream's
+// (EntryOutbound is the one flag of an entry kept); start counts the stream's
 // entries since it began, so chunks sort in order and dropping the oldest is
 // one range delete. A chunk is a Blob where the database takes Blobs and
 // a Uint8Array where it does not (store.js); either holds the same bytes.
@@ -93,6 +94,14 @@ const (
 	StoreChunks   = "chunks"
 	EntryOutbound = 1
 )
+
+// EntryHeld marks an entry jsbridge commits without its payload:
+// [flags][uvarint seq][uvarint ref] in place of the length and the bytes.
+// ref is the message's (RecACP's) on a ModeParseHold socket, whose payload
+// text relay.js holds (held.js); relay.js puts the text in, as the length
+// and the bytes (entries.js), before the store keeps the entry, so no
+// chunk holds the flag.
+const EntryHeld = 2
 
 // StoreSpill begins the sessionStorage keys where a page that goes away
 // leaves a copy of its last write (store.js), for the reloaded page to
@@ -154,11 +163,13 @@ func constants() []constant {
 		{"SAME_FIELD", SameField},
 		{"FIELDS", EnvelopeFields},
 		{"MODE_TEXT", ModeText}, {"MODE_PARSE", ModeParse}, {"MODE_PARSE_KEEP", ModeParseKeep},
+		{"MODE_PARSE_HOLD", ModeParseHold},
 		{"DELIVER_REPLAY", DeliverReplay}, {"DELIVER_TEXT", DeliverText},
 		{"SOCKET_OPEN", SocketOpen}, {"SOCKET_CLOSE", SocketClose},
 		{"DONE_OK", DoneOK}, {"DONE_FAILED", DoneFailed},
 		{"STORE_DATABASE", StoreDatabase}, {"STORE_VERSION", StoreVersion},
 		{"STORE_STATE", StoreState}, {"STORE_CHUNKS", StoreChunks}, {"STORE_SPILL", StoreSpill},
+		{"ENTRY_HELD", EntryHeld},
 		{"DEFAULT_COMMIT_WINDOW_MS", DefaultCommitWindowMs},
 		{"FLOOD_BATCH", FloodBatch}, {"FLOOD_MS", FloodMs},
 		{"FALLBACK_UNAVAILABLE", FallbackUnavailable}, {"FALLBACK_BLOCKED", FallbackBlocked},

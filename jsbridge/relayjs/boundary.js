@@ -3,7 +3,7 @@
 // The constants relay.js shares with relay.wasm, defined in Go
 // (jsbridge/boundary, which says what each means).
 
-export const VERSION = 2;
+export const VERSION = 3;
 export const BRIDGE_GLOBAL = "__relaywasm_bridge";
 export const ACP_TYPE = "acp.message";
 export const MAX_FRAME_BYTES = 16777216;
@@ -16,6 +16,7 @@ export const FIELDS = Object.freeze(["instance", "session", "id", "re", "trace"]
 export const MODE_TEXT = 0;
 export const MODE_PARSE = 1;
 export const MODE_PARSE_KEEP = 2;
+export const MODE_PARSE_HOLD = 3;
 export const DELIVER_REPLAY = 1;
 export const DELIVER_TEXT = 2;
 export const SOCKET_OPEN = 0;
@@ -27,6 +28,7 @@ export const STORE_VERSION = 1;
 export const STORE_STATE = "state";
 export const STORE_CHUNKS = "chunks";
 export const STORE_SPILL = "relaywasm.spill";
+export const ENTRY_HELD = 2;
 export const DEFAULT_COMMIT_WINDOW_MS = 50;
 export const FLOOD_BATCH = 8;
 export const FLOOD_MS = 16;

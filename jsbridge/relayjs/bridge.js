@@ -12,7 +12,9 @@
 
 import { BRIDGE_GLOBAL, CODE_CANCELED, CODE_WASM_LOAD_FAILED, DONE_FAILED, DONE_OK, VERSION } from "./boundary.js";
 import { go, outbuf, outBuffer, text } from "./crossing.js";
+import { unhold } from "./entries.js";
 import { asError, guarded, RelayError, toGo } from "./errors.js";
+import { release } from "./held.js";
 import { close, dial, messages, send } from "./sockets.js";
 import { Stores, writeAll } from "./store.js";
 
@@ -110,6 +112,8 @@ function makeBridge() {
       b.attachments.get(handle)?._ended();
       b.attachments.delete(handle);
     },
+    // unhold lets the payloads held for the attachment go: it has ended.
+    unhold: (handle) => release(handle),
 
     // The stores (store.js's Stores: this thread's, or in worker mode the
     // page's, b.stores), by handle. Each asynchronous operation reports to
@@ -121,9 +125,11 @@ function makeBridge() {
     storeBackend: (h) => b.stores.backend(h),
     storeFallback: (h) => b.stores.fallback(h),
     // storeCommit's entries are the len bytes Go put in the out buffer,
-    // which the store copies during the call.
-    storeCommit(h, stream, session, cursor, keep, n, len) {
-      const bytes = len > 0 ? outbuf.bytes.subarray(0, len) : null;
+    // which the store copies during the call; held of them are ENTRY_HELD,
+    // whose payloads relay.js holds (held.js) and puts in first.
+    storeCommit(h, stream, session, cursor, keep, n, len, held) {
+      let bytes = len > 0 ? outbuf.bytes.subarray(0, len) : null;
+      if (bytes !== null && held > 0) bytes = unhold(bytes);
       b.stores.commit(h, stream, session, cursor, keep, n, bytes);
     },
     storeLoad: (h, id, stream) => b.stores.run(h, id, "load", stream),

@@ -23,8 +23,8 @@ import (
 // Names are the files of this folder, relay.js first: the modules the
 // entries are made of, and the declarations.
 var Names = []string{
-	"relay.js", "relay.d.ts", "attachment.js", "boundary.js", "bridge.js", "compile.js", "crossing.js",
-	"errors.js", "lifecycle.js", "load.js", "preload.js", "preload.d.ts", "records.js", "remote.js", "sockets.js", "store.js",
+	"relay.js", "relay.d.ts", "attachment.js", "boundary.js", "bridge.js", "compile.js", "crossing.js", "entries.js",
+	"errors.js", "held.js", "lifecycle.js", "load.js", "preload.js", "preload.d.ts", "records.js", "remote.js", "sockets.js", "store.js",
 	"stream.js", "tabs.js", "worker.js",
 }
 

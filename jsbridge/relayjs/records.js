@@ -6,13 +6,16 @@
 // gets the envelope only (what the engine decides on) and the ref under
 // which the socket keeps the parsed object; delivery names that ref again,
 // and the object goes to onMessage as it is. Everything else Go reads from
-// the message's text.
+// the message's text. With a transcript, the payload's text goes with the
+// envelope (MODE_PARSE_KEEP), or stays here for the store (MODE_PARSE_HOLD,
+// held.js).
 
 import {
   ACP_TYPE,
   FIELDS,
   MAX_FRAME_BYTES,
   MODE_PARSE,
+  MODE_PARSE_HOLD,
   MODE_TEXT,
   REC_ACP,
   REC_ACP_KEEP,
@@ -21,6 +24,7 @@ import {
   SAME_FIELD,
 } from "./boundary.js";
 import { inbuf, room } from "./crossing.js";
+import { hold } from "./held.js";
 
 const encoder = new TextEncoder();
 
@@ -56,8 +60,13 @@ function put(s, m, off) {
   if (plain(f) && m.length * 3 <= MAX_FRAME_BYTES) {
     if (s.mode === MODE_PARSE) return putACP(s, f, ref, off, null);
     const payload = payloadText(m, f);
+    if (payload !== null && s.mode === MODE_PARSE_HOLD) {
+      hold(s.handle, ref, payload);
+      return putACP(s, f, ref, off, null);
+    }
     if (payload !== null) return putACP(s, f, ref, off, payload);
   }
+  if (s.mode === MODE_PARSE_HOLD) hold(s.handle, ref, null); // Go reads the payload from the text
   return putText(m, off, REC_ACP_TEXT, ref);
 }
 

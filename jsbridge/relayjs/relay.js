@@ -7,6 +7,8 @@
 //   crossing.js   Go's callbacks, the byte buffers, the event-loop turn
 //   sockets.js    the WebSockets and the delivery of parsed messages
 //   records.js    a socket's messages as the records Go reads
+//   held.js       a transcript's payload texts, held from the flush to the commit
+//   entries.js    transcript entries: packed here, and held payloads put in
 //   store.js      stream state in IndexedDB
 //   tabs.js       one attachment per stream in the browser (Web Locks)
 //   lifecycle.js  online, offline, hidden and pagehide

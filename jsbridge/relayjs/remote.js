@@ -18,6 +18,7 @@ import { BaseAttachment, checkCursor, meta, sendArgs } from "./attachment.js";
 import { CODE_BAD_OPTIONS, CODE_CANCELED, DONE_FAILED, DONE_OK } from "./boundary.js";
 import { compileSource, handBack, preloaded } from "./compile.js";
 import { RelayError, report } from "./errors.js";
+import { packEntry } from "./entries.js";
 import { concat, openEarly, Stores, writeAll } from "./store.js";
 import { PAUSED } from "./stream.js";
 
@@ -299,30 +300,6 @@ function commitTail(stores, h, stream, keep, tail) {
   }
   const entries = parts.slice(Math.max(0, parts.length - keep));
   stores.commit(h, stream, session, cursor, keep, entries.length, concat(entries));
-}
-
-const encoder = new TextEncoder();
-
-// packEntry is one inbound transcript entry as jsbridge/store.go's
-// appendEntry packs it: flags (0: inbound), seq and the payload's length
-// as uvarints, then the payload (none when it is absent).
-function packEntry(seq, payload) {
-  const text = payload === undefined ? new Uint8Array(0) : encoder.encode(JSON.stringify(payload));
-  const head = [0, ...uvarint(seq), ...uvarint(text.length)];
-  const out = new Uint8Array(head.length + text.length);
-  out.set(head);
-  out.set(text, head.length);
-  return out;
-}
-
-function uvarint(n) {
-  const out = [];
-  while (n >= 0x80) {
-    out.push((n % 0x80) | 0x80);
-    n = Math.floor(n / 0x80);
-  }
-  out.push(n);
-  return out;
 }
 
 class RemoteRelay {

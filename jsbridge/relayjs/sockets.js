@@ -18,8 +18,9 @@
 // one a second, so there no flush is spaced, and a spaced flush still
 // waiting when the page was hidden goes with the next message's turn.
 
-import { DELIVER_REPLAY, DELIVER_TEXT, FIELDS, FLOOD_BATCH, FLOOD_MS, MODE_TEXT, SOCKET_CLOSE, SOCKET_OPEN } from "./boundary.js";
+import { DELIVER_REPLAY, DELIVER_TEXT, FIELDS, FLOOD_BATCH, FLOOD_MS, MODE_PARSE_HOLD, MODE_TEXT, SOCKET_CLOSE, SOCKET_OPEN } from "./boundary.js";
 import { atTurnEnd, fresh, go, outbuf, shrink } from "./crossing.js";
+import { join } from "./held.js";
 import { encode, REFS_PER_SOCKET } from "./records.js";
 
 // visibility is the page's: on the main thread the document says; a worker
@@ -36,12 +37,14 @@ const decoder = new TextDecoder();
  * returns its handle. Throws (a SyntaxError) for a URL or subprotocol the
  * browser refuses outright. The socket is known by its handle until Go
  * closes it (close), or until it closes unopened: Go may still deliver its
- * messages after the close event.
+ * messages after the close event. In MODE_PARSE_HOLD the payloads' texts
+ * wait in the queue of attachment (Go's handle of it; held.js).
  */
-export function dial(url, protocols, mode) {
+export function dial(url, protocols, mode, attachment) {
   const ws = new WebSocket(url, protocols);
   ws.binaryType = "arraybuffer";
   const handle = nextSocket++;
+  if (mode === MODE_PARSE_HOLD) join(handle, attachment);
   const s = {
     handle,
     ws,

@@ -3,10 +3,13 @@
 package browser
 
 import (
+	"context"
 	_ "embed"
 	"strconv"
+	"strings"
 	"syscall/js"
 	"testing"
+	"time"
 
 	"github.com/relaywasm/relaywasm/librelay"
 )
@@ -54,6 +57,11 @@ var fakeResent = []string{
 	`binary:{"type":"acp.message","instance":"fake-inst","session":"att-fake","seq":8,"payload":{"n":8}}`,
 	// No payload: delivered as null.
 	`{"type":"acp.message","instance":"fake-inst","session":"att-fake","seq":9}`,
+	// Payloads whose UTF-8 length takes fewer bytes than the room relay.js
+	// leaves for it when it puts a held payload into its entry: the bytes
+	// move down (entries.js putText).
+	`{"type":"acp.message","instance":"fake-inst","session":"att-fake","seq":10,"payload":"` + strings.Repeat("a", 100) + `"}`,
+	`{"type":"acp.message","instance":"fake-inst","session":"att-fake","seq":11,"payload":"` + strings.Repeat("b", 6000) + `"}`,
 }
 
 // Each delivered message, as JSON.stringify(message) and its seq.
@@ -63,11 +71,19 @@ var fakeDelivered = []struct {
 }{
 	{`{"n":1}`, 1}, {`{"n":2}`, 2}, {`{"n":3,"payload":[]}`, 3}, {`{"n":4}`, 4}, {`{"n":"unsequenced"}`, 0},
 	{`{"n":6}`, 6}, {"{\"n\":7,\"s\":\"ü\u2028\\\"x\\\\ 😀\"}", 7}, {`{"n":8}`, 8}, {`null`, 9},
+	{`"` + strings.Repeat("a", 100) + `"`, 10}, {`"` + strings.Repeat("b", 6000) + `"`, 11},
 }
 
+// With a transcript, the payloads reach the store whichever way they go:
+// held in relay.js for its store (IndexedDB), or handed to Go for Go's
+// (storage "memory"); relay.js holds none once the attachment has closed.
 func TestAPIEnvelopesFromTheFakeRelay(t *testing.T) {
-	for _, history := range []int{0, 100} {
-		t.Run("history "+strconv.Itoa(history), func(t *testing.T) {
+	for _, c := range []struct {
+		history int
+		storage string
+	}{{0, "indexeddb"}, {100, "indexeddb"}, {100, "memory"}} {
+		history := c.history
+		t.Run("history "+strconv.Itoa(history)+" "+c.storage, func(t *testing.T) {
 			ctx := testContext(t)
 			fr := fakes(t).Call("fakeRelay", map[string]any{
 				"hello": librelay.TypeHello, "welcome": librelay.TypeWelcome, "resume": librelay.TypeResume,
@@ -81,12 +97,17 @@ func TestAPIEnvelopesFromTheFakeRelay(t *testing.T) {
 			})
 			defer resend.Release()
 			fr.Set("onResume", resend)
-			r := recorder(t, nil)
-			att := must(t, ctx, loadRelay(t, ctx, nil).Call("attach", map[string]any{
+			r := recorder(t, map[string]any{"failSeq": 12})
+			att := must(t, ctx, loadRelay(t, ctx, map[string]any{"storage": c.storage}).Call("attach", map[string]any{
 				"url": fr.Get("url"), "instance": "fake-inst", "token": "t", "name": "fake",
 				"history": history, "onMessage": r.Get("onMessage"), "onState": r.Get("onState"),
 			}))
-			defer func() { must(t, ctx, att.Call("close")) }()
+			closed := false
+			defer func() {
+				if !closed {
+					must(t, ctx, att.Call("close"))
+				}
+			}()
 			must(t, ctx, fr.Call("until", js.FuncOf(func(_ js.Value, args []js.Value) any {
 				return args[0].Get("answered").Int() == 1
 			}), "the first resume answered"))
@@ -113,25 +134,54 @@ func TestAPIEnvelopesFromTheFakeRelay(t *testing.T) {
 			if got := stringify(fr.Get("acks")); got != `["hb-1"]` {
 				t.Errorf("acks %s, want the heartbeat's", got)
 			}
-			waitCursor(t, ctx, att, 9)
-			if history == 0 {
-				return
+			waitCursor(t, ctx, att, 11)
+			if history > 0 {
+				checkFakeTranscript(t, ctx, att)
 			}
-			h := must(t, ctx, att.Call("history"))
-			var in []string
-			for i := range h.Length() {
-				if e := h.Index(i); !e.Get("out").Bool() {
-					in = append(in, stringify(e.Get("message"))+"@"+strconv.Itoa(e.Get("seq").Int()))
+
+			// A message the handler refuses is not committed: relay.js
+			// holds its payload (with a transcript in IndexedDB) until the
+			// attachment ends, and then no more.
+			held := relayjsModule(t, "held.js")
+			fr.Call("push", `{"type":"acp.message","instance":"fake-inst","session":"att-fake","seq":12,"payload":{"n":12}}`)
+			for r.Get("attempts").Int() <= len(fakeDelivered) { // a refusal wakes no until
+				if ctx.Err() != nil {
+					t.Fatalf("seq 12 never reached the handler: %s", stringify(r.Get("metas")))
 				}
+				time.Sleep(5 * time.Millisecond)
 			}
-			var want []string
-			for _, d := range fakeDelivered {
-				want = append(want, d.json+"@"+strconv.Itoa(d.seq))
+			if n, hold := held.Call("held").Int(), history > 0 && c.storage == "indexeddb"; hold != (n > 0) {
+				t.Errorf("relay.js holds %d payloads after the refusal", n)
 			}
-			if stringify(js.ValueOf(toAny(in))) != stringify(js.ValueOf(toAny(want))) {
-				t.Errorf("transcript %q, want %q", in, want)
+			must(t, ctx, att.Call("close"))
+			closed = true
+			for held.Call("held").Int() > 0 {
+				if ctx.Err() != nil {
+					t.Fatalf("relay.js still holds %d payloads after the close", held.Call("held").Int())
+				}
+				time.Sleep(5 * time.Millisecond)
 			}
 		})
+	}
+}
+
+// checkFakeTranscript checks that att's transcript holds every message
+// delivered from the fake relay.
+func checkFakeTranscript(t *testing.T, ctx context.Context, att js.Value) {
+	t.Helper()
+	h := must(t, ctx, att.Call("history"))
+	var in []string
+	for i := range h.Length() {
+		if e := h.Index(i); !e.Get("out").Bool() {
+			in = append(in, stringify(e.Get("message"))+"@"+strconv.Itoa(e.Get("seq").Int()))
+		}
+	}
+	var want []string
+	for _, d := range fakeDelivered {
+		want = append(want, d.json+"@"+strconv.Itoa(d.seq))
+	}
+	if stringify(js.ValueOf(toAny(in))) != stringify(js.ValueOf(toAny(want))) {
+		t.Errorf("transcript %q, want %q", in, want)
 	}
 }
 

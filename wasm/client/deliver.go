@@ -317,6 +317,6 @@ func (r *runner) deliver() (handled int, refused bool) {
 // redelivered after a Resume to an earlier cursor is already there.
 func (r *runner) record(p *pendingMsg) {
 	if r.o.History > 0 && (p.msg.Seq == 0 || !r.pos.replay(p.msg.Seq)) {
-		r.entries = append(r.entries, Entry{Seq: p.msg.Seq, Payload: p.msg.Payload})
+		r.entries = append(r.entries, Entry{Seq: p.msg.Seq, Payload: p.msg.Payload, Ref: p.msg.Ref})
 	}
 }

@@ -28,6 +28,10 @@ type Entry struct {
 	Out     bool
 	Seq     uint64
 	Payload []byte
+	// Ref is the received message's Message.Ref (0: none). A Store whose
+	// transport keeps payloads for it (jsbridge's, in relay.js) finds an
+	// empty Payload by it; any other Store ignores it.
+	Ref uint64
 }
 
 // Store keeps the cursor, and optionally the transcript, of each stream.

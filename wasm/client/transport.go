@@ -74,10 +74,18 @@ type FrameReader interface {
 
 // RefFrameReader is a FrameReader whose frames carry a reference of the
 // transport's own (RefFrame.Ref), which the engine hands on, unchanged, in
-// the Message of an acp.message (Message.Ref). The rules are ReadFrames',
-// except that a frame with a Ref may leave its Payload empty when no
-// transcript is kept: the transport's own OnMessages (jsbridge's) finds the
-// message by its Ref. The engine prefers ReadRefFrames to ReadFrames.
+// the Message of an acp.message (Message.Ref) and in its transcript Entry
+// (Entry.Ref). The rules are ReadFrames', except that a frame with a Ref may
+// leave its Payload empty when no transcript is kept, or when the Store
+// finds the payloads of entries by their Ref: the transport's own
+// OnMessages (jsbridge's) finds the message by its Ref, and its Store
+// (jsbridge's, through relay.js) the payload. Such a transport may let a
+// payload go once the entry of a frame read after it has been committed,
+// or once the attachment has ended: the engine records and commits entries
+// in the order it read their frames, across its connections, so no later
+// commit needs it. (Not at the connection's close: a socket that breaks
+// during a delivery is closed at once, and what that delivery accepted is
+// committed after.) The engine prefers ReadRefFrames to ReadFrames.
 type RefFrameReader interface {
 	ReadRefFrames(ctx context.Context) ([]RefFrame, error)
 }

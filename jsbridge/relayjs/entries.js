@@ -1,0 +1,128 @@
+// entries.js: transcript entries, packed as jsbridge/store.go's appendEntry
+// packs them: a flags byte, the seq and the payload's length as uvarints,
+// then the payload. The store keeps them without reading them; relay.js
+// packs the ones it makes itself (worker mode's page, remote.js) and puts
+// held payloads into the ones Go hands it (unhold).
+
+import { ENTRY_HELD } from "./boundary.js";
+import { take } from "./held.js";
+import { REFS_PER_SOCKET } from "./records.js";
+
+const encoder = new TextEncoder();
+
+/**
+ * packEntry is one inbound entry (flags 0) of seq with payload's JSON text
+ * (none when payload is absent).
+ */
+export function packEntry(seq, payload) {
+  const text = payload === undefined ? new Uint8Array(0) : encoder.encode(JSON.stringify(payload));
+  const head = [0, ...uvarint(seq), ...uvarint(text.length)];
+  const out = new Uint8Array(head.length + text.length);
+  out.set(head);
+  out.set(text, head.length);
+  return out;
+}
+
+function uvarint(n) {
+  const out = [];
+  while (n >= 0x80) {
+    out.push((n % 0x80) | 0x80);
+    n = Math.floor(n / 0x80);
+  }
+  out.push(n);
+  return out;
+}
+
+// The entries unhold writes, in one buffer used again by every commit: a
+// new array's memory costs the engine its first touch of every page.
+let out = new Uint8Array(64 << 10);
+
+/**
+ * unhold returns the entries in bytes with each ENTRY_HELD entry's payload
+ * put in (held.js take): [flags][seq][ref] becomes [flags without
+ * ENTRY_HELD][seq][length][the text in UTF-8]. The view it returns is good
+ * until the next call; the store copies it at once.
+ */
+export function unhold(bytes) {
+  let off = 0;
+  let at = 0;
+  while (at < bytes.length) {
+    const start = at;
+    const flags = bytes[at];
+    const seqEnd = skipUvarint(bytes, at + 1);
+    const [n, end] = readUvarint(bytes, seqEnd); // the length, or the ref
+    if (!(flags & ENTRY_HELD)) {
+      at = end + n;
+      off = put(bytes.subarray(start, at), off);
+      continue;
+    }
+    at = end;
+    const text = take(Math.floor(n / REFS_PER_SOCKET), n);
+    if (text === undefined) console.error("relay.js: a transcript entry's payload was not held; it is kept empty");
+    const head = off;
+    off = put(bytes.subarray(start, seqEnd), off);
+    out[head] = flags & ~ENTRY_HELD;
+    off = putText(text ?? "", off);
+  }
+  return out.subarray(0, off);
+}
+
+// put appends bytes at off and returns the new end.
+function put(bytes, off) {
+  grow(off + bytes.length);
+  out.set(bytes, off);
+  return off + bytes.length;
+}
+
+// putText appends [uvarint length][text in UTF-8] at off: the length's room
+// is that of the longest the text can be, and the bytes move down when the
+// length is shorter (never, for a text of under 4,096 characters).
+function putText(text, off) {
+  const room = uvarintSize(3 * text.length);
+  grow(off + room + 3 * text.length);
+  const n = encoder.encodeInto(text, out.subarray(off + room)).written;
+  const size = uvarintSize(n);
+  if (size < room) out.copyWithin(off + size, off + room, off + room + n);
+  let v = n;
+  for (let i = 0; i < size - 1; i++) {
+    out[off + i] = (v % 0x80) | 0x80;
+    v = Math.floor(v / 0x80);
+  }
+  out[off + size - 1] = v;
+  return off + size + n;
+}
+
+function grow(need) {
+  if (need <= out.length) return;
+  const next = new Uint8Array(Math.max(need, 2 * out.length));
+  next.set(out);
+  out = next;
+}
+
+function uvarintSize(n) {
+  let size = 1;
+  while (n >= 0x80) {
+    n = Math.floor(n / 0x80);
+    size++;
+  }
+  return size;
+}
+
+// readUvarint reads the uvarint at at: [its value, the offset after it].
+// (Go wrote bytes: past their end, reading stops.)
+function readUvarint(bytes, at) {
+  let v = 0;
+  let scale = 1;
+  while (at < bytes.length) {
+    const b = bytes[at++];
+    v += (b & 0x7f) * scale;
+    if (b < 0x80) break;
+    scale *= 0x80;
+  }
+  return [v, at];
+}
+
+function skipUvarint(bytes, at) {
+  while (at < bytes.length && bytes[at++] >= 0x80);
+  return at;
+}

@@ -1,0 +1,85 @@
+// held.js: the payload texts relay.js holds for a transcript, so that they
+// never cross into Go and back (a socket dialed in MODE_PARSE_HOLD).
+//
+// With a transcript, every payload a stream receives is written to the
+// store. Handed to Go with its envelope (MODE_PARSE_KEEP), each was encoded
+// into the in buffer, copied into Go's memory, kept there until the commit
+// (work for Go's collector), packed, and copied out again. Held here, Go
+// gets the envelope only, commits the entry by its ref (ENTRY_HELD), and
+// the store puts the text in as it keeps the entry (entries.js unhold).
+//
+// A text is held from the flush that parsed its message until the commit
+// of its entry, or of an entry of a message read after it: the engine
+// commits entries in the order it read their frames, across the
+// attachment's sockets (wasm/client RefFrameReader), so no later commit
+// asks for it. Not until the socket's close: a socket that breaks during a
+// delivery is closed at once, and what that delivery accepted is committed
+// after. What no commit took goes when the attachment ends (release). The
+// refs of an attachment's sockets grow from one socket to the next (a
+// socket's handle is in its refs, and handles only grow), so an
+// attachment's texts wait in one queue, in the order of their refs.
+
+const groups = new Map(); // attachment (Go's handle) -> {refs, texts, head, sockets}
+const groupOf = new Map(); // socket handle -> attachment
+
+/** join has the socket's held texts wait in the attachment's queue. */
+export function join(socket, attachment) {
+  let g = groups.get(attachment);
+  if (g === undefined) {
+    g = { refs: [], texts: [], head: 0, sockets: [] };
+    groups.set(attachment, g);
+  }
+  g.sockets.push(socket);
+  groupOf.set(socket, attachment);
+}
+
+/**
+ * hold keeps the payload text of the message ref, read on socket; null
+ * says Go reads the message's payload itself (from its text).
+ */
+export function hold(socket, ref, text) {
+  const g = groups.get(groupOf.get(socket));
+  if (g === undefined) return; // released: no commit takes it
+  g.refs.push(ref);
+  g.texts.push(text);
+}
+
+/**
+ * take returns the text held for ref, read on socket (null: Go read this
+ * one's payload itself, so it is empty), and lets it go, with every text
+ * held before it in its attachment's queue; undefined when it is not held,
+ * which the commit order rules out.
+ */
+export function take(socket, ref) {
+  const g = groups.get(groupOf.get(socket));
+  if (g === undefined) return undefined;
+  const { refs, texts } = g;
+  let i = g.head;
+  while (i < refs.length && refs[i] < ref) i++;
+  const found = i < refs.length && refs[i] === ref;
+  const text = found ? texts[i] : undefined;
+  g.head = found ? i + 1 : i;
+  // Drop the ones let go once they are half the queue or more: a splice
+  // moves no more than it drops.
+  if (g.head > 64 && 2 * g.head >= refs.length) {
+    refs.splice(0, g.head);
+    texts.splice(0, g.head);
+    g.head = 0;
+  }
+  return text;
+}
+
+/** release lets the attachment's texts go: it has ended, and commits no more. */
+export function release(attachment) {
+  const g = groups.get(attachment);
+  if (g === undefined) return;
+  for (const s of g.sockets) groupOf.delete(s);
+  groups.delete(attachment);
+}
+
+/** held is the number of texts held, for every attachment (for tests). */
+export function held() {
+  let n = 0;
+  for (const g of groups.values()) n += g.refs.length - g.head;
+  return n;
+}
