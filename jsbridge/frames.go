@@ -23,13 +23,14 @@ import (
 // routing fields: what the engine decides on), keeping the parsed object;
 // Go scans in full only what it must read: relay.* control frames,
 // session.resumed, and frames JSON.parse refused. When a transcript is kept
-// an acp.message comes with its payload's text too, cut out of the message
-// by relay.js (payloadText), which Go keeps without scanning: JSON.parse
-// checked it; or, when the Store is relay.js's (ModeParseHold), it stays
-// in relay.js, and the transcript's entry names it by its ref (Store.Commit). The engine delivers as always, and deliver hands
-// relay.js back, per message, which of its objects to pass to onMessage.
-// The payload is parsed exactly once, by JSON.parse, and never encoded
-// again.
+// in relay.js's store (ModeParseHold), the payload's text stays in relay.js
+// too, and the transcript's entry names it by its ref (Store.Commit); in
+// Go's (ModeParseKeep) an acp.message comes with its payload's text, cut
+// out of the message by relay.js (payloadText), which Go keeps without
+// scanning: JSON.parse checked it. The engine delivers as always, and
+// deliver hands relay.js back, per message, which of its objects to pass
+// to onMessage. The payload is parsed exactly once, by JSON.parse, and
+// never encoded again.
 //
 // A flushed batch is a sequence of records (jsbridge/boundary defines them).
 // The ref of a parsed acp.message is relay.js's handle for the object it
