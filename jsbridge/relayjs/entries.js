@@ -75,8 +75,9 @@ function put(bytes, off) {
 }
 
 // putText appends [uvarint length][text in UTF-8] at off: the length's room
-// is that of the longest the text can be, and the bytes move down when the
-// length is shorter (never, for a text of under 4,096 characters).
+// is that of the longest the text can be (3 bytes a character), and the
+// bytes move down when the length takes less (an ASCII text of 43 to 127
+// characters, or of 5,462 to 16,383: tests/browser's fake relay sends both).
 function putText(text, off) {
   const room = uvarintSize(3 * text.length);
   grow(off + room + 3 * text.length);

@@ -6,7 +6,8 @@
 // into the in buffer, copied into Go's memory, kept there until the commit
 // (work for Go's collector), packed, and copied out again. Held here, Go
 // gets the envelope only, commits the entry by its ref (ENTRY_HELD), and
-// the store puts the text in as it keeps the entry (entries.js unhold).
+// relay.js puts the text in before the store keeps the entry (entries.js
+// unhold).
 //
 // A text is held from the flush that parsed its message until the commit
 // of its entry, or of an entry of a message read after it: the engine
