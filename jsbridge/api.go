@@ -270,7 +270,7 @@ func (a *attachment) forget() {
 	delete(api.atts, a.handle)
 	api.mu.Unlock()
 	if b, err := theBridge(); err == nil {
-		_, _ = call(b, "unhold", a.handle)
+		_, _ = call(b, "releaseHeld", a.handle)
 	}
 }
 

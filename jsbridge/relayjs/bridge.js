@@ -112,8 +112,8 @@ function makeBridge() {
       b.attachments.get(handle)?._ended();
       b.attachments.delete(handle);
     },
-    // unhold lets the payloads held for the attachment go: it has ended.
-    unhold: (handle) => release(handle),
+    // releaseHeld lets the payloads held for the attachment go: it has ended.
+    releaseHeld: (handle) => release(handle),
 
     // The stores (store.js's Stores: this thread's, or in worker mode the
     // page's, b.stores), by handle. Each asynchronous operation reports to

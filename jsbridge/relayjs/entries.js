@@ -16,21 +16,10 @@ const encoder = new TextEncoder();
  */
 export function packEntry(seq, payload) {
   const text = payload === undefined ? new Uint8Array(0) : encoder.encode(JSON.stringify(payload));
-  const head = [0, ...uvarint(seq), ...uvarint(text.length)];
-  const out = new Uint8Array(head.length + text.length);
-  out.set(head);
-  out.set(text, head.length);
-  return out;
-}
-
-function uvarint(n) {
-  const out = [];
-  while (n >= 0x80) {
-    out.push((n % 0x80) | 0x80);
-    n = Math.floor(n / 0x80);
-  }
-  out.push(n);
-  return out;
+  const entry = new Uint8Array(1 + uvarintSize(seq) + uvarintSize(text.length) + text.length);
+  const at = putUvarint(entry, putUvarint(entry, 1, seq), text.length); // entry[0]: flags 0
+  entry.set(text, at);
+  return entry;
 }
 
 // The entries unhold writes, in one buffer used again by every commit: a
@@ -50,7 +39,8 @@ export function unhold(bytes) {
     const start = at;
     const flags = bytes[at];
     const seqEnd = skipUvarint(bytes, at + 1);
-    const [n, end] = readUvarint(bytes, seqEnd); // the length, or the ref
+    const n = readUvarint(bytes, seqEnd); // the length, or the ref
+    const end = skipUvarint(bytes, seqEnd);
     if (!(flags & ENTRY_HELD)) {
       at = end + n;
       off = put(bytes.subarray(start, at), off);
@@ -84,13 +74,7 @@ function putText(text, off) {
   const n = encoder.encodeInto(text, out.subarray(off + room)).written;
   const size = uvarintSize(n);
   if (size < room) out.copyWithin(off + size, off + room, off + room + n);
-  let v = n;
-  for (let i = 0; i < size - 1; i++) {
-    out[off + i] = (v % 0x80) | 0x80;
-    v = Math.floor(v / 0x80);
-  }
-  out[off + size - 1] = v;
-  return off + size + n;
+  return putUvarint(out, off, n) + n;
 }
 
 function grow(need) {
@@ -109,8 +93,19 @@ function uvarintSize(n) {
   return size;
 }
 
-// readUvarint reads the uvarint at at: [its value, the offset after it].
-// (Go wrote bytes: past their end, reading stops.)
+// putUvarint writes v as a uvarint at off in dst and returns the offset after
+// it. (Arithmetic, not bit operations: a seq or a ref may be over 2^32.)
+function putUvarint(dst, off, v) {
+  while (v >= 0x80) {
+    dst[off++] = (v % 0x80) | 0x80;
+    v = Math.floor(v / 0x80);
+  }
+  dst[off] = v;
+  return off + 1;
+}
+
+// readUvarint reads the uvarint at at (skipUvarint finds its end). Go wrote
+// bytes: past their end, reading stops.
 function readUvarint(bytes, at) {
   let v = 0;
   let scale = 1;
@@ -120,7 +115,7 @@ function readUvarint(bytes, at) {
     if (b < 0x80) break;
     scale *= 0x80;
   }
-  return [v, at];
+  return v;
 }
 
 function skipUvarint(bytes, at) {

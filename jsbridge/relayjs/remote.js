@@ -17,8 +17,8 @@
 import { BaseAttachment, checkCursor, meta, sendArgs } from "./attachment.js";
 import { CODE_BAD_OPTIONS, CODE_CANCELED, DONE_FAILED, DONE_OK } from "./boundary.js";
 import { compileSource, handBack, preloaded } from "./compile.js";
-import { RelayError, report } from "./errors.js";
 import { packEntry } from "./entries.js";
+import { RelayError, report } from "./errors.js";
 import { concat, openEarly, Stores, writeAll } from "./store.js";
 import { PAUSED } from "./stream.js";
 

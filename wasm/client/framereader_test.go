@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -27,20 +28,12 @@ func TestFrameReaderIsUsed(t *testing.T) {
 	o.History = 0 // tokens stand for payloads only when no transcript is kept
 	o.Transport = tr
 	o.OnMessage = nil
-	o.OnMessages = func(_ context.Context, batch []client.Message) (int, error) {
-		for i, m := range batch {
-			payload, ok := tr.payload(m.Payload)
-			if !ok {
-				t.Errorf("message seq %d reached OnMessages without its token: %q", m.Seq, m.Payload)
-				return i, errors.New("no token")
-			}
-			m.Payload = payload
-			if err := c.onMessage(m); err != nil {
-				return i, err
-			}
+	o.OnMessages = c.onMessagesVia(t, func(m client.Message) ([]byte, error) {
+		if p, ok := tr.payload(m.Payload); ok {
+			return p, nil
 		}
-		return len(batch), nil
-	}
+		return nil, fmt.Errorf("message seq %d reached OnMessages without its token: %q", m.Seq, m.Payload)
+	})
 	a := s.attach(o)
 	session := c.startChat(t, a)
 	c.call(t, a, 3, "session/prompt", promptParams(session, "count 300"))
@@ -52,6 +45,26 @@ func TestFrameReaderIsUsed(t *testing.T) {
 	}
 	if tr.frameReads.Load() == 0 {
 		t.Fatal("ReadFrames was never called")
+	}
+}
+
+// onMessagesVia is c's OnMessages for a transport whose frames stand for
+// their payloads: payload finds a message's, and a message whose payload it
+// cannot find fails the test (and is refused).
+func (c *collector) onMessagesVia(t *testing.T, payload func(client.Message) ([]byte, error)) func(context.Context, []client.Message) (int, error) {
+	return func(_ context.Context, batch []client.Message) (int, error) {
+		for i, m := range batch {
+			p, err := payload(m)
+			if err != nil {
+				t.Error(err)
+				return i, err
+			}
+			m.Payload = p
+			if err := c.onMessage(m); err != nil {
+				return i, err
+			}
+		}
+		return len(batch), nil
 	}
 }
 

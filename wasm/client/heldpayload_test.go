@@ -41,21 +41,15 @@ func TestHeldPayloadsOutliveTheirCommits(t *testing.T) {
 	o := s.options(store, c)
 	o.Transport = tr
 	o.OnMessage = nil
-	o.OnMessages = func(_ context.Context, batch []client.Message) (int, error) {
-		for i, m := range batch {
-			if m.Ref != 0 {
-				p, ok := tr.payload(m.Ref)
-				if !ok {
-					return i, fmt.Errorf("message seq %d: its payload is gone before delivery", m.Seq)
-				}
-				m.Payload = p
-			}
-			if err := c.onMessage(m); err != nil {
-				return i, err
-			}
+	o.OnMessages = c.onMessagesVia(t, func(m client.Message) ([]byte, error) {
+		if m.Ref == 0 {
+			return m.Payload, nil
 		}
-		return len(batch), nil
-	}
+		if p, ok := tr.payload(m.Ref); ok {
+			return p, nil
+		}
+		return nil, fmt.Errorf("message seq %d: its payload is gone before delivery", m.Seq)
+	})
 	a := s.attach(o)
 	session := c.startChat(t, a)
 	send(t, a, `{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":`+promptParams(session, "count 8000")+`}`)
