@@ -4,6 +4,8 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/relaywasm/relaywasm/demo/relay/relaytest"
 )
 
 // The engine's chaos test across nodes: while the runtime on node 0 streams
@@ -17,9 +19,9 @@ func TestChaosAcrossNodes(t *testing.T) {
 		t.Skip("streams for several seconds")
 	}
 	c := newCluster(t, nil)
-	runRuntime(t, c, newProxy(t, c.Node(0).Addr()), 2500)
+	runRuntime(t, c, relaytest.NewProxy(t, c.Node(0).Addr()), 2500)
 	waitRoutable(t, c, 1, 2)
-	b := attach(t, c, newProxy(t, c.Node(1).Addr()))
+	b := attach(t, c, relaytest.NewProxy(t, c.Node(1).Addr()))
 	b.prompt(3, b.startChat(), 10_000)
 
 	cuts, killed := 0, false

@@ -3,6 +3,8 @@ package cluster_test
 import (
 	"testing"
 	"time"
+
+	"github.com/relaywasm/relaywasm/demo/relay/relaytest"
 )
 
 // streamRate paces the dev agent so a stream lasts long enough (a second or
@@ -13,10 +15,10 @@ const streamRate = 2000
 // receive a whole stream, in order, exactly once.
 func TestChatAcrossNodes(t *testing.T) {
 	c := newCluster(t, nil)
-	runRuntime(t, c, newProxy(t, c.Node(0).Addr()), 0)
+	runRuntime(t, c, relaytest.NewProxy(t, c.Node(0).Addr()), 0)
 	waitRoutable(t, c, 1, 2)
-	b1 := attach(t, c, newProxy(t, c.Node(1).Addr()))
-	b2 := attach(t, c, newProxy(t, c.Node(2).Addr()))
+	b1 := attach(t, c, relaytest.NewProxy(t, c.Node(1).Addr()))
+	b2 := attach(t, c, relaytest.NewProxy(t, c.Node(2).Addr()))
 	s1, s2 := b1.startChat(), b2.startChat()
 	b1.prompt(3, s1, 2000)
 	b2.prompt(3, s2, 2000)
@@ -33,10 +35,10 @@ func TestChatAcrossNodes(t *testing.T) {
 // notices.
 func TestBrowserNodeKilled(t *testing.T) {
 	c := newCluster(t, nil)
-	runRuntime(t, c, newProxy(t, c.Node(0).Addr()), streamRate)
+	runRuntime(t, c, relaytest.NewProxy(t, c.Node(0).Addr()), streamRate)
 	waitRoutable(t, c, 1, 2)
-	b1 := attach(t, c, newProxy(t, c.Node(1).Addr()))
-	b2 := attach(t, c, newProxy(t, c.Node(2).Addr()))
+	b1 := attach(t, c, relaytest.NewProxy(t, c.Node(1).Addr()))
+	b2 := attach(t, c, relaytest.NewProxy(t, c.Node(2).Addr()))
 	s1, s2 := b1.startChat(), b2.startChat()
 	id := b1.a.Session()
 	b1.prompt(3, s1, 3000)
@@ -67,12 +69,12 @@ func TestBrowserNodeKilled(t *testing.T) {
 // reached nobody), and resumes, even when its stream ended meanwhile.
 func TestRuntimeNodeKilled(t *testing.T) {
 	c := newCluster(t, nil)
-	rtHop := newProxy(t, c.Node(0).Addr())
+	rtHop := relaytest.NewProxy(t, c.Node(0).Addr())
 	runRuntime(t, c, rtHop, streamRate)
 	waitRoutable(t, c, 1, 2)
-	b0 := attach(t, c, newProxy(t, c.Node(0).Addr()))
-	b1 := attach(t, c, newProxy(t, c.Node(1).Addr()))
-	b2 := attach(t, c, newProxy(t, c.Node(2).Addr()))
+	b0 := attach(t, c, relaytest.NewProxy(t, c.Node(0).Addr()))
+	b1 := attach(t, c, relaytest.NewProxy(t, c.Node(1).Addr()))
+	b2 := attach(t, c, relaytest.NewProxy(t, c.Node(2).Addr()))
 	bs := []*browser{b0, b1, b2}
 	for _, b := range bs {
 		b.prompt(3, b.startChat(), 3000)
@@ -99,11 +101,11 @@ func TestRuntimeNodeKilled(t *testing.T) {
 // is not disturbed at all.
 func TestNATSRestart(t *testing.T) {
 	c := newCluster(t, nil)
-	runRuntime(t, c, newProxy(t, c.Node(0).Addr()), streamRate)
+	runRuntime(t, c, relaytest.NewProxy(t, c.Node(0).Addr()), streamRate)
 	waitRoutable(t, c, 1, 2)
-	b0 := attach(t, c, newProxy(t, c.Node(0).Addr()))
-	b1 := attach(t, c, newProxy(t, c.Node(1).Addr()))
-	b2 := attach(t, c, newProxy(t, c.Node(2).Addr()))
+	b0 := attach(t, c, relaytest.NewProxy(t, c.Node(0).Addr()))
+	b1 := attach(t, c, relaytest.NewProxy(t, c.Node(1).Addr()))
+	b2 := attach(t, c, relaytest.NewProxy(t, c.Node(2).Addr()))
 	bs := []*browser{b0, b1, b2}
 	for _, b := range bs {
 		b.prompt(3, b.startChat(), 3000)

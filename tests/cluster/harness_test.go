@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
-	"net"
 	"strconv"
 	"sync"
 	"testing"
@@ -53,7 +51,7 @@ func newCluster(t *testing.T, editRelay func(int, *relay.Config)) *stack.Cluster
 }
 
 // runRuntime runs the dev runtime dialling through hop.
-func runRuntime(t *testing.T, c *stack.Cluster, hop *proxy, rate float64) *devruntime.Runtime {
+func runRuntime(t *testing.T, c *stack.Cluster, hop *relaytest.Proxy, rate float64) *devruntime.Runtime {
 	t.Helper()
 	cfg := c.Config()
 	rt, err := devruntime.New(devruntime.Config{
@@ -91,12 +89,12 @@ func waitRoutable(t *testing.T, c *stack.Cluster, nodes ...int) {
 // application that records what it is handed.
 type browser struct {
 	t   *testing.T
-	hop *proxy
+	hop *relaytest.Proxy
 	col *collector
 	a   *client.Attachment
 }
 
-func attach(t *testing.T, c *stack.Cluster, hop *proxy) *browser {
+func attach(t *testing.T, c *stack.Cluster, hop *relaytest.Proxy) *browser {
 	t.Helper()
 	col := newCollector()
 	cfg := c.Config()
@@ -303,92 +301,6 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-}
-
-// proxy is a TCP hop in front of one node, as a load balancer is: Repoint
-// sends new connections to another node, Cut ends the current ones.
-type proxy struct {
-	ln       net.Listener
-	mu       sync.Mutex
-	upstream string
-	conns    map[net.Conn]struct{}
-	accepted int
-}
-
-func newProxy(t testing.TB, upstream string) *proxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &proxy{ln: ln, upstream: upstream, conns: map[net.Conn]struct{}{}}
-	go p.serve()
-	t.Cleanup(func() { ln.Close(); p.Cut() })
-	return p
-}
-
-func (p *proxy) Addr() string { return p.ln.Addr().String() }
-
-func (p *proxy) Accepted() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.accepted
-}
-
-func (p *proxy) serve() {
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		go p.pipe(c)
-	}
-}
-
-func (p *proxy) pipe(down net.Conn) {
-	p.mu.Lock()
-	p.accepted++
-	upstream := p.upstream
-	p.mu.Unlock()
-	up, err := net.Dial("tcp", upstream)
-	if err != nil {
-		down.Close()
-		return
-	}
-	p.mu.Lock()
-	p.conns[down], p.conns[up] = struct{}{}, struct{}{}
-	p.mu.Unlock()
-	go p.copy(up, down)
-	p.copy(down, up)
-}
-
-func (p *proxy) copy(dst, src net.Conn) {
-	defer func() {
-		dst.Close()
-		src.Close()
-		p.mu.Lock()
-		delete(p.conns, dst)
-		delete(p.conns, src)
-		p.mu.Unlock()
-	}()
-	io.Copy(dst, src)
-}
-
-// Repoint sends the connections dialled from now on to upstream.
-func (p *proxy) Repoint(upstream string) {
-	p.mu.Lock()
-	p.upstream = upstream
-	p.mu.Unlock()
-}
-
-// Cut ends every connection through the hop.
-func (p *proxy) Cut() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for c := range p.conns {
-		c.Close()
-	}
-	clear(p.conns)
 }
 
 // checkTranscript fails unless the client's transcript holds the received

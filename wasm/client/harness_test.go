@@ -31,8 +31,8 @@ const guard = 60 * time.Second
 type stack struct {
 	t     *testing.T
 	env   *relaytest.Env
-	front *proxy // client → relay
-	back  *proxy // runtime → relay
+	front *relaytest.Proxy // client → relay
+	back  *relaytest.Proxy // runtime → relay
 	rt    *devruntime.Runtime
 	stop  func() // stops rt and waits for it
 }
@@ -41,7 +41,7 @@ func newStack(t *testing.T, editRelay func(*relay.Config), editRuntime func(*dev
 	t.Helper()
 	env := relaytest.Start(t, editRelay)
 	host := strings.TrimPrefix(env.HTTPURL, "http://")
-	s := &stack{t: t, env: env, front: newProxy(t, host), back: newProxy(t, host)}
+	s := &stack{t: t, env: env, front: relaytest.NewProxy(t, host), back: relaytest.NewProxy(t, host)}
 	s.startRuntime(editRuntime)
 	return s
 }
@@ -74,6 +74,8 @@ func (s *stack) restartRelay() {
 	host := strings.TrimPrefix(s.env.HTTPURL, "http://")
 	s.front.Repoint(host)
 	s.back.Repoint(host)
+	s.front.Cut() // what the old relay left half-open
+	s.back.Cut()
 }
 
 // options are the client options for this stack: pinned key, fast backoff.

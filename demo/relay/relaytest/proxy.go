@@ -1,18 +1,18 @@
-//go:build !js
-
-package client_test
+package relaytest
 
 import (
-	"io"
 	"net"
 	"sync"
 	"testing"
 )
 
-// proxy is a TCP hop between a peer and the relay that a test can cut,
-// freeze (a half-open socket: nothing flows, nothing closes) or re-point at a
-// restarted relay. It forwards bytes and knows nothing of what they mean.
-type proxy struct {
+// Proxy is a TCP hop between a peer and a relay, as a load balancer or a
+// phone's network is, that a test can break: Cut drops the connections
+// through it, Freeze holds their bytes without closing anything (a
+// half-open socket), Down refuses new ones as well, and Repoint sends new
+// ones to another relay node or a restarted relay. It forwards bytes and
+// knows nothing of what they mean.
+type Proxy struct {
 	ln net.Listener
 
 	mu       sync.Mutex
@@ -20,32 +20,35 @@ type proxy struct {
 	frozen   bool
 	down     bool
 	conns    map[net.Conn]struct{}
-	thaw     chan struct{}
+	thaw     chan struct{} // closed by Thaw
 	accepted int
 }
 
-func newProxy(t testing.TB, upstream string) *proxy {
+// NewProxy listens on a loopback port and forwards each connection to
+// upstream (host:port). The test's cleanup closes it and cuts what is left.
+func NewProxy(t testing.TB, upstream string) *Proxy {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &proxy{ln: ln, upstream: upstream, conns: map[net.Conn]struct{}{}, thaw: make(chan struct{})}
+	p := &Proxy{ln: ln, upstream: upstream, conns: map[net.Conn]struct{}{}, thaw: make(chan struct{})}
 	go p.serve()
 	t.Cleanup(func() { ln.Close(); p.Cut() })
 	return p
 }
 
-func (p *proxy) Addr() string { return p.ln.Addr().String() }
+// Addr is the host:port peers dial.
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 
 // Accepted counts the connections the proxy has taken: one per dial.
-func (p *proxy) Accepted() int {
+func (p *Proxy) Accepted() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.accepted
 }
 
-func (p *proxy) serve() {
+func (p *Proxy) serve() {
 	for {
 		c, err := p.ln.Accept()
 		if err != nil {
@@ -55,7 +58,7 @@ func (p *proxy) serve() {
 	}
 }
 
-func (p *proxy) pipe(down net.Conn) {
+func (p *Proxy) pipe(down net.Conn) {
 	p.mu.Lock()
 	p.accepted++
 	upstream := p.upstream
@@ -72,7 +75,9 @@ func (p *proxy) pipe(down net.Conn) {
 	p.copy(down, up)
 }
 
-func (p *proxy) track(cs ...net.Conn) bool {
+// track notes the two ends of a connection so Cut can close them, or closes
+// them at once when the proxy is frozen or down.
+func (p *Proxy) track(cs ...net.Conn) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.frozen || p.down { // a frozen or downed network takes no new connections
@@ -87,10 +92,17 @@ func (p *proxy) track(cs ...net.Conn) bool {
 	return true
 }
 
-// copy moves bytes from src to dst, holding them while the proxy is frozen.
-func (p *proxy) copy(dst, src net.Conn) {
-	defer dst.Close()
-	defer src.Close()
+// copy moves bytes from src to dst, holding them while the proxy is frozen,
+// until either side ends; then it closes and forgets both.
+func (p *Proxy) copy(dst, src net.Conn) {
+	defer func() {
+		dst.Close()
+		src.Close()
+		p.mu.Lock()
+		delete(p.conns, dst)
+		delete(p.conns, src)
+		p.mu.Unlock()
+	}()
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
@@ -101,15 +113,12 @@ func (p *proxy) copy(dst, src net.Conn) {
 			}
 		}
 		if err != nil {
-			if err != io.EOF {
-				return
-			}
 			return
 		}
 	}
 }
 
-func (p *proxy) waitThaw() {
+func (p *Proxy) waitThaw() {
 	p.mu.Lock()
 	frozen, thaw := p.frozen, p.thaw
 	p.mu.Unlock()
@@ -120,7 +129,7 @@ func (p *proxy) waitThaw() {
 
 // Cut closes every connection through the proxy at once, as a dropped
 // network would; new dials go through as before.
-func (p *proxy) Cut() {
+func (p *Proxy) Cut() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for c := range p.conns {
@@ -130,14 +139,14 @@ func (p *proxy) Cut() {
 }
 
 // Freeze stops all traffic without closing anything.
-func (p *proxy) Freeze() {
+func (p *Proxy) Freeze() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.frozen = true
 }
 
 // Thaw lets held traffic flow again.
-func (p *proxy) Thaw() {
+func (p *Proxy) Thaw() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.frozen {
@@ -148,7 +157,7 @@ func (p *proxy) Thaw() {
 }
 
 // Down cuts every connection and refuses new ones until Up.
-func (p *proxy) Down() {
+func (p *Proxy) Down() {
 	p.mu.Lock()
 	p.down = true
 	p.mu.Unlock()
@@ -156,16 +165,16 @@ func (p *proxy) Down() {
 }
 
 // Up lets connections through again.
-func (p *proxy) Up() {
+func (p *Proxy) Up() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.down = false
 }
 
-// Repoint sends new connections to upstream and cuts the old ones.
-func (p *proxy) Repoint(upstream string) {
+// Repoint sends the connections dialled from now on to upstream; those
+// already open stay where they are until they end or are Cut.
+func (p *Proxy) Repoint(upstream string) {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	p.upstream = upstream
-	p.mu.Unlock()
-	p.Cut()
 }
