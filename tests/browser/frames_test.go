@@ -20,6 +20,16 @@ var fakeRelayJS string
 // fakes is testdata/fakerelay.js: a relay scripted from the page.
 var fakes = testModule("fakerelay.js", fakeRelayJS)
 
+// newFakeRelay is a relay scripted in the page (testdata/fakerelay.js) at
+// a fresh URL, speaking librelay's frame types and protocol version.
+func newFakeRelay(t *testing.T) js.Value {
+	return fakes(t).Call("fakeRelay", map[string]any{
+		"hello": librelay.TypeHello, "welcome": librelay.TypeWelcome, "resume": librelay.TypeResume,
+		"resumed": librelay.TypeResumed, "ack": librelay.TypeAck, "heartbeat": librelay.TypeHeartbeat,
+		"version": librelay.ProtocolVersion,
+	})
+}
+
 // The frames the fake relay pushes in one batch, and what of them reaches
 // the application. relay.js parses each message once and hands Go the
 // envelope of a plain acp.message; everything else (odd field types,
@@ -85,10 +95,7 @@ func TestAPIEnvelopesFromTheFakeRelay(t *testing.T) {
 		history := c.history
 		t.Run("history "+strconv.Itoa(history)+" "+c.storage, func(t *testing.T) {
 			ctx := testContext(t)
-			fr := fakes(t).Call("fakeRelay", map[string]any{
-				"hello": librelay.TypeHello, "welcome": librelay.TypeWelcome, "resume": librelay.TypeResume,
-				"resumed": librelay.TypeResumed, "ack": librelay.TypeAck, "version": librelay.ProtocolVersion,
-			})
+			fr := newFakeRelay(t)
 			resend := js.FuncOf(func(_ js.Value, args []js.Value) any {
 				if args[0].Int() == 5 {
 					fr.Call("push", toAny(fakeResent)...)

@@ -3,6 +3,7 @@
 package browser
 
 import (
+	"context"
 	"encoding/base64"
 	"syscall/js"
 	"testing"
@@ -17,24 +18,8 @@ import (
 // the client sends.
 func TestAPILifecycleEvents(t *testing.T) {
 	ctx := testContext(t)
-	fr := fakes(t).Call("fakeRelay", map[string]any{
-		"hello": librelay.TypeHello, "welcome": librelay.TypeWelcome, "resume": librelay.TypeResume,
-		"resumed": librelay.TypeResumed, "ack": librelay.TypeAck, "heartbeat": librelay.TypeHeartbeat,
-		"version": librelay.ProtocolVersion,
-	})
-	r := recorder(t, nil)
-	att := must(t, ctx, loadRelay(t, ctx, map[string]any{"storage": "memory"}).Call("attach", map[string]any{
-		"url": fr.Get("url"), "instance": "fake-inst", "token": "t", "name": "lifecycle",
-		"onMessage": r.Get("onMessage"), "onState": r.Get("onState"),
-		// Only the lifecycle may redial or probe within this test.
-		"backoff":   map[string]any{"initialMs": 3_600_000, "maxMs": 3_600_000},
-		"heartbeat": map[string]any{"intervalMs": 3_600_000, "timeoutMs": 3_600_000},
-	}))
-	defer func() { must(t, ctx, att.Call("close")) }()
-	until := func(what string, cond func(js.Value) bool) {
-		t.Helper()
-		must(t, ctx, fr.Call("until", js.FuncOf(func(_ js.Value, args []js.Value) any { return cond(args[0]) }), what))
-	}
+	fr := newFakeRelay(t)
+	r, until := quietAttach(t, ctx, fr, "lifecycle")
 	until("the first resume answered", func(f js.Value) bool { return f.Get("answered").Int() == 1 })
 
 	if vis := js.Global().Get("document").Get("visibilityState").String(); vis != "visible" {
@@ -70,4 +55,28 @@ func TestAPILifecycleEvents(t *testing.T) {
 	if nonces[0] == nonces[1] {
 		t.Fatalf("both dials sent nonce %s", nonces[0])
 	}
+}
+
+// quietAttach attaches to the fake relay fr, with its state in memory and
+// a backoff and heartbeat of an hour, so that within a test only the page's
+// lifecycle redials or probes. It returns the attachment's recorder and
+// until, which waits for cond to hold over fr. The test's cleanup closes
+// the attachment.
+func quietAttach(t *testing.T, ctx context.Context, fr js.Value, name string) (r js.Value, until func(what string, cond func(js.Value) bool)) {
+	t.Helper()
+	r = recorder(t, nil)
+	att := must(t, ctx, loadRelay(t, ctx, map[string]any{"storage": "memory"}).Call("attach", map[string]any{
+		"url": fr.Get("url"), "instance": "fake-inst", "token": "t", "name": name,
+		"onMessage": r.Get("onMessage"), "onState": r.Get("onState"),
+		"backoff":   map[string]any{"initialMs": 3_600_000, "maxMs": 3_600_000},
+		"heartbeat": map[string]any{"intervalMs": 3_600_000, "timeoutMs": 3_600_000},
+	}))
+	t.Cleanup(func() { must(t, ctx, att.Call("close")) })
+	until = func(what string, cond func(js.Value) bool) {
+		t.Helper()
+		f := js.FuncOf(func(_ js.Value, args []js.Value) any { return cond(args[0]) })
+		defer f.Release()
+		must(t, ctx, fr.Call("until", f, what))
+	}
+	return r, until
 }

@@ -19,24 +19,8 @@ import (
 // freeze and cache a page.
 func TestPhonePageshowAndResumeProbe(t *testing.T) {
 	ctx := testContext(t)
-	fr := fakes(t).Call("fakeRelay", map[string]any{
-		"hello": librelay.TypeHello, "welcome": librelay.TypeWelcome, "resume": librelay.TypeResume,
-		"resumed": librelay.TypeResumed, "ack": librelay.TypeAck, "heartbeat": librelay.TypeHeartbeat,
-		"version": librelay.ProtocolVersion,
-	})
-	r := recorder(t, nil)
-	att := must(t, ctx, loadRelay(t, ctx, map[string]any{"storage": "memory"}).Call("attach", map[string]any{
-		"url": fr.Get("url"), "instance": "fake-inst", "token": "t", "name": "phones",
-		"onMessage": r.Get("onMessage"), "onState": r.Get("onState"),
-		// Only the page's lifecycle may probe within this test.
-		"backoff":   map[string]any{"initialMs": 3_600_000, "maxMs": 3_600_000},
-		"heartbeat": map[string]any{"intervalMs": 3_600_000, "timeoutMs": 3_600_000},
-	}))
-	defer func() { must(t, ctx, att.Call("close")) }()
-	until := func(what string, cond func(js.Value) bool) {
-		t.Helper()
-		must(t, ctx, fr.Call("until", js.FuncOf(func(_ js.Value, args []js.Value) any { return cond(args[0]) }), what))
-	}
+	fr := newFakeRelay(t)
+	_, until := quietAttach(t, ctx, fr, "phones")
 	heartbeats := func(n int) func(js.Value) bool {
 		return func(f js.Value) bool { return f.Get("heartbeats").Int() == n }
 	}
