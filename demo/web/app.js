@@ -19,8 +19,9 @@
 //   - A runtime that does not resume (contenox as it ships; `go run ./demo
 //     -resume=false`): the chat works the same, and the page says what a
 //     reload or a dropped connection costs there: whatever the agent sends
-//     while the page is away is gone. What is on screen stays (it is in the
-//     transcript on this device).
+//     while the page is away is gone, and an answer that went on across the
+//     gap shows where. What is on screen stays (it is in the transcript on
+//     this device).
 //
 // Configuration comes from the URL, the fragment winning over the query (the
 // fragment never reaches a server log, so put a real token there):
@@ -91,6 +92,7 @@ let replaying = false; // drawing history: show, never answer or send
 const pending = new Map(); // request id -> {method, turn?}
 const retired = new Map(); // prompt id -> turn, for prompts of an ended session life
 const openTurns = new Map(); // ACP sessionId -> the turn streaming into it
+const liveTurns = new Set(); // turns that took a chunk live since the connection last opened
 
 // applyOut handles one message this page sent, live or from the transcript.
 function applyOut(msg) {
@@ -125,7 +127,7 @@ function applyIn(msg, seq, live) {
     const p = msg.params ?? {};
     const u = p.update ?? {};
     if (u.sessionUpdate === "agent_message_chunk" && u.content?.type === "text") {
-      turnFor(p.sessionId ?? "").append(u.content.text, seq);
+      turnFor(p.sessionId ?? "").append(u.content.text, seq, live);
       if (live) chat.live++;
     }
     return;
@@ -283,6 +285,7 @@ class Turn {
     this.sid = sid;
     this.orphan = promptId === null; // chunks whose prompt this page does not have
     this.done = false;
+    this.firstLive = null; // the first chunk it took live since the connection last opened
     this.frag = document.createDocumentFragment();
     const li = el("li", "msg agent");
     li.dataset.role = "agent";
@@ -301,10 +304,14 @@ class Turn {
     append(li);
   }
 
-  append(text, seq) {
+  append(text, seq, live) {
     const span = document.createElement("span");
     span.dataset.seq = String(seq);
     span.textContent = text;
+    if (live && !liveTurns.has(this)) {
+      liveTurns.add(this);
+      this.firstLive = span;
+    }
     this.frag.append(span);
     chat.chunks++;
     dirtyTurns.add(this);
@@ -312,6 +319,15 @@ class Turn {
       flushQueued = true;
       queueMicrotask(flush);
     }
+  }
+
+  // markGap shows, before the first chunk this turn took since the
+  // connection last opened, that what the agent sent before that is gone.
+  markGap() {
+    const gap = el("span", "gap", "Part of this answer was lost here, while the page was away.");
+    gap.dataset.gap = "";
+    gap.setAttribute("role", "note");
+    this.firstLive.before(gap);
   }
 
   finish(stopReason, error) {
@@ -462,6 +478,7 @@ const NOT_RESUMABLE =
   "If the page reloads or the connection drops, whatever it sends meanwhile is lost; what is on screen stays.";
 
 function setState(state, info = {}) {
+  if (state === "open" && chat.state !== "open") liveTurns.clear();
   // A change of resumable alone comes in the same state: not a new state.
   if (state !== chat.state || state !== "open") chat.states.push({ state, chunks: chat.chunks, code: info.code ?? "" });
   chat.state = state;
@@ -509,8 +526,14 @@ function evicted(info) {
   chat.evictions.push(info);
   if (info.reason === "not_resumed") {
     // The ACP session is still there; only what came while away is gone.
-    // An answer that was under way may have lost its end: show it as such.
-    for (const t of [...openTurns.values()]) t.finish("interrupted");
+    // relay.js says so when it gives up on the resume, seconds after the
+    // connection opened again, and an answer may have gone on meanwhile,
+    // or even ended: its loss is where the connection opened, and is marked
+    // there. An answer still open that has not gone on may have lost its
+    // end: show it as such.
+    for (const t of liveTurns) t.markGap();
+    for (const t of [...openTurns.values()]) if (!liveTurns.has(t)) t.finish("interrupted");
+    liveTurns.clear();
     showBanner(
       "evicted",
       "Part of this conversation may be missing",

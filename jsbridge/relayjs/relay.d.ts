@@ -292,6 +292,9 @@ export interface Eviction {
    * page (over its browser-leg limit); the stream goes on at fromSeq;
    * "not_resumed": after a drop or a reload the runtime did not resume (it
    * keeps nothing, see StateInfo.resumable): what it sent meanwhile is gone.
+   * It comes when the wait for the resume's answer ends, up to
+   * resumeTimeoutMs after the connection opened, and messages delivered
+   * since it opened came after the loss, not before it.
    */
   reason: EvictionReason;
 }

@@ -226,6 +226,7 @@ type item struct {
 	Stop string `json:"stop"` // its stop reason
 	Text string `json:"text"`
 	Seqs []int  `json:"seqs"` // the seq of every chunk shown, in DOM order
+	Gaps []int  `json:"gaps"` // where the page marks a loss: the chunks shown before each mark
 }
 
 const readTranscript = `[...document.querySelectorAll("#transcript > li")].map(li => ({
@@ -233,8 +234,14 @@ const readTranscript = `[...document.querySelectorAll("#transcript > li")].map(l
 	id: li.dataset.id ?? li.dataset.promptId ?? "",
 	done: li.dataset.done === "true",
 	stop: li.dataset.stopReason ?? "",
-	text: (li.querySelector(".text") ?? li).textContent,
+	text: (t => (t.querySelectorAll("[data-gap]").forEach(g => g.remove()), t.textContent))((li.querySelector(".text") ?? li).cloneNode(true)),
 	seqs: [...li.querySelectorAll("[data-seq]")].map(s => Number(s.dataset.seq)),
+	gaps: (() => {
+		const at = [];
+		let n = 0;
+		for (const e of li.querySelectorAll("[data-seq], [data-gap]")) "gap" in e.dataset ? at.push(n) : n++;
+		return at;
+	})(),
 }))`
 
 // transcript reads what the page shows.

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -76,6 +77,9 @@ func nonResumingChatAndReload(t *testing.T, query, mode string) {
 	tb.waitFor("the loss reported", `__chat.evictions.some(e => e.reason === "not_resumed")`)
 	tb.waitFor("the banner saying so", `!document.getElementById("banner").hidden && document.getElementById("banner-text").textContent.includes("is gone")`)
 
+	// relay.js reports the loss when it gives up on the resume, seconds
+	// after the reload, and the count goes on meanwhile: the answer stays
+	// open until the runtime ends it.
 	tb.waitFor("the count to end", `![...document.querySelectorAll("#transcript [data-role=agent]")].some(li => li.dataset.done !== "true")`)
 
 	// What the page shows of the count: each number at most once, in
@@ -84,10 +88,13 @@ func nonResumingChatAndReload(t *testing.T, query, mode string) {
 	if len(got) < 4 || got[0].Text != "ping" || got[1].Text != "pong" || got[2].Text != "count "+strconv.Itoa(n) {
 		t.Fatalf("after the reload the page shows %s", roles(got))
 	}
-	var numbers []int
+	var numbers, marks []int // marks: where the page marks a loss, as indexes into numbers
 	for _, it := range got[3:] {
 		if it.Role != "agent" {
 			t.Fatalf("element %q (%s) among the count's answer", clip(it.Text), it.Role)
+		}
+		for _, g := range it.Gaps {
+			marks = append(marks, len(numbers)+g)
 		}
 		for _, line := range strings.Split(strings.TrimSpace(it.Text), "\n") {
 			k, err := strconv.Atoi(line)
@@ -112,7 +119,26 @@ func nonResumingChatAndReload(t *testing.T, query, mode string) {
 	if len(numbers) < shown || numbers[shown-1] != shown || len(numbers) >= n {
 		t.Fatalf("the page shows %d of %d numbers; want the first %d, shown when it went away, and not all (it was away)", len(numbers), n, shown)
 	}
-	t.Logf("after the reload the page shows %d of the %d numbers (%d when it went away); the rest went while it was away", len(numbers), n, shown)
+	// The loss is marked where it is: before the first number the page
+	// took after the reload, in the answer that goes on to its end. (Had
+	// the count ended while the page was away, there is nothing after the
+	// loss to mark it before: the answer ends there, interrupted.)
+	jump := -1
+	for i, k := range numbers {
+		if k != i+1 {
+			jump = i
+			break
+		}
+	}
+	answer := got[len(got)-1]
+	switch {
+	case jump < 0 && (len(marks) > 0 || answer.Stop != "interrupted"):
+		t.Fatalf("the page shows the count up to %d, the rest lost, marks a loss at %v and ends the answer %q; want no mark and interrupted", len(numbers), marks, answer.Stop)
+	case jump >= 0 && (!slices.Equal(marks, []int{jump}) || len(got) != 4 || answer.Stop != "end_turn"):
+		t.Fatalf("the count goes from %d to %d (lost while the page was away) in %d answers, the last ended %q, with a loss marked before the numbers at %v; want one answer, a mark before number %d only, ended end_turn",
+			numbers[jump-1], numbers[jump], len(got)-3, answer.Stop, marks, jump)
+	}
+	t.Logf("after the reload the page shows %d of the %d numbers (%d when it went away); the rest went while it was away; marked before number %d", len(numbers), n, shown, jump)
 
 	// The conversation goes on.
 	// The answer is the one to this prompt, the answer bearing its id, not

@@ -99,7 +99,10 @@ const (
 	EvictedFrameTooLarge = relayleg.CodeFrameTooLarge
 	// EvictedNotResumed: after a redial or a reload the runtime left the
 	// resume unanswered; it keeps nothing (StateChange.Resumable false), so
-	// what it sent while the client was away is gone. FromSeq is 0.
+	// what it sent while the client was away is gone. FromSeq is 0. It is
+	// told when the wait for the resume's answer ends, up to ResumeTimeout
+	// after the connection opened: messages delivered since it opened came
+	// after the loss, not before it.
 	EvictedNotResumed = "not_resumed"
 )
 
