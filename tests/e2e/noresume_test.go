@@ -75,70 +75,10 @@ func nonResumingChatAndReload(t *testing.T, query, mode string) {
 	tb.eval(`addEventListener("pagehide", () => sessionStorage.setItem("e2e.shown", String(`+lastAgentChunks+`))), true`, nil)
 	tb.reload()
 	tb.waitFor("the loss reported", `__chat.evictions.some(e => e.reason === "not_resumed")`)
-	tb.waitFor("the banner saying so", `!document.getElementById("banner").hidden && document.getElementById("banner-text").textContent.includes("is gone")`)
-
-	// relay.js reports the loss when it gives up on the resume, seconds
-	// after the reload, and the count goes on meanwhile: the answer stays
-	// open until the runtime ends it.
-	tb.waitFor("the count to end", `![...document.querySelectorAll("#transcript [data-role=agent]")].some(li => li.dataset.done !== "true")`)
-
-	// What the page shows of the count: each number at most once, in
-	// order, from 1; the ones sent while the page was away are missing.
-	got := tb.transcript()
-	if len(got) < 4 || got[0].Text != "ping" || got[1].Text != "pong" || got[2].Text != "count "+strconv.Itoa(n) {
-		t.Fatalf("after the reload the page shows %s", roles(got))
-	}
-	var numbers, marks []int // marks: where the page marks a loss, as indexes into numbers
-	for _, it := range got[3:] {
-		if it.Role != "agent" {
-			t.Fatalf("element %q (%s) among the count's answer", clip(it.Text), it.Role)
-		}
-		for _, g := range it.Gaps {
-			marks = append(marks, len(numbers)+g)
-		}
-		for _, line := range strings.Split(strings.TrimSpace(it.Text), "\n") {
-			k, err := strconv.Atoi(line)
-			if err != nil {
-				t.Fatalf("the count's answer shows %q", clip(it.Text))
-			}
-			numbers = append(numbers, k)
-		}
-	}
-	for i, k := range numbers {
-		if k != i+1 && (i == 0 || k <= numbers[i-1]) {
-			t.Fatalf("the count shows %d after %v: shown twice or out of order", k, numbers[max(0, i-3):i])
-		}
-	}
 	var shown int
 	tb.eval(`Number(sessionStorage.getItem("e2e.shown"))`, &shown)
-	if shown < interruptAfter {
-		t.Fatalf("the page went away showing %d numbers; the count was under way with %d", shown, interruptAfter)
-	}
-	// Each number at most once and in order: the first shown are 1 to
-	// shown exactly when the shown-th is shown.
-	if len(numbers) < shown || numbers[shown-1] != shown || len(numbers) >= n {
-		t.Fatalf("the page shows %d of %d numbers; want the first %d, shown when it went away, and not all (it was away)", len(numbers), n, shown)
-	}
-	// The loss is marked where it is: before the first number the page
-	// took after the reload, in the answer that goes on to its end. (Had
-	// the count ended while the page was away, there is nothing after the
-	// loss to mark it before: the answer ends there, interrupted.)
-	jump := -1
-	for i, k := range numbers {
-		if k != i+1 {
-			jump = i
-			break
-		}
-	}
-	answer := got[len(got)-1]
-	switch {
-	case jump < 0 && (len(marks) > 0 || answer.Stop != "interrupted"):
-		t.Fatalf("the page shows the count up to %d, the rest lost, marks a loss at %v and ends the answer %q; want no mark and interrupted", len(numbers), marks, answer.Stop)
-	case jump >= 0 && (!slices.Equal(marks, []int{jump}) || len(got) != 4 || answer.Stop != "end_turn"):
-		t.Fatalf("the count goes from %d to %d (lost while the page was away) in %d answers, the last ended %q, with a loss marked before the numbers at %v; want one answer, a mark before number %d only, ended end_turn",
-			numbers[jump-1], numbers[jump], len(got)-3, answer.Stop, marks, jump)
-	}
-	t.Logf("after the reload the page shows %d of the %d numbers (%d when it went away); the rest went while it was away; marked before number %d", len(numbers), n, shown, jump)
+	n2 := countAcrossLoss(tb, n, shown)
+	t.Logf("after the reload the page shows %d of the %d numbers (%d when it went away); the rest went while it was away", n2, n, shown)
 
 	// The conversation goes on.
 	// The answer is the one to this prompt, the answer bearing its id, not
@@ -169,4 +109,106 @@ func nonResumingChatAndReload(t *testing.T, query, mode string) {
 	if st := tb.chat(); st.SessionID != "s1" {
 		t.Fatalf("ACP session %q after the reload, want s1 still", st.SessionID)
 	}
+}
+
+// The same loss from a dropped connection instead of a reload: the relay
+// restarts in the middle of the count, the page reconnects by itself, and
+// the loss is marked where the connection dropped, inside the answer, which
+// goes on to its end.
+func TestNonResumingRuntimeRelayRestart(t *testing.T) {
+	s := startNonResumingStack(t, streamRate)
+	tb := openChat(t, newBrowser(t), "tab", s.PageURL())
+	tb.prompt("ping")
+	tb.waitFor("the answer to ping", lastAgentDone)
+	tb.waitFor("the page to learn the runtime does not resume", `__chat.resumable === false`)
+
+	const n = 2000
+	startCount(tb, n)
+	restartRelay(t, s)
+	tb.waitFor("the loss reported", `__chat.evictions.some(e => e.reason === "not_resumed")`)
+	shown := -1
+	for _, st := range tb.chat().States {
+		if st.State == "reconnecting" {
+			shown = st.Chunks - 1 // pong's chunk is one of them
+			break
+		}
+	}
+	if shown < interruptAfter {
+		t.Fatalf("the page showed %d numbers when it went reconnecting, want the count under way (%d); states %+v", shown, interruptAfter, tb.chat().States)
+	}
+	got := countAcrossLoss(tb, n, shown)
+	t.Logf("after the restart the page shows %d of the %d numbers (%d when the connection dropped)", got, n, shown)
+	if st := tb.chat(); st.State != "open" || st.SessionID != "s1" || len(st.Evictions) != 1 {
+		t.Errorf("after the restart: state %q, ACP session %q, %d evictions; want open, s1, one", st.State, st.SessionID, len(st.Evictions))
+	}
+}
+
+// countAcrossLoss waits for the count of n, interrupted after the page had
+// shown its first shown numbers and reported lost (not_resumed), to end,
+// and checks what the page shows of it: each number at most once, in
+// order, from 1; the ones sent while the page was away missing, the loss
+// marked where it is. It returns how many numbers the page shows.
+func countAcrossLoss(tb *tab, n, shown int) int {
+	t := tb.t
+	t.Helper()
+	tb.waitFor("the banner saying so", `!document.getElementById("banner").hidden && document.getElementById("banner-text").textContent.includes("is gone")`)
+	// relay.js reports the loss when it gives up on the resume, seconds
+	// after the connection opened again, and the count goes on meanwhile:
+	// the answer stays open until the runtime ends it.
+	tb.waitFor("the count to end", `![...document.querySelectorAll("#transcript [data-role=agent]")].some(li => li.dataset.done !== "true")`)
+
+	got := tb.transcript()
+	if len(got) < 4 || got[0].Text != "ping" || got[1].Text != "pong" || got[2].Text != "count "+strconv.Itoa(n) {
+		t.Fatalf("the page shows %s", roles(got))
+	}
+	var numbers, marks []int // marks: where the page marks a loss, as indexes into numbers
+	for _, it := range got[3:] {
+		if it.Role != "agent" {
+			t.Fatalf("element %q (%s) among the count's answer", clip(it.Text), it.Role)
+		}
+		for _, g := range it.Gaps {
+			marks = append(marks, len(numbers)+g)
+		}
+		for _, line := range strings.Split(strings.TrimSpace(it.Text), "\n") {
+			k, err := strconv.Atoi(line)
+			if err != nil {
+				t.Fatalf("the count's answer shows %q", clip(it.Text))
+			}
+			numbers = append(numbers, k)
+		}
+	}
+	for i, k := range numbers {
+		if k != i+1 && (i == 0 || k <= numbers[i-1]) {
+			t.Fatalf("the count shows %d after %v: shown twice or out of order", k, numbers[max(0, i-3):i])
+		}
+	}
+	if shown < interruptAfter {
+		t.Fatalf("the page went away showing %d numbers; the count was under way with %d", shown, interruptAfter)
+	}
+	// Each number at most once and in order: the first shown are 1 to
+	// shown exactly when the shown-th is shown.
+	if len(numbers) < shown || numbers[shown-1] != shown || len(numbers) >= n {
+		t.Fatalf("the page shows %d of %d numbers; want the first %d, shown when it went away, and not all (it was away)", len(numbers), n, shown)
+	}
+	// The loss is marked where it is: before the first number the page
+	// took after the connection opened again, in the answer that goes on
+	// to its end. (Had the count ended while the page was away, there is
+	// nothing after the loss to mark it before: the answer ends there,
+	// interrupted.)
+	jump := -1
+	for i, k := range numbers {
+		if k != i+1 {
+			jump = i
+			break
+		}
+	}
+	answer := got[len(got)-1]
+	switch {
+	case jump < 0 && (len(marks) > 0 || answer.Stop != "interrupted"):
+		t.Fatalf("the page shows the count up to %d, the rest lost, marks a loss at %v and ends the answer %q; want no mark and interrupted", len(numbers), marks, answer.Stop)
+	case jump >= 0 && (!slices.Equal(marks, []int{jump}) || len(got) != 4 || answer.Stop != "end_turn"):
+		t.Fatalf("the count goes from %d to %d (lost while the page was away) in %d answers, the last ended %q, with a loss marked before the numbers at %v; want one answer, a mark before number %d only, ended end_turn",
+			numbers[jump-1], numbers[jump], len(got)-3, answer.Stop, marks, jump)
+	}
+	return len(numbers)
 }
