@@ -82,9 +82,10 @@ func nonResumingChatAndReload(t *testing.T, query, mode string) {
 
 	// The conversation goes on.
 	// The answer is the one to this prompt, the answer bearing its id, not
-	// whichever answer is last: the rest of the count (ended early by the
-	// loss) may still be arriving, as an answer of its own that begins after
-	// this one (on a loaded machine, WebKit).
+	// whichever answer is last: had the loss been reported before any of
+	// the rest of the count arrived, the count's answer would have ended
+	// interrupted and its rest could still be arriving, as an answer of its
+	// own that begins after this one.
 	const sentence = "still here after the reload"
 	tb.prompt(sentence)
 	tb.waitFor("the echoed sentence", `(() => {
@@ -123,13 +124,14 @@ func TestNonResumingRuntimeRelayRestart(t *testing.T) {
 	tb.waitFor("the page to learn the runtime does not resume", `__chat.resumable === false`)
 
 	const n = 2000
+	before := tb.chat().Chunks // pong's
 	startCount(tb, n)
 	restartRelay(t, s)
 	tb.waitFor("the loss reported", `__chat.evictions.some(e => e.reason === "not_resumed")`)
 	shown := -1
 	for _, st := range tb.chat().States {
 		if st.State == "reconnecting" {
-			shown = st.Chunks - 1 // pong's chunk is one of them
+			shown = st.Chunks - before
 			break
 		}
 	}
