@@ -93,6 +93,7 @@ const pending = new Map(); // request id -> {method, turn?}
 const retired = new Map(); // prompt id -> turn, for prompts of an ended session life
 const openTurns = new Map(); // ACP sessionId -> the turn streaming into it
 const liveTurns = new Set(); // turns that took a chunk live since the connection last opened
+let opens = 0; // how many times the connection has opened
 
 // applyOut handles one message this page sent, live or from the transcript.
 function applyOut(msg) {
@@ -114,6 +115,10 @@ function applyOut(msg) {
       const user = addUser(promptText(msg.params?.prompt), msg.id);
       openTurns.get(sid)?.finish("superseded"); // the agent cancels a running turn
       const turn = new Turn(sid, msg.id);
+      // The connection its prompt goes out on: the open one, or else the
+      // next (sendACP holds it until then, and until its resume is answered
+      // or given up on).
+      if (!replaying) turn.sentOn = chat.state === "open" ? opens : opens + 1;
       openTurns.set(sid, turn);
       pending.set(msg.id, { method: msg.method, turn, user });
       break;
@@ -286,6 +291,7 @@ class Turn {
     this.orphan = promptId === null; // chunks whose prompt this page does not have
     this.done = false;
     this.firstLive = null; // the first chunk it took live since the connection last opened
+    this.sentOn = -1; // the connection (opens) its prompt went out on; -1 if not this page's
     this.frag = document.createDocumentFragment();
     const li = el("li", "msg agent");
     li.dataset.role = "agent";
@@ -319,6 +325,12 @@ class Turn {
       flushQueued = true;
       queueMicrotask(flush);
     }
+  }
+
+  // mayHaveLost says whether part of the answer can have come while the
+  // page was away: not if its prompt went out on the current connection.
+  mayHaveLost() {
+    return this.sentOn < opens;
   }
 
   // markGap shows, before the first chunk this turn took since the
@@ -478,7 +490,10 @@ const NOT_RESUMABLE =
   "If the page reloads or the connection drops, whatever it sends meanwhile is lost; what is on screen stays.";
 
 function setState(state, info = {}) {
-  if (state === "open" && chat.state !== "open") liveTurns.clear();
+  if (state === "open" && chat.state !== "open") {
+    opens++;
+    liveTurns.clear();
+  }
   // A change of resumable alone comes in the same state: not a new state.
   if (state !== chat.state || state !== "open") chat.states.push({ state, chunks: chat.chunks, code: info.code ?? "" });
   chat.state = state;
@@ -530,9 +545,10 @@ function evicted(info) {
     // connection opened again, and an answer may have gone on meanwhile,
     // or even ended: its loss is where the connection opened, and is marked
     // there. An answer still open that has not gone on may have lost its
-    // end: show it as such.
-    for (const t of liveTurns) t.markGap();
-    for (const t of [...openTurns.values()]) if (!liveTurns.has(t)) t.finish("interrupted");
+    // end: show it as such. An answer to a prompt sent since the connection
+    // opened lost nothing: sendACP held that prompt until now.
+    for (const t of liveTurns) if (t.mayHaveLost()) t.markGap();
+    for (const t of [...openTurns.values()]) if (!liveTurns.has(t) && t.mayHaveLost()) t.finish("interrupted");
     liveTurns.clear();
     showBanner(
       "evicted",

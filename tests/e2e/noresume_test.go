@@ -112,6 +112,41 @@ func nonResumingChatAndReload(t *testing.T, query, mode string) {
 	}
 }
 
+// A prompt sent in the seconds between the connection opening again and
+// relay.js reporting the loss (not_resumed, when it stops waiting for the
+// resume's answer) goes out on the new connection, once relay.js has given
+// up on the resume: nothing of its answer can have been lost, and none of
+// it has come when the report does. The page shows it whole, with no mark
+// of a loss, and does not end it as interrupted when the report comes.
+func TestNonResumingRuntimePromptBeforeLossReported(t *testing.T) {
+	s := startNonResumingStack(t, streamRate)
+	tb := openChat(t, newBrowser(t), "tab", s.PageURL())
+	tb.prompt("ping")
+	tb.waitFor("the answer to ping", lastAgentDone)
+	tb.waitFor("the page to learn the runtime does not resume", `__chat.resumable === false`)
+
+	tb.reload()
+	const n = 300
+	// In one step, so that the prompt surely goes out before the report.
+	var sent bool
+	tb.eval(`__chat.evictions.length === 0 && (__chat.send("count `+strconv.Itoa(n)+`"), true)`, &sent)
+	if !sent {
+		t.Fatalf("the loss was reported before the reloaded page was ready to send (state %s)", tb.snapshot())
+	}
+	tb.waitFor("the loss reported", `__chat.evictions.some(e => e.reason === "not_resumed")`)
+	tb.waitFor("the count to end", `![...document.querySelectorAll("#transcript [data-role=agent]")].some(li => li.dataset.done !== "true")`)
+
+	got := tb.transcript()
+	if len(got) != 4 || got[2].Text != "count "+strconv.Itoa(n) {
+		t.Fatalf("the page shows %s; want ping, pong, the count and one answer", roles(got))
+	}
+	a := got[3]
+	if a.Role != "agent" || a.ID != got[2].ID || a.Stop != "end_turn" || a.Text != countText(n) || len(a.Gaps) != 0 {
+		t.Fatalf("the answer to the count sent after the reload is %s (%s, answering %q) with losses marked at %v; want the whole count, ended end_turn, no mark",
+			describe(a.Text), a.Stop, a.ID, a.Gaps)
+	}
+}
+
 // The same loss from a dropped connection instead of a reload: the relay
 // restarts in the middle of the count, the page reconnects by itself, and
 // the loss is marked where the connection dropped, inside the answer, which
