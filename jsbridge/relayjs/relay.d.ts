@@ -201,9 +201,14 @@ export interface Attachment {
    *   had. Drops and redials are not seen; writes wait while reconnecting.
    * - Errors: the readable errors with the RelayError that ended the
    *   attachment (unauthorized, superseded, detached, closed) or that says
-   *   content is gone (evicted, cursor_evicted, session_replaced; the
-   *   attachment stays open then), so the SDK's connection closes with it.
-   *   A write rejects with sendACP's error (send_failed, …).
+   *   content is gone (an EvictionReason; the attachment stays open then),
+   *   so the SDK's connection closes with it. A loss told before anything
+   *   written to the stream went out does not end it: the SDK's
+   *   conversation begins with its first message, so nothing lost before
+   *   was part of it (after a reload against a runtime that does not
+   *   resume, not_resumed comes as the stream's first writes go out);
+   *   onEvicted still hears of it. A write rejects with sendACP's error
+   *   (send_failed, …).
    * - Ending it: cancelling the readable (the SDK does when its connection
    *   closes) ends the stream only: the attachment stays open, messages go
    *   to onMessage again, and stream() may be called again. Closing or

@@ -20,8 +20,10 @@
 //     loses a message the SDK had not read nor hands it one it had.
 //   - errors the readable with the RelayError that ended the attachment
 //     (unauthorized, superseded, detached, closed) or that says content is
-//     gone (evicted, cursor_evicted, session_replaced), so the SDK's
-//     connection closes with that reason. Drops and redials are not seen.
+//     gone (an eviction's reason), so the SDK's connection closes with that
+//     reason. Drops and redials are not seen, and neither is a loss told
+//     before anything the stream wrote went out: nothing lost then was part
+//     of the SDK's conversation (see tap.evicted).
 //
 // It is built on what an Attachment has anyway: sendACP, close, onMessage and
 // the attachment's delivery, which waits for a returned Promise. relay.js
@@ -78,6 +80,7 @@ export function openStream(att, options) {
 
   let readCtl, writeCtl;
   let ended = null; // the RelayError writes fail with, once the stream is over
+  let spoke = false; // a message written to the stream has gone out
   let held = null; // {raw, meta, resolve, reject}: delivered, not yet read
   let wanted = null; // resolves the readable's pull that waits for a message
 
@@ -161,7 +164,9 @@ export function openStream(att, options) {
     },
     write(m) {
       if (ended) throw ended;
-      return send(m);
+      return send(m).then(() => {
+        spoke = true;
+      });
     },
     // Closing or aborting the writable closes the attachment (att.close():
     // the stored stream stays resumable); the readable then errors with
@@ -215,15 +220,40 @@ export function openStream(att, options) {
     state(state, info) {
       if (state === "closed") end(new RelayError(info?.code ?? "closed", info?.message ?? "the attachment is closed"), true);
     },
+    // evicted ends the stream when content is gone, unless nothing the
+    // stream wrote has gone out yet: the SDK's conversation starts with its
+    // first message (initialize), so nothing the runtime sent before can be
+    // part of it, and the loss is the attachment's alone (onEvicted hears of
+    // it). That is the case after a reload, whose first sends wait for the
+    // resume: against a runtime that does not resume (contenox as it ships),
+    // not_resumed is told just as they go out, and would otherwise end every
+    // SDK connection a reloaded page opens. The engine tells a loss before
+    // it lets the waiting sends out, so spoke is still false then.
     evicted(info) {
-      const what = info.reason === "cursor_evicted" ? "the runtime no longer knows this stream" : "messages were lost";
-      const e = new RelayError(info.reason, `${what} (after seq ${info.afterSeq}, resumed from ${info.fromSeq})`);
+      if (!spoke) return;
+      const e = new RelayError(info.reason, lossText(info));
       e.eviction = info;
       end(e, true);
     },
   };
   att._tap = tap;
   return { readable, writable };
+}
+
+// lossText says what an eviction lost, for the stream's error.
+function lossText({ reason, afterSeq, fromSeq }) {
+  switch (reason) {
+    case "cursor_evicted":
+      return `the runtime no longer knows this stream (after seq ${afterSeq}): it restarted`;
+    case "not_resumed":
+      return `the runtime does not resume: what it sent while this page was away (after seq ${afterSeq}) is gone`;
+    case "frame_too_large":
+      return `message ${afterSeq + 1} was over the browser leg's size limit and was dropped`;
+    case "session_replaced":
+      return `the relay granted a new attachment id: messages after seq ${afterSeq} were lost`;
+    default:
+      return `messages were lost (after seq ${afterSeq}, resumed from ${fromSeq})`;
+  }
 }
 
 function randomHex() {

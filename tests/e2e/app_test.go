@@ -174,6 +174,50 @@ func TestDemoAppReloadKeepsTheConversation(t *testing.T) {
 	}
 }
 
+// The same reload against a runtime that does not resume, as contenox
+// v1.0.0 ships: what it sent while the page was away never reaches the
+// reloaded app, and relay.js says so (not_resumed) as the app's initialize,
+// held until then, goes out. That loss comes before the SDK's conversation
+// began, so its connection stays up, and session/load brings the whole
+// answer back from the agent, the rest of it streaming after. In worker
+// mode the loss and the sends' outcomes cross from the worker in the order
+// the engine told them.
+func TestDemoAppReloadAgainstNonResumingRuntime(t *testing.T) {
+	for _, c := range []struct{ mode, fragment string }{{"main", ""}, {"worker", "#worker=1"}} {
+		t.Run(c.mode, func(t *testing.T) { appReloadNonResuming(t, c.fragment) })
+	}
+}
+
+func appReloadNonResuming(t *testing.T, fragment string) {
+	const n = 3000
+	s := startNonResumingStack(t, builtApp(t), 400)
+	tb := openTab(t, newBrowser(t), "app", s.PageURL()+fragment)
+	appReady(tb)
+	tb.eval(`void __app.send("count 3000")`, nil)
+	tb.waitFor("the answer to be under way", `__app.chunks >= 300`)
+	tb.do("reloading", tb.page.reload)
+	appReady(tb)
+	var loaded bool
+	tb.eval(`__app.loaded`, &loaded)
+	if !loaded {
+		t.Fatal("the reloaded app did not load its session")
+	}
+	tb.waitFor("the whole answer", `__app.text.length >= `+strconv.Itoa(len(countText(n))))
+	var text string
+	tb.eval(`__app.text`, &text)
+	if text != countText(n) {
+		t.Errorf("after the reload the answer reads %s, want %s", describe(text), describe(countText(n)))
+	}
+	// The app goes on on the same connection.
+	var stop string
+	tb.eval(`__app.send("ping")`, &stop)
+	var last struct{ Role, Text string }
+	tb.eval(`__app.turns.at(-1)`, &last)
+	if stop != "end_turn" || last.Role != "agent" || last.Text != "pong" {
+		t.Errorf("a prompt after the reload ended %q, its answer %+v; want end_turn and pong", stop, last)
+	}
+}
+
 func clipTurns[T any](turns []T) []T {
 	if len(turns) > 4 {
 		return turns[:4]

@@ -11,16 +11,16 @@ import (
 	"github.com/relaywasm/relaywasm/demo/stack"
 )
 
-// startNonResumingStack is startStack with a runtime that behaves as
+// startNonResumingStack is startStackServing with a runtime that behaves as
 // contenox v1.0.0 ships (`go run ./demo -resume=false`): no seq, no
 // retention, session.resume left unanswered. The shipped runtime cannot run
 // here; the dev runtime reproduces what was measured of it.
-func startNonResumingStack(t *testing.T, rate float64) *stack.Stack {
+func startNonResumingStack(t *testing.T, web string, rate float64) *stack.Stack {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), startupWait)
 	defer cancel()
 	s, err := stack.Start(ctx, stack.Config{
-		WebDir: webDir, ModuleDir: moduleDir, Logger: logger(),
+		WebDir: web, ModuleDir: moduleDir, Logger: logger(),
 		EditRuntime: func(c *devruntime.Config) { c.AgentRate, c.NoResume = rate, true },
 	})
 	if err != nil {
@@ -51,7 +51,7 @@ func TestNonResumingRuntimeChatAndReloadInWorker(t *testing.T) {
 }
 
 func nonResumingChatAndReload(t *testing.T, query, mode string) {
-	s := startNonResumingStack(t, streamRate)
+	s := startNonResumingStack(t, webDir, streamRate)
 	tb := openChat(t, newBrowser(t), "tab", s.PageURL()+query)
 	var running string
 	tb.eval(`__chat.mode`, &running)
@@ -119,7 +119,7 @@ func nonResumingChatAndReload(t *testing.T, query, mode string) {
 // it has come when the report does. The page shows it whole, with no mark
 // of a loss, and does not end it as interrupted when the report comes.
 func TestNonResumingRuntimePromptBeforeLossReported(t *testing.T) {
-	s := startNonResumingStack(t, streamRate)
+	s := startNonResumingStack(t, webDir, streamRate)
 	tb := openChat(t, newBrowser(t), "tab", s.PageURL())
 	tb.prompt("ping")
 	tb.waitFor("the answer to ping", lastAgentDone)
@@ -152,7 +152,7 @@ func TestNonResumingRuntimePromptBeforeLossReported(t *testing.T) {
 // the loss is marked where the connection dropped, inside the answer, which
 // goes on to its end.
 func TestNonResumingRuntimeRelayRestart(t *testing.T) {
-	s := startNonResumingStack(t, streamRate)
+	s := startNonResumingStack(t, webDir, streamRate)
 	tb := openChat(t, newBrowser(t), "tab", s.PageURL())
 	tb.prompt("ping")
 	tb.waitFor("the answer to ping", lastAgentDone)
