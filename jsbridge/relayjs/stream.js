@@ -246,7 +246,7 @@ function lossText({ reason, afterSeq, fromSeq }) {
     case "cursor_evicted":
       return `the runtime no longer knows this stream (after seq ${afterSeq}): it restarted`;
     case "not_resumed":
-      return `the runtime does not resume: what it sent while this page was away (after seq ${afterSeq}) is gone`;
+      return "the runtime does not resume: what it sent while the connection was down is gone";
     case "frame_too_large":
       return `message ${afterSeq + 1} was over the browser leg's size limit and was dropped`;
     case "session_replaced":

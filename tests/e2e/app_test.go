@@ -218,6 +218,44 @@ func appReloadNonResuming(t *testing.T, fragment string) {
 	}
 }
 
+// A dropped connection under a conversation under way, against a runtime
+// that does not resume: the relay restarts in the middle of an answer, what
+// the agent sent meanwhile is gone, and att.stream() says so (not_resumed),
+// which closes the SDK's connection. The app opens a new stream and loads
+// its session again, and session/load brings the whole answer back, the
+// rest of it streaming after; the app goes on.
+func TestDemoAppRelayRestartAgainstNonResumingRuntime(t *testing.T) {
+	const n = 3000
+	s := startNonResumingStack(t, builtApp(t), 400)
+	tb := openTab(t, newBrowser(t), "app", s.PageURL())
+	appReady(tb)
+	tb.eval(`void __app.send("count 3000")`, nil)
+	tb.waitFor("the answer to be under way", `__app.chunks >= 300`)
+	restartRelay(t, s)
+	tb.waitFor("the app to come back from the loss", `__app.error || (__app.losses.length > 0 && __app.ready)`)
+	var st struct {
+		Error  *struct{ Code, Message string }
+		Losses []string
+	}
+	tb.eval(`({error: __app.error, losses: __app.losses})`, &st)
+	if st.Error != nil || len(st.Losses) != 1 || st.Losses[0] != "not_resumed" {
+		t.Fatalf("after the relay restarted: error %+v, losses %q; want no error and one not_resumed", st.Error, st.Losses)
+	}
+	tb.waitFor("the whole answer", `__app.text.length >= `+strconv.Itoa(len(countText(n))))
+	var text string
+	tb.eval(`__app.text`, &text)
+	if text != countText(n) {
+		t.Errorf("after the loss the answer reads %s, want %s", describe(text), describe(countText(n)))
+	}
+	var stop string
+	tb.eval(`__app.send("ping")`, &stop)
+	var last struct{ Role, Text string }
+	tb.eval(`__app.turns.at(-1)`, &last)
+	if stop != "end_turn" || last.Role != "agent" || last.Text != "pong" {
+		t.Errorf("a prompt after the loss ended %q, its answer %+v; want end_turn and pong", stop, last)
+	}
+}
+
 func clipTurns[T any](turns []T) []T {
 	if len(turns) > 4 {
 		return turns[:4]

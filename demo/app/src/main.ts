@@ -5,7 +5,12 @@
 //
 // After a reload the app does what ACP prescribes: initialize, then
 // session/load with the sessionId it kept (in localStorage), and redraws the
-// conversation from the session/update notifications the agent replays.
+// conversation from the session/update notifications the agent replays. It
+// does the same on a new stream when content is lost under a conversation
+// under way (att.stream()'s readable errors with the loss: a runtime that
+// does not resume, as contenox v1.0.0 ships, loses what it sent while the
+// connection was down), so a dropped connection costs a redraw, not the
+// conversation.
 //
 // Configuration from the URL, the fragment winning over the query:
 //   relay     the relay's attach URL (default ws(s)://<this host>/v1/attach)
@@ -21,7 +26,7 @@
 import "relaywasm/preload";
 import { loadRelay, RelayError } from "relaywasm";
 import { client, PROTOCOL_VERSION } from "@agentclientprotocol/sdk";
-import type { ContentBlock, SessionNotification } from "@agentclientprotocol/sdk";
+import type { ClientContext, ContentBlock, SessionNotification } from "@agentclientprotocol/sdk";
 
 const query = new URLSearchParams(location.search);
 const fragment = new URLSearchParams(location.hash.slice(1));
@@ -52,13 +57,14 @@ const app = {
   mode: "", // where relay.wasm runs: "main" or "worker"
   reason: "", // why it runs on the main thread although a worker was asked for
   loaded: false, // the conversation came back through session/load
+  losses: [] as string[], // the code of each loss the app came back from
   sessionId: "",
   chunks: 0, // agent chunks shown
   text: "", // every agent chunk's text, in order
   turns: [] as { role: "user" | "agent"; text: string }[],
   stopReasons: [] as string[],
   error: null as null | { code: string; message: string },
-  send: (text: string) => prompt(text),
+  send: (text: string) => submit(text),
 };
 (window as unknown as { __app: typeof app }).__app = app;
 
@@ -130,6 +136,23 @@ let prompt: (text: string) => Promise<string> = async () => {
   throw new Error("not connected yet");
 };
 
+// lost says whether e is a stream's report that content is gone: the
+// attachment is still open, and a new stream can load the session again.
+const lost = (e: unknown): e is RelayError => e instanceof RelayError && e.eviction !== undefined;
+
+function setReady(ready: boolean) {
+  app.ready = ready;
+  ui.prompt.disabled = ui.send.disabled = !ready;
+  if (ready) ui.prompt.focus();
+}
+
+// clearView forgets what is shown, for session/load to replay it.
+function clearView() {
+  ui.log.replaceChildren();
+  current = null;
+  Object.assign(app, { chunks: 0, text: "", turns: [] });
+}
+
 async function main() {
   const relay = await loadRelay({ worker: config.worker });
   app.mode = relay.mode;
@@ -153,40 +176,64 @@ async function main() {
       const allow = params.options.find((o) => o.kind === "allow_once") ?? params.options[0];
       return { outcome: { outcome: "selected", optionId: allow.optionId } };
     });
-  await acp.connectWith(att.stream(), async (ctx) => {
-    const init = await ctx.request("initialize", { protocolVersion: PROTOCOL_VERSION, clientCapabilities: {} });
-    const kept = localStorage.getItem(sessionKey);
-    if (kept && init.agentCapabilities?.loadSession) {
-      try {
-        await ctx.request("session/load", { sessionId: kept, cwd: "/", mcpServers: [] });
-        app.sessionId = kept;
-        app.loaded = true;
-      } catch {
-        ui.log.replaceChildren();
-        current = null;
-        Object.assign(app, { chunks: 0, text: "", turns: [] });
-        note("The earlier conversation is gone; starting a new one.");
-      }
+  let loss: RelayError | null = null; // what ended the last stream
+  for (;;) {
+    let began = false; // the conversation got going on this stream
+    try {
+      await acp.connectWith(att.stream(), async (ctx) => {
+        await converse(ctx, loss);
+        began = true;
+        await new Promise<never>(() => {}); // the connection lives as long as the page
+      });
+    } catch (e) {
+      // A loss while setting up again is not retried: the same loss (a
+      // message too large to carry, replayed) would come back each time.
+      if (!lost(e) || !began) throw e;
+      loss = e;
+      app.losses.push(e.code);
+      setReady(false);
     }
-    loading = false;
-    if (!app.sessionId) {
-      const s = await ctx.request("session/new", { cwd: "/", mcpServers: [] });
-      app.sessionId = s.sessionId;
-      localStorage.setItem(sessionKey, s.sessionId);
+  }
+}
+
+// converse starts the SDK's conversation: initialize, then the kept session
+// (session/load, which replays it) or a new one, and readies the composer.
+// loss is what ended the previous stream, if one did.
+async function converse(ctx: ClientContext, loss: RelayError | null) {
+  const init = await ctx.request("initialize", { protocolVersion: PROTOCOL_VERSION, clientCapabilities: {} });
+  const kept = localStorage.getItem(sessionKey);
+  app.sessionId = "";
+  if (kept && init.agentCapabilities?.loadSession) {
+    clearView();
+    if (loss) note(`The connection lost part of this conversation (${loss.message}); the agent has sent all of it again.`);
+    loading = true;
+    replaying = false;
+    try {
+      await ctx.request("session/load", { sessionId: kept, cwd: "/", mcpServers: [] });
+      app.sessionId = kept;
+      app.loaded = true;
+    } catch {
+      clearView();
+      note("The earlier conversation is gone; starting a new one.");
     }
-    prompt = async (text) => {
-      append("user", text);
-      current = null;
-      const r = await ctx.request("session/prompt", { sessionId: app.sessionId, prompt: [{ type: "text", text }] });
-      current = null;
-      app.stopReasons.push(r.stopReason);
-      return r.stopReason;
-    };
-    app.ready = true;
-    ui.prompt.disabled = ui.send.disabled = false;
-    ui.prompt.focus();
-    await new Promise<never>(() => {}); // the connection lives as long as the page
-  });
+  } else if (loss) {
+    note(`The connection lost part of this conversation (${loss.message}), and this agent cannot send it again: a new one starts here.`);
+  }
+  loading = false;
+  if (!app.sessionId) {
+    const s = await ctx.request("session/new", { cwd: "/", mcpServers: [] });
+    app.sessionId = s.sessionId;
+    localStorage.setItem(sessionKey, s.sessionId);
+  }
+  prompt = async (text) => {
+    append("user", text);
+    current = null;
+    const r = await ctx.request("session/prompt", { sessionId: app.sessionId, prompt: [{ type: "text", text }] });
+    current = null;
+    app.stopReasons.push(r.stopReason);
+    return r.stopReason;
+  };
+  setReady(true);
 }
 
 ui.composer.addEventListener("submit", (e) => {
@@ -194,8 +241,20 @@ ui.composer.addEventListener("submit", (e) => {
   const text = ui.prompt.value.trim();
   if (!text || !app.ready) return;
   ui.prompt.value = "";
-  prompt(text).catch(fail);
+  void submit(text);
 });
+
+// submit sends a prompt and resolves to how its turn ended: null if it did
+// not. A prompt cut off by a loss is not a failure: main loads the session
+// again, and the agent's answer shows as it goes on.
+async function submit(text: string): Promise<string | null> {
+  try {
+    return await prompt(text);
+  } catch (e) {
+    if (!lost(e)) fail(e);
+    return null;
+  }
+}
 
 function fail(e: unknown) {
   const code = e instanceof RelayError ? e.code : "error";
