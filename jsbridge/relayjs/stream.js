@@ -244,7 +244,7 @@ export function openStream(att, options) {
 function lossText({ reason, afterSeq, fromSeq }) {
   switch (reason) {
     case "cursor_evicted":
-      return `the runtime no longer knows this stream (after seq ${afterSeq}): it restarted`;
+      return `the runtime no longer knows this stream (it restarted): what it sent after seq ${afterSeq} is gone`;
     case "not_resumed":
       return "the runtime does not resume: what it sent while the connection was down is gone";
     case "frame_too_large":
@@ -252,7 +252,7 @@ function lossText({ reason, afterSeq, fromSeq }) {
     case "session_replaced":
       return `the relay granted a new attachment id: messages after seq ${afterSeq} were lost`;
     default:
-      return `messages were lost (after seq ${afterSeq}, resumed from ${fromSeq})`;
+      return `the runtime no longer held what it sent after seq ${afterSeq}; delivery goes on at seq ${fromSeq}`;
   }
 }
 

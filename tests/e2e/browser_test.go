@@ -176,12 +176,16 @@ func (tb *tab) waitReady() {
 	tb.waitFor("the chat to be ready", "window.__chat && __chat.ready")
 }
 
-// snapshot is window.__chat as JSON, for failure messages.
+// snapshot is the state the page under test keeps for its tests
+// (window.__chat, __app or __w; their Attachment left out), with the page's
+// address and readiness, as JSON, for failure messages.
 func (tb *tab) snapshot() string {
 	var s string
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := tb.page.eval(ctx, `JSON.stringify(window.__chat ?? null)`, &s); err != nil {
+	const expr = `JSON.stringify({url: location.href, readyState: document.readyState,
+		state: window.__chat ?? window.__app ?? window.__w ?? null}, (k, v) => (k === "att" ? undefined : v))`
+	if err := tb.page.eval(ctx, expr, &s); err != nil {
 		return "unavailable: " + err.Error()
 	}
 	return s
