@@ -75,6 +75,15 @@ import { atTurnEnd } from "./crossing.js";
 import { asError } from "./errors.js";
 
 const OPEN_TIMEOUT_MS = 5000; // some private modes never answer an open
+// How long the store's first transactions (finishing a spill, loading a
+// stream's state) may wait to start. Another connection's transaction that
+// never ends keeps them waiting for good: WebKit suspends the transactions
+// of a page it puts in its back/forward cache, and a page navigated away
+// from mid-write holds the database until the cache drops it (the next page
+// of the tab hung in loadRelay, 1 load in 10 on a loaded machine). The
+// store then works in memory, and says so, rather than hang.
+const BLOCKED_LIMIT_MS = 10000;
+const BLOCKED_ERROR = "BlockedError";
 const MAX_CHUNK_KEY = 2 ** 53; // above every start
 const NOW = 1; // a flush or a read waits for the write
 const FINAL = 2; // the page is going away
@@ -220,12 +229,14 @@ export class Store {
     }
     try {
       const tx = this.db.transaction(STORE_STATE, "readonly");
-      const rec = readState(await request(tx.objectStore(STORE_STATE).get(this.keys[stream])));
+      const rec = readState(await bounded(request(tx.objectStore(STORE_STATE).get(this.keys[stream])), "reading the stream's state"));
       // A queued write knows better, and reads the total itself.
       if (![...this.#inFlight(), ...this.pending].some((c) => c.stream === stream)) this.known.set(stream, { ...rec, totalKnown: true });
       return [rec.session, rec.cursor];
     } catch (e) {
-      throw this.#readFailed(e);
+      const err = this.#readFailed(e);
+      if (err.name !== BLOCKED_ERROR) throw err;
+      return this.load(stream); // from memory, as it now is
     }
   }
 
@@ -485,7 +496,15 @@ export class Store {
       return;
     }
     const prefix = spillPrefix(database);
-    await finishSpills(outcome, prefix);
+    try {
+      await finishSpills(outcome, prefix);
+    } catch (e) {
+      // Blocked: the spill stays for a later page to finish.
+      outcome.close();
+      this.mem = new Map();
+      this.#report(FALLBACK_BLOCKED, e);
+      return;
+    }
     this.spillKey = `${prefix}${PAGE}:${++stores}`;
     this.db = outcome;
     all.add(this);
@@ -543,7 +562,7 @@ function connect(database) {
         settle([FALLBACK_FAILED, e]);
       }
     };
-    req.onblocked = () => settle([FALLBACK_BLOCKED, new DOMException("another connection blocks opening IndexedDB", "BlockedError")]);
+    req.onblocked = () => settle([FALLBACK_BLOCKED, new DOMException("another connection blocks opening IndexedDB", BLOCKED_ERROR)]);
     req.onerror = (ev) => {
       ev.preventDefault?.();
       settle([FALLBACK_FAILED, req.error]);
@@ -719,13 +738,14 @@ async function finishSpills(db, prefix) {
   const entries = taken.flatMap(([, v]) => readSpill(v));
   if (entries.length === 0) return;
   try {
-    await completed(writeSpill(db, entries));
-  } catch {
+    await bounded(completed(writeSpill(db, entries)), "finishing the previous page's writes");
+  } catch (e) {
     try {
       for (const [k, v] of taken) storage.setItem(k, v);
     } catch {
       // nothing more to be done
     }
+    if (e?.name === BLOCKED_ERROR) throw e;
   }
 }
 
@@ -918,7 +938,20 @@ function readState(v) {
 }
 
 function reasonFor(err) {
+  if (err?.name === BLOCKED_ERROR) return FALLBACK_BLOCKED;
   return err?.name === "QuotaExceededError" ? FALLBACK_QUOTA : FALLBACK_FAILED;
+}
+
+// bounded settles as p does, or fails with a BlockedError once
+// BLOCKED_LIMIT_MS have passed: what for says what was waiting.
+function bounded(p, what) {
+  let timer;
+  const limit = new Promise((_, reject) => {
+    timer = setTimeout(() => {
+      reject(new DOMException(`${what} waited ${BLOCKED_LIMIT_MS / 1000} s for another connection to IndexedDB (another page's unfinished transaction)`, BLOCKED_ERROR));
+    }, BLOCKED_LIMIT_MS);
+  });
+  return Promise.race([p, limit]).finally(() => clearTimeout(timer));
 }
 
 /**

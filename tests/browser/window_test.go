@@ -5,6 +5,7 @@ package browser
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"runtime"
 	"strconv"
 	"strings"
@@ -612,4 +613,71 @@ func (g *goApp) newSession(t *testing.T, ctx context.Context, a *client.Attachme
 		t.Fatalf("session/new: %v", err)
 	}
 	return r.SessionID
+}
+
+// Another connection's transaction that never ends keeps a new store's
+// first transactions from starting: WebKit suspends the transactions of a
+// page it puts in its back/forward cache, and the next page of the tab hung
+// in loadRelay behind one. Here the held write of store s plays that page's.
+// The new store does not wait for good: after 10 s (store.js's
+// BLOCKED_LIMIT_MS) it works in memory and says why (indexeddb_blocked).
+// First what waits is the write of a spill a page left (it stays in
+// sessionStorage), then, with no spill, the read of the stream's state.
+// Once the database is free, a store opens on it, finishes the spill and
+// reads what s wrote.
+func TestStoreBlockedByAnotherConnectionWorksInMemory(t *testing.T) {
+	_, s, _ := windowStores(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // two waits of 10 s
+	defer cancel()
+	db := database(t)
+	// WriteAll behind a held write, as in TestStoreWriteAllWhileWriting,
+	// for the spill a page going away leaves. (Stores of the tests before
+	// may still be alive in this page, so WriteAll's transactions are not
+	// counted here.)
+	hold := holdFirstWrite(t, ctx, s)
+	if err := s.Commit(ctx, testKey, client.Saved{Session: "att", Cursor: 5}, received(2, 3), 10); err != nil {
+		t.Fatal(err)
+	}
+	jsbridge.WriteAll()
+	if n := len(spills(db)); n != 1 {
+		t.Fatalf("WriteAll left %d spills, want 1", n)
+	}
+	left := spillPrefix(db) + "gone:1"
+	sessionStorage().Call("setItem", left, spills(db)[0])
+
+	blocked := func(what string) jsbridge.Fallback {
+		t.Helper()
+		var fell []jsbridge.Fallback
+		next := jsbridge.OpenStore(ctx, db, func(f jsbridge.Fallback) { fell = append(fell, f) })
+		got := mustLoad(t, ctx, next, testKey)
+		var de *jsbridge.DOMError
+		if len(fell) != 1 || fell[0].Reason != jsbridge.FallbackBlocked || !errors.As(fell[0].Err, &de) || de.Name != "BlockedError" {
+			t.Fatalf("%s: fallbacks reported %+v, want one for %s (BlockedError)", what, fell, jsbridge.FallbackBlocked)
+		}
+		if got != (client.Saved{}) {
+			t.Fatalf("%s: the store in memory loads %+v, want nothing", what, got)
+		}
+		checkMemoryStore(t, ctx, next)
+		return fell[0]
+	}
+	f := blocked("a spill to finish")
+	if v := sessionStorage().Call("getItem", left); v.IsNull() {
+		t.Fatalf("the spill blocked from being written is gone from sessionStorage (%v)", f.Err)
+	}
+	spill := sessionStorage().Call("getItem", left)
+	sessionStorage().Call("removeItem", left)
+	blocked("no spill")
+
+	sessionStorage().Call("setItem", left, spill)
+	hold.Call("release")
+	free := openStore(t, ctx, db)
+	if got := mustLoad(t, ctx, free, testKey); got != (client.Saved{Session: "att", Cursor: 5}) {
+		t.Fatalf("once the database is free, a store loads %+v, want cursor 5", got)
+	}
+	if got, want := describe(mustHistory(t, ctx, free, testKey)), describe(received(0, 5)); got != want {
+		t.Fatalf("once the database is free, the transcript is %s, want %s", got, want)
+	}
+	if v := sessionStorage().Call("getItem", left); !v.IsNull() {
+		t.Fatal("the store that opened on the free database left the spill")
+	}
 }
