@@ -149,15 +149,7 @@ func appChats(t *testing.T, mode, fragment string) {
 func TestDemoAppReloadKeepsTheConversation(t *testing.T) {
 	const n = 3000
 	tb := appPage(t, 400, "")
-	tb.eval(`void __app.send("count 3000")`, nil)
-	tb.waitFor("the answer to be under way", `__app.chunks >= 300`)
-	tb.do("reloading", tb.page.reload)
-	appReady(tb)
-	var loaded bool
-	tb.eval(`__app.loaded`, &loaded)
-	if !loaded {
-		t.Fatal("the reloaded app did not load its session")
-	}
+	appReloadMidCount(tb)
 	tb.waitFor("the whole answer", `__app.text.length >= `+strconv.Itoa(len(countText(n))))
 	var text string
 	var turns []struct {
@@ -193,29 +185,8 @@ func appReloadNonResuming(t *testing.T, fragment string) {
 	s := startNonResumingStack(t, builtApp(t), 400)
 	tb := openTab(t, newBrowser(t), "app", s.PageURL()+fragment)
 	appReady(tb)
-	tb.eval(`void __app.send("count 3000")`, nil)
-	tb.waitFor("the answer to be under way", `__app.chunks >= 300`)
-	tb.do("reloading", tb.page.reload)
-	appReady(tb)
-	var loaded bool
-	tb.eval(`__app.loaded`, &loaded)
-	if !loaded {
-		t.Fatal("the reloaded app did not load its session")
-	}
-	tb.waitFor("the whole answer", `__app.text.length >= `+strconv.Itoa(len(countText(n))))
-	var text string
-	tb.eval(`__app.text`, &text)
-	if text != countText(n) {
-		t.Errorf("after the reload the answer reads %s, want %s", describe(text), describe(countText(n)))
-	}
-	// The app goes on on the same connection.
-	var stop string
-	tb.eval(`__app.send("ping")`, &stop)
-	var last struct{ Role, Text string }
-	tb.eval(`__app.turns.at(-1)`, &last)
-	if stop != "end_turn" || last.Role != "agent" || last.Text != "pong" {
-		t.Errorf("a prompt after the reload ended %q, its answer %+v; want end_turn and pong", stop, last)
-	}
+	appReloadMidCount(tb)
+	appWholeThenPing(tb, n, "the reload")
 }
 
 // A dropped connection under a conversation under way, against a runtime
@@ -241,18 +212,43 @@ func TestDemoAppRelayRestartAgainstNonResumingRuntime(t *testing.T) {
 	if st.Error != nil || len(st.Losses) != 1 || st.Losses[0] != "not_resumed" {
 		t.Fatalf("after the relay restarted: error %+v, losses %q; want no error and one not_resumed", st.Error, st.Losses)
 	}
+	appWholeThenPing(tb, n, "the loss")
+}
+
+// appWholeThenPing waits until the app shows the whole count of n, checks
+// it, and checks that the app goes on: a ping is answered pong. after says
+// after what, for the failure messages.
+func appWholeThenPing(tb *tab, n int, after string) {
+	t := tb.t
+	t.Helper()
 	tb.waitFor("the whole answer", `__app.text.length >= `+strconv.Itoa(len(countText(n))))
 	var text string
 	tb.eval(`__app.text`, &text)
 	if text != countText(n) {
-		t.Errorf("after the loss the answer reads %s, want %s", describe(text), describe(countText(n)))
+		t.Errorf("after %s the answer reads %s, want %s", after, describe(text), describe(countText(n)))
 	}
 	var stop string
 	tb.eval(`__app.send("ping")`, &stop)
 	var last struct{ Role, Text string }
 	tb.eval(`__app.turns.at(-1)`, &last)
 	if stop != "end_turn" || last.Role != "agent" || last.Text != "pong" {
-		t.Errorf("a prompt after the loss ended %q, its answer %+v; want end_turn and pong", stop, last)
+		t.Errorf("a prompt after %s ended %q, its answer %+v; want end_turn and pong", after, stop, last)
+	}
+}
+
+// appReloadMidCount has the app ask for a count of 3000, reloads it once
+// the answer is under way, and checks that the reloaded app loaded its
+// session.
+func appReloadMidCount(tb *tab) {
+	tb.t.Helper()
+	tb.eval(`void __app.send("count 3000")`, nil)
+	tb.waitFor("the answer to be under way", `__app.chunks >= 300`)
+	tb.do("reloading", tb.page.reload)
+	appReady(tb)
+	var loaded bool
+	tb.eval(`__app.loaded`, &loaded)
+	if !loaded {
+		tb.t.Fatal("the reloaded app did not load its session")
 	}
 }
 

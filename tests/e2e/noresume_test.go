@@ -30,6 +30,19 @@ func startNonResumingStack(t *testing.T, web string, rate float64) *stack.Stack 
 	return s
 }
 
+// nonResumingChat opens the demo page (with query) against a runtime that
+// does not resume, has it ping, and waits until the page knows the runtime
+// does not resume.
+func nonResumingChat(t *testing.T, query string) (*stack.Stack, *tab) {
+	t.Helper()
+	s := startNonResumingStack(t, webDir, streamRate)
+	tb := openChat(t, newBrowser(t), "tab", s.PageURL()+query)
+	tb.prompt("ping")
+	tb.waitFor("the answer to ping", lastAgentDone)
+	tb.waitFor("the page to learn the runtime does not resume", `__chat.resumable === false`)
+	return s, tb
+}
+
 // The demo page against a runtime that does not resume: it chats normally,
 // says what a reload costs there, and a reload in the middle of an answer
 // shows every chunk that arrived once and in order, reports that the rest is
@@ -51,17 +64,12 @@ func TestNonResumingRuntimeChatAndReloadInWorker(t *testing.T) {
 }
 
 func nonResumingChatAndReload(t *testing.T, query, mode string) {
-	s := startNonResumingStack(t, webDir, streamRate)
-	tb := openChat(t, newBrowser(t), "tab", s.PageURL()+query)
+	_, tb := nonResumingChat(t, query)
 	var running string
 	tb.eval(`__chat.mode`, &running)
 	if running != mode {
 		t.Fatalf("the page runs relay.wasm in mode %q, want %q", running, mode)
 	}
-
-	tb.prompt("ping")
-	tb.waitFor("the answer to ping", lastAgentDone)
-	tb.waitFor("the page to learn the runtime does not resume", `__chat.resumable === false`)
 	var banner string
 	tb.eval(`document.getElementById("banner").hidden ? "" : document.getElementById("banner-text").textContent`, &banner)
 	if !strings.Contains(banner, "whatever it sends meanwhile is lost") {
@@ -119,12 +127,7 @@ func nonResumingChatAndReload(t *testing.T, query, mode string) {
 // it has come when the report does. The page shows it whole, with no mark
 // of a loss, and does not end it as interrupted when the report comes.
 func TestNonResumingRuntimePromptBeforeLossReported(t *testing.T) {
-	s := startNonResumingStack(t, webDir, streamRate)
-	tb := openChat(t, newBrowser(t), "tab", s.PageURL())
-	tb.prompt("ping")
-	tb.waitFor("the answer to ping", lastAgentDone)
-	tb.waitFor("the page to learn the runtime does not resume", `__chat.resumable === false`)
-
+	_, tb := nonResumingChat(t, "")
 	tb.reload()
 	const n = 300
 	// In one step, so that the prompt surely goes out before the report.
@@ -152,11 +155,7 @@ func TestNonResumingRuntimePromptBeforeLossReported(t *testing.T) {
 // the loss is marked where the connection dropped, inside the answer, which
 // goes on to its end.
 func TestNonResumingRuntimeRelayRestart(t *testing.T) {
-	s := startNonResumingStack(t, webDir, streamRate)
-	tb := openChat(t, newBrowser(t), "tab", s.PageURL())
-	tb.prompt("ping")
-	tb.waitFor("the answer to ping", lastAgentDone)
-	tb.waitFor("the page to learn the runtime does not resume", `__chat.resumable === false`)
+	s, tb := nonResumingChat(t, "")
 
 	const n = 2000
 	before := tb.chat().Chunks // pong's
