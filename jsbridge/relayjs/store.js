@@ -79,9 +79,10 @@ const OPEN_TIMEOUT_MS = 5000; // some private modes never answer an open
 // stream's state) may wait to start. Another connection's transaction that
 // never ends keeps them waiting for good: WebKit suspends the transactions
 // of a page it puts in its back/forward cache, and a page navigated away
-// from mid-write holds the database until the cache drops it (the next page
-// of the tab hung in loadRelay, 1 load in 10 on a loaded machine). The
-// store then works in memory, and says so, rather than hang.
+// from mid-write can hold the database until the cache drops it (in
+// WebKitGTK 2.50 the next page of the tab hung in loadRelay, 1 navigation
+// in 10 with three test suites side by side). The store then works in
+// memory, and says so, rather than hang.
 const BLOCKED_LIMIT_MS = 10000;
 const BLOCKED_ERROR = "BlockedError";
 const MAX_CHUNK_KEY = 2 ** 53; // above every start
