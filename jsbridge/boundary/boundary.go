@@ -126,7 +126,7 @@ const (
 // Why a store keeps state in memory; onState reports it as info.reason.
 const (
 	FallbackUnavailable = "indexeddb_unavailable" // no indexedDB in this page, or open refused outright
-	FallbackBlocked     = "indexeddb_blocked"     // another connection blocks the open, or the first transactions for 10 s
+	FallbackBlocked     = "indexeddb_blocked"     // another connection blocks the open, or any transaction for 10 s
 	FallbackFailed      = "indexeddb_failed"      // an open, a read or a write failed
 	FallbackQuota       = "quota_exceeded"        // the origin is out of storage
 )

@@ -75,15 +75,18 @@ import { atTurnEnd } from "./crossing.js";
 import { asError } from "./errors.js";
 
 const OPEN_TIMEOUT_MS = 5000; // some private modes never answer an open
-// How long the store's first transactions (finishing a spill, loading a
-// stream's state) may wait to start. Another connection's transaction that
-// never ends keeps them waiting for good: WebKit suspends the transactions
-// of a page it puts in its back/forward cache, and a page navigated away
-// from mid-write can hold the database until the cache drops it (in
-// WebKitGTK 2.50 the next page of the tab hung in loadRelay, 1 navigation
-// in 10 with three test suites side by side). The store then works in
-// memory, and says so, rather than hang.
+// How long any of the store's transactions (finishing a spill, loading a
+// stream's state or transcript, a write, a clear) may take to end. Another
+// connection's transaction that never ends keeps them waiting for good:
+// WebKit suspends the transactions of a page it puts in its back/forward
+// cache, and a page navigated away from mid-write can hold the database
+// until the cache drops it (in WebKitGTK 2.50 the next page of the tab hung
+// in loadRelay, 1 navigation in 10 with three test suites side by side; a
+// page already running would queue its writes for good, and its close()
+// and detach() would never resolve). The store then works in memory, and
+// says so, rather than hang. Writes there take 35-190 ms at most.
 const BLOCKED_LIMIT_MS = 10000;
+const LATE_MS = 2000; // a limit's timer this late was suspended with its page (afterLimit)
 const BLOCKED_ERROR = "BlockedError";
 const MAX_CHUNK_KEY = 2 ** 53; // above every start
 const NOW = 1; // a flush or a read waits for the write
@@ -277,13 +280,15 @@ export class Store {
       const key = this.keys[stream];
       const state = request(tx.objectStore(STORE_STATE).get(key));
       const chunks = request(tx.objectStore(STORE_CHUNKS).getAll(chunkRange(key, 0, MAX_CHUNK_KEY, false)));
-      const keep = readState(await state).keep;
+      const [rec, values] = await bounded(Promise.all([state, chunks]), "reading the stream's transcript");
       // WPE WebKit 2.38 (Safari 16's engine) can give undefined among the
       // values after a transaction that wrote the range aborted; no chunk
       // is there (TestStoreCursorAndTranscriptAgreeAfterInterruption).
-      return [keep, await readChunks((await chunks).filter((c) => c instanceof Uint8Array || c instanceof Blob))];
+      return [readState(rec).keep, await readChunks(values.filter((c) => c instanceof Uint8Array || c instanceof Blob))];
     } catch (e) {
-      throw this.#readFailed(e);
+      const err = this.#readFailed(e);
+      if (err.name !== BLOCKED_ERROR) throw err;
+      return this.history(stream); // from memory, as it now is
     }
   }
 
@@ -297,7 +302,14 @@ export class Store {
     const tx = this.db.transaction([STORE_STATE, STORE_CHUNKS], "readwrite");
     tx.objectStore(STORE_STATE).delete(key);
     tx.objectStore(STORE_CHUNKS).delete(chunkRange(key, 0, MAX_CHUNK_KEY, false));
-    await completed(tx);
+    try {
+      // Blocked, the delete may still run once the database is free.
+      await bounded(completed(tx), "clearing the stream");
+    } catch (e) {
+      if (e?.name !== BLOCKED_ERROR) throw e;
+      this.#readFailed(e);
+      return this.clear(stream); // in memory, as it now is
+    }
     this.known.set(stream, { session: "", cursor: 0, total: 0, keep: 0, totalKnown: true });
   }
 
@@ -639,8 +651,23 @@ function writeStreams(db, keys, known, streams, bases, mark, final, blobs, done)
     done(asError(e));
     return;
   }
-  tx.oncomplete = () => done(null);
-  tx.onabort = () => done(failed ?? asError(tx.error ?? new DOMException("the transaction was aborted", "AbortError")));
+  // A write that another connection keeps from ending is given up on: it
+  // is aborted, and ends now, whether or not the engine ever tells of the
+  // abort (a commit after that writes what it holds, and nothing passes
+  // the stored cursor). The store then falls back to memory (#ended).
+  let ended = false;
+  const end = (err) => {
+    if (ended) return;
+    ended = true;
+    limit();
+    done(err);
+  };
+  const limit = afterLimit(() => {
+    fail(blockedError("a write of the streams' state"));
+    end(failed);
+  });
+  tx.oncomplete = () => end(null);
+  tx.onabort = () => end(failed ?? asError(tx.error ?? new DOMException("the transaction was aborted", "AbortError")));
   let reads = 0;
   try {
     const states = tx.objectStore(STORE_STATE);
@@ -946,13 +973,31 @@ function reasonFor(err) {
 // bounded settles as p does, or fails with a BlockedError once
 // BLOCKED_LIMIT_MS have passed: what for says what was waiting.
 function bounded(p, what) {
-  let timer;
+  let stop;
   const limit = new Promise((_, reject) => {
-    timer = setTimeout(() => {
-      reject(new DOMException(`${what} waited ${BLOCKED_LIMIT_MS / 1000} s for another connection to IndexedDB (another page's unfinished transaction)`, BLOCKED_ERROR));
-    }, BLOCKED_LIMIT_MS);
+    stop = afterLimit(() => reject(blockedError(what)));
   });
-  return Promise.race([p, limit]).finally(() => clearTimeout(timer));
+  return Promise.race([p, limit]).finally(() => stop());
+}
+
+// afterLimit calls fn once the page has waited BLOCKED_LIMIT_MS, and
+// returns what cancels it. A timer that fires late starts the wait over:
+// the page was suspended (a phone's background tab, the back/forward
+// cache, a frozen page) and its transactions with it, which is not another
+// connection's doing; a running page's timer fires on time, give or take
+// its load.
+function afterLimit(fn) {
+  let timer;
+  const arm = () => {
+    const due = Date.now() + BLOCKED_LIMIT_MS;
+    timer = setTimeout(() => (Date.now() - due > LATE_MS ? arm() : fn()), BLOCKED_LIMIT_MS);
+  };
+  arm();
+  return () => clearTimeout(timer);
+}
+
+function blockedError(what) {
+  return new DOMException(`${what} waited ${BLOCKED_LIMIT_MS / 1000} s for another connection to IndexedDB (another page's unfinished transaction)`, BLOCKED_ERROR);
 }
 
 /**

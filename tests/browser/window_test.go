@@ -618,13 +618,13 @@ func (g *goApp) newSession(t *testing.T, ctx context.Context, a *client.Attachme
 // Another connection's transaction that never ends keeps a new store's
 // first transactions from starting: WebKit suspends the transactions of a
 // page it puts in its back/forward cache, and the next page of the tab hung
-// in loadRelay behind one. Here the held write of store s plays that page's.
-// The new store does not wait for good: after 10 s (store.js's
+// in loadRelay behind one. Here holdDatabase's transaction plays that
+// page's. The new store does not wait for good: after 10 s (store.js's
 // BLOCKED_LIMIT_MS) it works in memory and says why (indexeddb_blocked).
 // First what waits is the write of a spill a page left (it stays in
 // sessionStorage), then, with no spill, the read of the stream's state.
 // Once the database is free, a store opens on it, finishes the spill and
-// reads what s wrote.
+// reads what was written.
 func TestStoreBlockedByAnotherConnectionWorksInMemory(t *testing.T) {
 	_, s, _ := windowStores(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // two waits of 10 s
@@ -644,16 +644,18 @@ func TestStoreBlockedByAnotherConnectionWorksInMemory(t *testing.T) {
 	}
 	left := spillPrefix(db) + "gone:1"
 	sessionStorage().Call("setItem", left, spills(db)[0])
+	hold.Call("release")
+	if err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	blocker := holdDatabase(t, ctx, db)
 
 	blocked := func(what string) jsbridge.Fallback {
 		t.Helper()
 		var fell []jsbridge.Fallback
 		next := jsbridge.OpenStore(ctx, db, func(f jsbridge.Fallback) { fell = append(fell, f) })
 		got := mustLoad(t, ctx, next, testKey)
-		var de *jsbridge.DOMError
-		if len(fell) != 1 || fell[0].Reason != jsbridge.FallbackBlocked || !errors.As(fell[0].Err, &de) || de.Name != "BlockedError" {
-			t.Fatalf("%s: fallbacks reported %+v, want one for %s (BlockedError)", what, fell, jsbridge.FallbackBlocked)
-		}
+		checkBlocked(t, what, fell)
 		if got != (client.Saved{}) {
 			t.Fatalf("%s: the store in memory loads %+v, want nothing", what, got)
 		}
@@ -669,7 +671,7 @@ func TestStoreBlockedByAnotherConnectionWorksInMemory(t *testing.T) {
 	blocked("no spill")
 
 	sessionStorage().Call("setItem", left, spill)
-	hold.Call("release")
+	blocker.Call("release")
 	free := openStore(t, ctx, db)
 	if got := mustLoad(t, ctx, free, testKey); got != (client.Saved{Session: "att", Cursor: 5}) {
 		t.Fatalf("once the database is free, a store loads %+v, want cursor 5", got)
@@ -680,4 +682,115 @@ func TestStoreBlockedByAnotherConnectionWorksInMemory(t *testing.T) {
 	if v := sessionStorage().Call("getItem", left); !v.IsNull() {
 		t.Fatal("the store that opened on the free database left the spill")
 	}
+}
+
+// A store already running is blocked as a new one is: a write, a read of a
+// transcript or a clear that another connection keeps from ending is given
+// up on after 10 s, and the store works in memory from then on and says
+// why, rather than queue its writes for good and never resolve a Flush
+// (close, detach). Its memory holds every commit, and what IndexedDB holds
+// is what was written before, cursor and transcript together.
+//
+// A page that was suspended meanwhile (a phone's background tab, the
+// back/forward cache) finds its timers late, and its own transactions were
+// suspended with it: the wait starts over then. Here the clock jumps 60 s
+// while the write waits, as a suspended page finds it: that store is still
+// on IndexedDB when the others fall back, and falls back 10 s later.
+func TestStoreBlockedLaterWorksInMemory(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // waits of 10 s and 20 s
+	defer cancel()
+	db := database(t)
+	var mu sync.Mutex
+	fell := map[string][]jsbridge.Fallback{}
+	open := func(name string) *jsbridge.Store {
+		s := jsbridge.OpenStore(ctx, db, func(f jsbridge.Fallback) {
+			mu.Lock()
+			defer mu.Unlock()
+			fell[name] = append(fell[name], f)
+		})
+		mustLoad(t, ctx, s, testKey)
+		return s
+	}
+	writer, reader, clearer := open("writer"), open("reader"), open("clearer")
+	if err := writer.Commit(ctx, testKey, client.Saved{Session: "att", Cursor: 2}, received(0, 2), 10); err != nil {
+		t.Fatal(err)
+	}
+	if err := writer.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	blocker := holdDatabase(t, ctx, db)
+
+	made := faults(t).Call("countReadWrite")
+	if err := writer.Commit(ctx, testKey, client.Saved{Session: "att", Cursor: 5}, received(2, 3), 10); err != nil {
+		t.Fatal(err)
+	}
+	flushed := make(chan error, 1)
+	go func() { flushed <- writer.Flush(ctx) }()
+	for made.Get("n").Int() == 0 { // the write is made once Go yields
+		select {
+		case <-ctx.Done():
+			t.Fatal("Flush made no transaction")
+		case <-time.After(time.Millisecond):
+		}
+	}
+	made.Call("undo")
+	undoSkew := faults(t).Call("skewClock", 60_000)
+	defer undoSkew.Invoke()
+
+	other := make(chan error, 2)
+	go func() {
+		_, err := reader.History(ctx, testKey)
+		other <- err
+	}()
+	go func() { other <- clearer.Clear(ctx, client.Key{URL: testKey.URL, Instance: testKey.Instance, Name: "other"}) }()
+	for range 2 {
+		if err := <-other; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{"reader", "clearer"} {
+		mu.Lock()
+		checkBlocked(t, name, fell[name])
+		mu.Unlock()
+	}
+	if b := writer.Backend(); b != "indexeddb" {
+		t.Fatalf("the writer, whose clock jumped while it waited, fell back to %s with the others: %+v", b, fell["writer"])
+	}
+	if err := <-flushed; err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	checkBlocked(t, "writer", fell["writer"])
+	mu.Unlock()
+	if got := mustLoad(t, ctx, writer, testKey); got != (client.Saved{Session: "att", Cursor: 5}) {
+		t.Fatalf("the writer in memory loads %+v, want cursor 5", got)
+	}
+
+	blocker.Call("release")
+	free := openStore(t, ctx, db)
+	if got := mustLoad(t, ctx, free, testKey); got != (client.Saved{Session: "att", Cursor: 2}) {
+		t.Fatalf("once the database is free, a store loads %+v, want cursor 2 (what was written before)", got)
+	}
+	if got, want := describe(mustHistory(t, ctx, free, testKey)), describe(received(0, 2)); got != want {
+		t.Fatalf("once the database is free, the transcript is %s, want %s", got, want)
+	}
+}
+
+// checkBlocked fails unless fell is one fallback for indexeddb_blocked
+// with a BlockedError.
+func checkBlocked(t *testing.T, what string, fell []jsbridge.Fallback) {
+	t.Helper()
+	var de *jsbridge.DOMError
+	if len(fell) != 1 || fell[0].Reason != jsbridge.FallbackBlocked || !errors.As(fell[0].Err, &de) || de.Name != "BlockedError" {
+		t.Fatalf("%s: fallbacks reported %+v, want one for %s (BlockedError)", what, fell, jsbridge.FallbackBlocked)
+	}
+}
+
+// holdDatabase has another connection hold db (faults.js) until the test
+// ends or the value returned is released.
+func holdDatabase(t *testing.T, ctx context.Context, db string) js.Value {
+	t.Helper()
+	hold := must(t, ctx, faults(t).Call("holdDatabase", db))
+	t.Cleanup(func() { hold.Call("release") })
+	return hold
 }

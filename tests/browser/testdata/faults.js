@@ -200,6 +200,40 @@ export function holdNextReadWrite() {
   return hold;
 }
 
+// holdDatabase opens a connection of its own to the named database and
+// keeps a readwrite transaction over both stores running until release()
+// is called: another page's transaction that never ends, as WebKit's
+// back/forward cache leaves one. It resolves once the transaction runs.
+export function holdDatabase(name) {
+  return new Promise((resolve, reject) => {
+    const req = indexedDB.open(name);
+    req.onerror = () => reject(req.error);
+    req.onsuccess = () => {
+      const db = req.result;
+      const hold = { released: false };
+      const tx = db.transaction(["state", "chunks"], "readwrite");
+      tx.oncomplete = tx.onabort = () => db.close();
+      const state = tx.objectStore("state");
+      const spin = () => {
+        if (!hold.released) state.count().onsuccess = spin;
+      };
+      state.count().onsuccess = () => {
+        spin();
+        resolve(hold);
+      };
+      hold.release = () => { hold.released = true; };
+    };
+  });
+}
+
+// skewClock moves Date.now() ms ahead, as a page suspended for that long
+// finds it when it runs again; it returns what undoes it.
+export function skewClock(ms) {
+  const orig = Date.now;
+  Date.now = () => orig.call(Date) + ms;
+  return () => { Date.now = orig; };
+}
+
 // deleteDatabase deletes a database (its open connections close on the
 // versionchange), as a user clearing the site's storage does.
 export function deleteDatabase(name) {
