@@ -672,13 +672,7 @@ func TestStoreBlockedByAnotherConnectionWorksInMemory(t *testing.T) {
 
 	sessionStorage().Call("setItem", left, spill)
 	blocker.Call("release")
-	free := openStore(t, ctx, db)
-	if got := mustLoad(t, ctx, free, testKey); got != (client.Saved{Session: "att", Cursor: 5}) {
-		t.Fatalf("once the database is free, a store loads %+v, want cursor 5", got)
-	}
-	if got, want := describe(mustHistory(t, ctx, free, testKey)), describe(received(0, 5)); got != want {
-		t.Fatalf("once the database is free, the transcript is %s, want %s", got, want)
-	}
+	checkFreed(t, ctx, db, 5)
 	if v := sessionStorage().Call("getItem", left); !v.IsNull() {
 		t.Fatal("the store that opened on the free database left the spill")
 	}
@@ -767,11 +761,19 @@ func TestStoreBlockedLaterWorksInMemory(t *testing.T) {
 	}
 
 	blocker.Call("release")
+	checkFreed(t, ctx, db, 2) // what was written before
+}
+
+// checkFreed opens a store on db, once another connection no longer
+// blocks it, and checks that testKey's stored cursor and transcript are
+// cursor and entries 1 … cursor.
+func checkFreed(t *testing.T, ctx context.Context, db string, cursor uint64) {
+	t.Helper()
 	free := openStore(t, ctx, db)
-	if got := mustLoad(t, ctx, free, testKey); got != (client.Saved{Session: "att", Cursor: 2}) {
-		t.Fatalf("once the database is free, a store loads %+v, want cursor 2 (what was written before)", got)
+	if got := mustLoad(t, ctx, free, testKey); got != (client.Saved{Session: "att", Cursor: cursor}) {
+		t.Fatalf("once the database is free, a store loads %+v, want cursor %d", got, cursor)
 	}
-	if got, want := describe(mustHistory(t, ctx, free, testKey)), describe(received(0, 2)); got != want {
+	if got, want := describe(mustHistory(t, ctx, free, testKey)), describe(received(0, int(cursor))); got != want {
 		t.Fatalf("once the database is free, the transcript is %s, want %s", got, want)
 	}
 }
