@@ -84,7 +84,8 @@ const OPEN_TIMEOUT_MS = 5000; // some private modes never answer an open
 // in loadRelay, 1 navigation in 10 with three test suites side by side; a
 // page already running would queue its writes for good, and its close()
 // and detach() would never resolve). The store then works in memory, and
-// says so, rather than hang. Writes there take 35-190 ms at most.
+// says so, rather than hang. (No write of its own comes near the limit:
+// WebKitGTK's, the slowest here, take 35-190 ms.)
 const BLOCKED_LIMIT_MS = 10000;
 const LATE_MS = 2000; // a limit's timer this late was suspended with its page (afterLimit)
 const BLOCKED_ERROR = "BlockedError";
