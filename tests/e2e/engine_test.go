@@ -14,6 +14,7 @@ import (
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/cdproto/network"
+	cdppage "github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/device"
 	"github.com/relaywasm/relaywasm/tests/chromium"
@@ -258,12 +259,28 @@ func (p *cdpPage) viewport(ctx context.Context, width, height int, phone bool) e
 	return p.do(ctx, chromedp.EmulateViewport(int64(width), int64(height)))
 }
 
+// screenshot captures the page as FullScreenshot does. Chromium's capture
+// waits for the compositor's next frame, and of a page where nothing
+// changes it may make none: with two other suites and a busy loop beside
+// it, the first capture of TestScreenshots (an idle page) hung for good in
+// 3 runs of 6, the viewport-only capture as well. So a capture that takes
+// seconds is given up on, and the next one starts after a screencast's
+// frames have been asked for, which makes the compositor draw.
 func (p *cdpPage) screenshot(ctx context.Context) ([]byte, error) {
-	var buf []byte
-	err := p.do(ctx, chromedp.FullScreenshot(&buf, 100))
-	return buf, err
+	for {
+		var buf []byte
+		try, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := p.do(try, chromedp.FullScreenshot(&buf, 100))
+		cancel()
+		if err == nil || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
+			return buf, err
+		}
+		err = p.do(ctx, cdppage.StartScreencast().WithFormat(cdppage.ScreencastFormatJpeg).WithQuality(1), chromedp.Sleep(250*time.Millisecond), cdppage.StopScreencast())
+		if err != nil {
+			return nil, err
+		}
+	}
 }
-
 // typeEnter sends the text as one input (as a paste or an IME would put it)
 // and Enter as one keyDown: chromedp.SendKeys sends Enter's character as a
 // separate event, which no keyboard does and which a keydown handler cannot
