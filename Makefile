@@ -10,7 +10,8 @@ GOROOT  := $(shell $(GO) env GOROOT)
 # The race detector where concurrency is the subject; the browser-driving
 # suites run without it (Chromium, not Go, is the busy process there).
 RACE_PKGS := ./librelay/... ./wasm/client/... ./demo/...
-NATIVE_PKGS := ./tests/... ./jsbridge/bundle/...
+# The host-side suites but tests/e2e, which runs with the browser suites.
+NATIVE_PKGS = $(filter-out %/tests/e2e,$(shell $(GO) list ./tests/... ./jsbridge/bundle/...))
 # The engines the browser suites (tests/browser, tests/e2e) run in; `make
 # test-browser ENGINE=firefox` runs one.
 ENGINES := chromium firefox webkit
@@ -31,12 +32,14 @@ demo: wasm
 test: browsers brotli wasm app acpsdk vet
 	$(GO) test -race -timeout 10m $(RACE_PKGS)
 	ENGINE=chromium $(GO) test -timeout 10m $(NATIVE_PKGS)
-	@$(MAKE) --no-print-directory -O -j3 $(addprefix e2e-,$(filter-out chromium,$(ENGINES))) $(addprefix browser-,$(ENGINES))
+	@$(MAKE) --no-print-directory -O -j3 $(addprefix e2e-,$(ENGINES)) $(addprefix browser-,$(ENGINES))
 
-# The other engines' suites run side by side (make -j): they spend most of
-# their time waiting on paced streams and browser start-up, not on the CPU,
-# and every run has its own browser, stack and ports. Output is grouped per
-# suite (-O).
+# The browser suites run side by side, three at a time (make -j3), the e2e
+# ones first (the longest): they spend most of their time waiting on paced
+# streams and browser start-up, not on the CPU, and every run has its own
+# browser, stack and ports. Output is grouped per suite (-O). The host
+# suites run before them: with tests/bench (Chromium's benchmarks, briefly)
+# and the race detector beside them, a Chromium screenshot there timed out.
 e2e-%:
 	@echo "tests/e2e in $*"
 	@ENGINE=$* $(GO) test -timeout 10m ./tests/e2e/
