@@ -10,8 +10,7 @@ GOROOT  := $(shell $(GO) env GOROOT)
 # The race detector where concurrency is the subject; the browser-driving
 # suites run without it (Chromium, not Go, is the busy process there).
 RACE_PKGS := ./librelay/... ./wasm/client/... ./demo/...
-# The host-side suites but tests/e2e, which runs with the browser suites.
-NATIVE_PKGS = $(filter-out %/tests/e2e,$(shell $(GO) list ./tests/... ./jsbridge/bundle/...))
+NATIVE_PKGS := ./tests/... ./jsbridge/bundle/...
 # The engines the browser suites (tests/browser, tests/e2e) run in; `make
 # test-browser ENGINE=firefox` runs one.
 ENGINES := chromium firefox webkit
@@ -32,15 +31,12 @@ demo: wasm
 test: browsers brotli wasm app acpsdk vet
 	$(GO) test -race -timeout 10m $(RACE_PKGS)
 	ENGINE=chromium $(GO) test -timeout 10m $(NATIVE_PKGS)
-	@$(MAKE) --no-print-directory -O -j3 $(addprefix e2e-,$(ENGINES)) $(addprefix browser-,$(ENGINES))
+	@$(MAKE) --no-print-directory -O -j3 $(addprefix e2e-,$(filter-out chromium,$(ENGINES))) $(addprefix browser-,$(ENGINES))
 
-# The browser suites run side by side, three at a time (make -j3), the e2e
-# ones first (the longest): they spend most of their time waiting on paced
-# streams and browser start-up, not on the CPU, and every run has its own
-# browser, stack and ports. Output is grouped per suite (-O). The host
-# suites run before them: in the same pool, tests/bench (Chromium's
-# benchmarks, briefly) and the race detector slowed the others as much as
-# they saved (make test 679 s against 674).
+# The other engines' suites run side by side (make -j): they spend most of
+# their time waiting on paced streams and browser start-up, not on the CPU,
+# and every run has its own browser, stack and ports. Output is grouped per
+# suite (-O).
 e2e-%:
 	@echo "tests/e2e in $*"
 	@ENGINE=$* $(GO) test -timeout 10m ./tests/e2e/
