@@ -119,6 +119,8 @@ acpsdk: node
 	cd tests/acpsdk && npm ci --no-audit --no-fund
 
 vet:
+	@unformatted=$$(gofmt -l librelay wasm jsbridge demo tests); \
+		if [ -n "$$unformatted" ]; then echo "gofmt would change these files (run gofmt -w):"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	GOOS=js GOARCH=wasm $(GO) vet ./librelay/... ./wasm/... ./jsbridge/... ./tests/browser/...
 

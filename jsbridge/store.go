@@ -20,7 +20,7 @@ const DefaultDatabase = boundary.StoreDatabase
 // through onState as {storage: "memory", reason}.
 const (
 	FallbackUnavailable = boundary.FallbackUnavailable // no indexedDB in this page, or open refused outright
-	FallbackBlocked     = boundary.FallbackBlocked     // another connection blocks the open, or the first transactions for 10 s
+	FallbackBlocked     = boundary.FallbackBlocked     // another connection blocks the open, or any transaction for 10 s
 	FallbackFailed      = boundary.FallbackFailed      // an open, a read or a write failed
 	FallbackQuota       = boundary.FallbackQuota       // the origin is out of storage
 )

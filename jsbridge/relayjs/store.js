@@ -239,7 +239,7 @@ export class Store {
       if (![...this.#inFlight(), ...this.pending].some((c) => c.stream === stream)) this.known.set(stream, { ...rec, totalKnown: true });
       return [rec.session, rec.cursor];
     } catch (e) {
-      const err = this.#readFailed(e);
+      const err = this.#fallBackFor(e);
       if (err.name !== BLOCKED_ERROR) throw err;
       return this.load(stream); // from memory, as it now is
     }
@@ -287,7 +287,7 @@ export class Store {
       // is there (TestStoreCursorAndTranscriptAgreeAfterInterruption).
       return [readState(rec).keep, await readChunks(values.filter((c) => c instanceof Uint8Array || c instanceof Blob))];
     } catch (e) {
-      const err = this.#readFailed(e);
+      const err = this.#fallBackFor(e);
       if (err.name !== BLOCKED_ERROR) throw err;
       return this.history(stream); // from memory, as it now is
     }
@@ -308,7 +308,7 @@ export class Store {
       await bounded(completed(tx), "clearing the stream");
     } catch (e) {
       if (e?.name !== BLOCKED_ERROR) throw e;
-      this.#readFailed(e);
+      this.#fallBackFor(e);
       return this.clear(stream); // in memory, as it now is
     }
     this.known.set(stream, { session: "", cursor: 0, total: 0, keep: 0, totalKnown: true });
@@ -489,7 +489,9 @@ export class Store {
     all.delete(this);
   }
 
-  #readFailed(e) {
+  // #fallBackFor moves the store to memory for a read's or a clear's
+  // failure e, reports it, and returns it as an Error.
+  #fallBackFor(e) {
     const err = asError(e);
     this.#fallBack();
     this.#report(reasonFor(err), err);

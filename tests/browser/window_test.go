@@ -736,7 +736,9 @@ func TestStoreBlockedLaterWorksInMemory(t *testing.T) {
 		_, err := reader.History(ctx, testKey)
 		other <- err
 	}()
-	go func() { other <- clearer.Clear(ctx, client.Key{URL: testKey.URL, Instance: testKey.Instance, Name: "other"}) }()
+	go func() {
+		other <- clearer.Clear(ctx, client.Key{URL: testKey.URL, Instance: testKey.Instance, Name: "other"})
+	}()
 	for range 2 {
 		if err := <-other; err != nil {
 			t.Fatal(err)

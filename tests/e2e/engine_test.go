@@ -272,7 +272,7 @@ func (p *cdpPage) screenshot(ctx context.Context) ([]byte, error) {
 		try, cancel := context.WithTimeout(ctx, 5*time.Second)
 		err := p.do(try, chromedp.FullScreenshot(&buf, 100))
 		cancel()
-		if err == nil || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
+		if !errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil { // nil too
 			return buf, err
 		}
 		err = p.do(ctx, cdppage.StartScreencast().WithFormat(cdppage.ScreencastFormatJpeg).WithQuality(1), chromedp.Sleep(250*time.Millisecond), cdppage.StopScreencast())
@@ -281,6 +281,7 @@ func (p *cdpPage) screenshot(ctx context.Context) ([]byte, error) {
 		}
 	}
 }
+
 // typeEnter sends the text as one input (as a paste or an IME would put it)
 // and Enter as one keyDown: chromedp.SendKeys sends Enter's character as a
 // separate event, which no keyboard does and which a keydown handler cannot
