@@ -74,12 +74,12 @@ wasm:
 	$(GO) run ./jsbridge/bundle/cmd/bundle -o $(DIST)
 	cp $(GOROOT)/lib/wasm/wasm_exec.js $(DIST)/
 
-## npm: the npm package, dist/relaywasm-<version>.tgz (the version is jsbridge/relayjs/package.json's).
+## npm: the npm package, dist/relaywasm-<version>.tgz (the version is jsbridge/relayjs/package.json's; its README jsbridge/relayjs/README.md).
 NPM_VERSION = $(shell node -p 'require("./jsbridge/relayjs/package.json").version')
 NPM_TGZ     = $(DIST)/relaywasm-$(NPM_VERSION).tgz
 npm: wasm node
 	rm -rf $(DIST)/npm && mkdir -p $(DIST)/npm
-	cp jsbridge/relayjs/package.json $(DIST)/wasm_exec.js $(DIST)/relay.wasm $(DIST)/npm/
+	cp jsbridge/relayjs/package.json jsbridge/relayjs/README.md $(DIST)/wasm_exec.js $(DIST)/relay.wasm $(DIST)/npm/
 	$(GO) run ./jsbridge/bundle/cmd/bundle -o $(DIST)/npm
 	cd $(DIST) && npm pack --silent ./npm >/dev/null
 	@echo "packed $(NPM_TGZ)"

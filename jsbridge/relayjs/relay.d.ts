@@ -49,10 +49,12 @@ export interface LoadOptions {
   /**
    * Run relay.wasm (the engine, its sockets, IndexedDB and Web Locks) in a
    * dedicated module Web Worker (worker.js, beside relay.js) instead of the
-   * page's main thread. Default false, for now: `make bench` measures worker
-   * mode ahead (more frames per second than the raw JS WebSocket, a quarter
-   * of its page main-thread CPU per frame), but the phone and lifecycle
-   * tests have not yet run in it. The API is the same: messages reach
+   * page's main thread. Default false: the page's thread then does a fifth
+   * of the raw JS WebSocket's work per inbound frame, but on the main thread
+   * a reloaded page is live sooner, a round trip is quicker and, where cores
+   * are few, more frames arrive per second (README, "Worker mode"). A page
+   * whose main thread must stay free (a phone drawing a long chat) asks for
+   * the worker. The API is the same: messages reach
    * onMessage on the main thread in batches (one postMessage per batch), a
    * Promise onMessage returns still holds the cursor, a token function is
    * called on the page, and the page forwards its lifecycle (pagehide makes

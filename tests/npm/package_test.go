@@ -1,7 +1,8 @@
 // Package npm checks the npm package the way a web app takes it: the packed
 // tarball (make npm) holds exactly the files meant, installs into a project
 // of its own, resolves as "relaywasm" for Node's ESM resolver (the one
-// bundlers follow) and gives tsc the real types.
+// bundlers follow) and gives tsc the real types, and its README's examples
+// type-check against them.
 //
 // It needs node and npm (make test installs them) and the tarball that
 // `make npm` writes to dist/; `make test` builds it first.
@@ -19,6 +20,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -63,9 +65,10 @@ func tarball(t *testing.T) string {
 // meant is the package's file list, derived rather than kept by hand: the
 // files jsbridge/relayjs ships (relayjs.Shipped: relay.js, worker.js and
 // preload.js, each bundled, and their declarations), the wasm_exec.js of
-// the Go that built the module, relay.wasm, and the manifest.
+// the Go that built the module, relay.wasm, the manifest and the package's
+// README (jsbridge/relayjs/README.md, what npm shows of it).
 func meant() []string {
-	files := append([]string{"package.json", "relay.wasm", "wasm_exec.js"}, relayjs.Shipped()...)
+	files := append([]string{"package.json", "README.md", "relay.wasm", "wasm_exec.js"}, relayjs.Shipped()...)
 	slices.Sort(files)
 	return files
 }
@@ -170,13 +173,7 @@ func TestComputedImportsAreLeftToTheBrowser(t *testing.T) {
 // (relay.wasm, wasm_exec.js, worker.js) resolve to the installed files, and
 // tsc type-checks a consumer against the package's declarations.
 func TestTarballInstallsResolvesAndTypes(t *testing.T) {
-	tgz := tarball(t)
-	dir := t.TempDir()
-	if err := os.CopyFS(dir, os.DirFS("testdata/consumer")); err != nil {
-		t.Fatal(err)
-	}
-	npm(t, dir, "ci", "--no-audit", "--no-fund")
-	npm(t, dir, "install", "--no-save", "--no-audit", "--no-fund", tgz)
+	dir := consumer(t)
 
 	out := run(t, dir, "node", "--input-type=module", "-e",
 		`for (const s of ["relaywasm", "relaywasm/preload", "relaywasm/relay.wasm", "relaywasm/wasm_exec.js", "relaywasm/worker.js"]) console.log(import.meta.resolve(s))`)
@@ -201,6 +198,79 @@ func TestTarballInstallsResolvesAndTypes(t *testing.T) {
 	if msg, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(msg), "consumer.ts") {
 		t.Errorf("tsc accepted a misuse of loadRelay's type:\n%s", msg)
 	}
+}
+
+// The package README's TypeScript examples type-check against the
+// installed package, so the README cannot drift from the API: each ts block
+// of the README as installed becomes a file of the consumer project, and
+// tsc checks them with the consumer's options.
+func TestReadmeExamplesType(t *testing.T) {
+	dir := consumer(t)
+	readme, err := os.ReadFile(filepath.Join(dir, "node_modules", "relaywasm", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := codeBlocks(string(readme), "ts")
+	if len(blocks) == 0 {
+		t.Fatal("the package README has no ts example to check")
+	}
+	tsc := filepath.Join(dir, "node_modules", ".bin", "tsc")
+	var files []string
+	for i, b := range blocks {
+		name := "readme-" + strconv.Itoa(i+1) + ".ts"
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(b), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, name)
+	}
+	config, _ := json.Marshal(map[string]any{"extends": "./tsconfig.json", "files": files})
+	if err := os.WriteFile(filepath.Join(dir, "tsconfig.readme.json"), config, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run(t, dir, tsc, "--noEmit", "-p", "tsconfig.readme.json")
+
+	// The check has teeth: an example that misuses the API fails it.
+	first := filepath.Join(dir, files[0])
+	os.WriteFile(first, []byte(blocks[0]+"\nawait loadRelay({ worker: \"yes\" });\n"), 0o644)
+	cmd := exec.Command(tsc, "--noEmit", "-p", "tsconfig.readme.json")
+	cmd.Dir = dir
+	if msg, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(msg), files[0]) {
+		t.Errorf("tsc accepted a misuse of loadRelay's options in a README example:\n%s", msg)
+	}
+}
+
+// consumer is a scratch project (testdata/consumer: typescript from its
+// lockfile) with the tarball installed as a user would install it.
+func consumer(t *testing.T) string {
+	t.Helper()
+	tgz := tarball(t)
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS("testdata/consumer")); err != nil {
+		t.Fatal(err)
+	}
+	npm(t, dir, "ci", "--no-audit", "--no-fund")
+	npm(t, dir, "install", "--no-save", "--no-audit", "--no-fund", tgz)
+	return dir
+}
+
+// codeBlocks returns the bodies of markdown's fenced code blocks of lang.
+func codeBlocks(md, lang string) []string {
+	var blocks []string
+	var b strings.Builder
+	in := false
+	for line := range strings.Lines(md) {
+		switch fence := strings.TrimSpace(line); {
+		case !in && fence == "```"+lang:
+			in = true
+			b.Reset()
+		case in && fence == "```":
+			in = false
+			blocks = append(blocks, b.String())
+		case in:
+			b.WriteString(line)
+		}
+	}
+	return blocks
 }
 
 func npm(t *testing.T, dir string, args ...string) {
