@@ -56,7 +56,8 @@ type Sizes struct {
 	CodecTime     string // -benchtime of the codec benchmarks
 	EngineStreams int    // -benchtime (N×) of the native engine benchmark
 	RouteFrames   int    // -benchtime (N×) of the relay's routing benchmarks
-	NativeCount   int    // -count of every native benchmark
+	StallFrames   int    // -benchtime (N×) of the relay's stalled-neighbours benchmark
+	NativeCount   int    // -count of every native benchmark but the once ones
 }
 
 // Full are the sizes: a few minutes on this 2-core machine.
@@ -64,7 +65,7 @@ func Full() Sizes {
 	return Sizes{
 		Frames: 20_000, FrameBytes: 1024, Streams: 7, History: 20_000, RoundTrips: 1000, Reloads: 10,
 		MemoryFrames: 100_000,
-		CodecTime:    "50000x", EngineStreams: 20, RouteFrames: 200_000, NativeCount: 5,
+		CodecTime:    "50000x", EngineStreams: 20, RouteFrames: 200_000, StallFrames: 100_000, NativeCount: 5,
 	}
 }
 
@@ -77,7 +78,7 @@ func Smoke() Sizes {
 	return Sizes{
 		Frames: 2000, FrameBytes: 1024, Streams: 1, History: 2000, RoundTrips: 20, Reloads: 2,
 		MemoryFrames: 2000,
-		CodecTime:    "100x", EngineStreams: 1, RouteFrames: 2000, NativeCount: 1,
+		CodecTime:    "100x", EngineStreams: 1, RouteFrames: 2000, StallFrames: 4000, NativeCount: 1,
 	}
 }
 

@@ -36,7 +36,8 @@ func TestSmoke(t *testing.T) {
 	for _, family := range []string{
 		"Chromium inbound, relay.wasm, IndexedDB cursor", "cursor off", "transcript on", "CPU per frame",
 		"round trip", "reloaded page, p99", "reload to live", "fetching + instantiating", "codec", "engine",
-		"to browsers", "to runtime", "idle browser attachment", "gzip", "brotli",
+		"to browsers", "to runtime", "idle browser attachment", "stalled ones", "unfinished upgrade", "awaiting its hello",
+		"gzip", "brotli",
 	} {
 		if !strings.Contains(table.String(), family) {
 			t.Errorf("no figure for %q", family)

@@ -22,6 +22,15 @@ import (
 type goBench struct {
 	pkg, pattern string
 	benchtime    func(Sizes) string
+	once         bool // -count 1: a long set-up measured once (memory under thousands of held sockets)
+}
+
+// count is the run's -count.
+func (gb goBench) count(z Sizes) string {
+	if gb.once {
+		return "1"
+	}
+	return strconv.Itoa(z.NativeCount)
 }
 
 // benchRow makes a row from a benchmark's metrics (medians over -count).
@@ -42,13 +51,19 @@ type metrics map[string][]float64
 func perSecond(nsPerOp float64) float64 { return 1e9 / nsPerOp }
 
 var goBenches = []goBench{
-	{"./librelay/", "^Benchmark(ParseFrame|AppendFrame|ReadFrame|WriteFrame)$", func(z Sizes) string { return z.CodecTime }},
-	{"./wasm/client/", "^BenchmarkInbound$", func(z Sizes) string { return times(z.EngineStreams) }},
-	{"./demo/relay/", "^BenchmarkRoute", func(z Sizes) string { return times(z.RouteFrames) }},
+	{"./librelay/", "^Benchmark(ParseFrame|AppendFrame|ReadFrame|WriteFrame)$", func(z Sizes) string { return z.CodecTime }, false},
+	{"./wasm/client/", "^BenchmarkInbound$", func(z Sizes) string { return times(z.EngineStreams) }, false},
+	{"./demo/relay/", "^BenchmarkRoute", func(z Sizes) string { return times(z.RouteFrames) }, false},
 	// 10,000 attachments, set up once per run: -count gives the repetitions.
-	{"./demo/relay/", "^BenchmarkIdleAttachment$", func(Sizes) string { return "1x" }},
+	{"./demo/relay/", "^BenchmarkIdleAttachment$", func(Sizes) string { return "1x" }, false},
 	// Two relay nodes in child processes on NATS, the peers here.
-	{"./demo/relay/natstable/", "^BenchmarkCrossNode$", func(z Sizes) string { return times(z.RouteFrames) }},
+	{"./demo/relay/natstable/", "^BenchmarkCrossNode$", func(z Sizes) string { return times(z.RouteFrames) }, false},
+	// A healthy stream beside 16 attachments that never read, alone and
+	// beside them in rounds (ABBA) within one run.
+	{"./demo/relay/", "^BenchmarkStalledNeighbours$", func(z Sizes) string { return times(z.StallFrames) }, false},
+	// Thousands of sockets opened by a child process and held: what the
+	// relay keeps for each one before it has a credential.
+	{"./demo/relay/", "^Benchmark(PreUpgradeRSS|AwaitingHello)$", func(Sizes) string { return "1x" }, true},
 }
 
 func times(n int) string { return strconv.Itoa(n) + "x" }
@@ -120,6 +135,20 @@ var benchRows = []benchRow{
 			return fmt.Sprintf("goroutine stack %s B more", count(int(median(m["stack-B/attachment"]))))
 		},
 	},
+	{
+		name: "BenchmarkStalledNeighbours", figure: "dev relay, a healthy attachment beside 16 stalled ones of its instance, chunk frames", unit: "frames/s",
+		value: "stalled16-frames/s", base: "alone-frames/s", ratio: "stalled16/alone", baseName: "the same stream with no stalled neighbour",
+		target: ratioAtLeast(0.9),
+	},
+	{
+		name: "BenchmarkPreUpgradeRSS", figure: "dev relay, 2,000 connections holding an unfinished upgrade request (a 15 KiB header): resident memory above idle", unit: "MiB",
+		value: "MiB-above-idle", target: atMost(64, "< 64 MiB"), memory: true,
+		note: func(m metrics) string { return fmt.Sprintf("idle %.1f MiB", median(m["idle-MiB"])) },
+	},
+	{
+		name: "BenchmarkAwaitingHello", figure: "dev relay, heap and stack per socket awaiting its hello (1,000, 15 KiB of upgrade headers each)", unit: "B",
+		value: "heap+stack-B/socket", target: atMost(15<<10, "< its 15 KiB of headers"), memory: true,
+	},
 }
 
 // nativeFigures runs every benchmark and makes figures (4) and (5).
@@ -179,7 +208,7 @@ func (br benchRow) row(m metrics) (Row, error) {
 // its results. A failing benchmark fails the run, with its output.
 func runGoBench(ctx context.Context, cfg Config, gb goBench, into map[string]metrics) error {
 	cmd := exec.CommandContext(ctx, "go", "test", "-run", "^$", "-bench", gb.pattern,
-		"-benchtime", gb.benchtime(cfg.Sizes), "-count", strconv.Itoa(cfg.Sizes.NativeCount), "-json", gb.pkg)
+		"-benchtime", gb.benchtime(cfg.Sizes), "-count", gb.count(cfg.Sizes), "-json", gb.pkg)
 	cmd.Dir = cfg.Root
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
