@@ -49,7 +49,7 @@ func nonResumingChat(t *testing.T, query string) (*stack.Stack, *tab) {
 // gone (instead of waiting for it, or pretending), and the conversation goes
 // on on the same ACP session.
 func TestNonResumingRuntimeChatAndReload(t *testing.T) {
-	nonResumingChatAndReload(t, "", "main")
+	nonResumingChatAndReload(t, mainThread)
 }
 
 // The same with relay.wasm in a Web Worker (the demo page's ?worker): the
@@ -60,16 +60,12 @@ func TestNonResumingRuntimeChatAndReload(t *testing.T) {
 // what the page had shown was missing after the reload, and this runtime
 // never sends it again.
 func TestNonResumingRuntimeChatAndReloadInWorker(t *testing.T) {
-	nonResumingChatAndReload(t, "?worker", "worker")
+	nonResumingChatAndReload(t, inWorker)
 }
 
-func nonResumingChatAndReload(t *testing.T, query, mode string) {
-	_, tb := nonResumingChat(t, query)
-	var running string
-	tb.eval(`__chat.mode`, &running)
-	if running != mode {
-		t.Fatalf("the page runs relay.wasm in mode %q, want %q", running, mode)
-	}
+func nonResumingChatAndReload(t *testing.T, m pageMode) {
+	_, tb := nonResumingChat(t, m.query)
+	m.check(tb)
 	var banner string
 	tb.eval(`document.getElementById("banner").hidden ? "" : document.getElementById("banner-text").textContent`, &banner)
 	if !strings.Contains(banner, "whatever it sends meanwhile is lost") {

@@ -114,13 +114,20 @@ func fastHeartbeat(c *relay.Config) {
 // The page is frozen as a background tab is (Chrome's Page Lifecycle),
 // mid-stream, until the relay gives up on it (it answers no heartbeat).
 // Back to active, it reconnects (its resume event probes at once) and the
-// stream completes, every chunk once and in order.
+// stream completes, every chunk once and in order. So too in worker mode,
+// where Chromium freezes the page's worker with it (the relay gives up on
+// it just the same).
 func TestFrozenPageResumes(t *testing.T) {
 	skipUnless(t, "Page.setWebLifecycleState (freezing a page)")
+	inModes(t, frozenPageResumes)
+}
+
+func frozenPageResumes(t *testing.T, m pageMode) {
 	const n = 2000
 	gaveUp := watchLog("browser missed a heartbeat")
 	s := startStackWith(t, streamRate, fastHeartbeat, slog.New(gaveUp))
-	tb := openChat(t, newBrowser(t), "tab", s.PageURL())
+	tb := openChat(t, newBrowser(t), "tab", s.PageURL()+m.query)
+	m.check(tb)
 	startCount(tb, n)
 
 	tb.run(cdppage.SetWebLifecycleState(cdppage.SetWebLifecycleStateStateFrozen))
@@ -174,11 +181,17 @@ func TestSilentSocketNoticed(t *testing.T) {
 // says why), the new load gets the same stream back — the old page left
 // nothing holding it: its Web Lock released, its attachment reclaimed — and
 // redraws and resumes it. Either way every chunk is shown once, in order.
+// So too in worker mode, whose worker the page takes into the cache with it.
 func TestBackForwardCache(t *testing.T) {
 	skipUnless(t, "Page.backForwardCacheNotUsed (why a page was not cached)")
+	inModes(t, backForwardCache)
+}
+
+func backForwardCache(t *testing.T, m pageMode) {
 	const n = 2000
 	s := startStack(t, streamRate)
-	tb := openChat(t, newBrowser(t), "tab", s.PageURL())
+	tb := openChat(t, newBrowser(t), "tab", s.PageURL()+m.query)
+	m.check(tb)
 	var (
 		mu      sync.Mutex
 		reasons []string

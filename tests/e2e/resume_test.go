@@ -34,8 +34,16 @@ const interruptAfter = 200 // chunks shown before the test interrupts the stream
 // to let the stream run on, just before it interrupts it.
 func countUnderWay(t *testing.T, n int) (s *stack.Stack, tb *tab, goOn func()) {
 	t.Helper()
+	return countUnderWayIn(t, n, mainThread)
+}
+
+// countUnderWayIn is countUnderWay with the demo page running relay.wasm in
+// mode m.
+func countUnderWayIn(t *testing.T, n int, m pageMode) (s *stack.Stack, tb *tab, goOn func()) {
+	t.Helper()
 	s = startStack(t, streamRate)
-	tb = openChat(t, newBrowser(t), "tab", s.PageURL())
+	tb = openChat(t, newBrowser(t), "tab", s.PageURL()+m.query)
+	m.check(tb)
 	tb.viewport(1280, 800, false)
 	var before int
 	tb.eval(storedCursor, &before)
@@ -149,9 +157,12 @@ func TestRelayRestartMidStream(t *testing.T) {
 
 // The network goes away (Chromium's emulation, which also fires the offline
 // event) and comes back: the page shows offline, then the stream resumes.
-func TestOfflineAndBack(t *testing.T) {
+// In worker mode the page forwards offline and online to the worker.
+func TestOfflineAndBack(t *testing.T) { inModes(t, offlineAndBack) }
+
+func offlineAndBack(t *testing.T, m pageMode) {
 	const n = 2000
-	_, tb, goOn := countUnderWay(t, n)
+	_, tb, goOn := countUnderWayIn(t, n, m)
 	goOn()
 	setOffline(tb, true)
 	tb.waitFor("the page to show offline", `__chat.state === "offline" && document.getElementById("status").dataset.state === "offline"`)

@@ -16,6 +16,35 @@ import (
 
 var workerDir = filepath.Join(repoRoot, "tests", "workerpage")
 
+// pageMode is one of the demo page's two ways of running relay.wasm: on the
+// page's main thread, or in a Web Worker (?worker), to which the page
+// forwards the lifecycle events a worker does not get.
+type pageMode struct{ name, query string }
+
+var (
+	mainThread = pageMode{"main", ""}
+	inWorker   = pageMode{"worker", "?worker"}
+)
+
+// inModes runs test once in each mode, as subtests.
+func inModes(t *testing.T, test func(*testing.T, pageMode)) {
+	for _, m := range []pageMode{mainThread, inWorker} {
+		t.Run(m.name, func(t *testing.T) { test(t, m) })
+	}
+}
+
+// check fails the test unless the demo page in tb runs relay.wasm in this
+// mode: a worker that did not start falls back to the main thread, and the
+// test would then be the main thread's again.
+func (m pageMode) check(tb *tab) {
+	tb.t.Helper()
+	var mode string
+	tb.eval(`__chat.mode`, &mode)
+	if mode != m.name {
+		tb.t.Fatalf("%s: the page runs relay.wasm in mode %q, want %q", tb.name, mode, m.name)
+	}
+}
+
 // workerChunks is what the page has of a count: the chunks the transcript
 // held when it started, then the ones onMessage got.
 type workerChunks struct {
