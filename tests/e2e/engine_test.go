@@ -50,6 +50,9 @@ type page interface {
 	// event, no new connections) or gives it back; errNoNetworkEmulation
 	// where the engine's automation cannot.
 	offline(ctx context.Context, off bool) error
+	// front brings the tab to the front, its document visible, as the
+	// page a person has come back to.
+	front(ctx context.Context) error
 	problems(ctx context.Context) []string
 }
 
@@ -222,6 +225,9 @@ func (p *wdPage) offline(ctx context.Context, off bool) error {
 	return o.SetOffline(ctx, off)
 }
 
+// A WebDriver session's window is its one tab, in front already.
+func (p *wdPage) front(ctx context.Context) error { return nil }
+
 // errNoNetworkEmulation is an engine whose automation cannot take the
 // network away (WebKitWebDriver).
 var errNoNetworkEmulation = errors.New("no network emulation")
@@ -318,6 +324,10 @@ func (p *cdpPage) offline(ctx context.Context, off bool) error {
 		}),
 	)
 }
+
+// front matters in Chromium, whose tabs the tests open in the background
+// (document.visibilityState "hidden").
+func (p *cdpPage) front(ctx context.Context) error { return p.do(ctx, cdppage.BringToFront()) }
 
 // darkScheme asks for prefers-color-scheme: dark, where the engine's
 // automation can (Chromium's Emulation domain); false where it cannot.
