@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	cdppage "github.com/chromedp/cdproto/page"
 	cdpruntime "github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	"github.com/relaywasm/relaywasm/tests/chromium"
@@ -74,7 +75,9 @@ func openTab(t *testing.T, parent context.Context, name, url string) *tab {
 		t.Cleanup(tb.checkHealthy)
 		return tb
 	}
-	ct, err := chromium.OpenTab(parent, url)
+	// In front, as the page a person looks at: a tab Chromium opens for
+	// DevTools is in the background (document.visibilityState "hidden").
+	ct, err := chromium.OpenTab(parent, url, cdppage.BringToFront())
 	if err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}
