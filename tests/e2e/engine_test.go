@@ -325,8 +325,8 @@ func (p *cdpPage) offline(ctx context.Context, off bool) error {
 	)
 }
 
-// front matters in Chromium, whose tabs the tests open in the background
-// (document.visibilityState "hidden").
+// front matters in Chromium, where a tab opened later (openTab opens each
+// in front) hides the ones before it.
 func (p *cdpPage) front(ctx context.Context) error { return p.do(ctx, cdppage.BringToFront()) }
 
 // darkScheme asks for prefers-color-scheme: dark, where the engine's
