@@ -49,8 +49,10 @@
 // that opens the database finishes the spills of stores no longer alive (the
 // previous page): an entry whose state record carries neither its mark nor a
 // later one of the same page was never written, and is written now, unless
-// the record is gone or ends before the entry starts (the storage was
-// cleared since: a spill never brings back what was deleted). There
+// the record is gone or ends before the entry starts, or the open created
+// the database (the storage was cleared since: a spill never brings back
+// what was deleted; a stream's first write spills from its start, and over
+// a deleted database only the database's being new tells). There
 // is no sessionStorage in a worker, and a spill over the origin's quota is
 // not kept: then IndexedDB's transaction is all there is.
 //
@@ -513,7 +515,7 @@ export class Store {
     }
     const prefix = spillPrefix(database);
     try {
-      await finishSpills(outcome, prefix);
+      await finishSpills(outcome, prefix, created.has(outcome));
     } catch (e) {
       // Blocked: the spill stays for a later page to finish.
       outcome.close();
@@ -528,6 +530,7 @@ export class Store {
 }
 
 const early = new Map(); // database -> the connect started by openEarly, until a Store takes it
+const created = new WeakSet(); // the connections whose open created their database
 
 /**
  * openEarly starts opening database (STORE_DATABASE when empty) before any
@@ -571,7 +574,8 @@ function connect(database) {
       }
       resolve(v);
     };
-    req.onupgradeneeded = () => {
+    req.onupgradeneeded = (ev) => {
+      if (ev.oldVersion === 0) created.add(req.result);
       try {
         createSchema(req.result);
       } catch (e) {
@@ -751,8 +755,9 @@ function sessionStore() {
 
 // finishSpills writes what the spills under prefix hold and IndexedDB does
 // not, and drops them; the spills of this page's live stores are theirs.
-// A spill that cannot be written is put back, for the next page.
-async function finishSpills(db, prefix) {
+// A spill that cannot be written is put back, for the next page. Over a
+// database its open created (fresh) every spill is dropped unwritten.
+async function finishSpills(db, prefix, fresh) {
   const storage = sessionStore();
   if (!storage) return;
   const live = new Set([...all].map((s) => s.spillKey));
@@ -766,7 +771,7 @@ async function finishSpills(db, prefix) {
   } catch {
     return;
   }
-  const entries = taken.flatMap(([, v]) => readSpill(v));
+  const entries = fresh ? [] : taken.flatMap(([, v]) => readSpill(v));
   if (entries.length === 0) return;
   try {
     await bounded(completed(writeSpill(db, entries)), "finishing the previous page's writes");

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"runtime"
 	"strconv"
 	"strings"
@@ -250,42 +251,66 @@ func TestStoreSpillFinishesWhatThePageLost(t *testing.T) {
 // A spill outlives the storage it continues (the page went before the
 // write that committed it could drop it, and the site's IndexedDB was
 // cleared since): the store that opens next drops it, and the stream starts
-// afresh instead of coming back from sessionStorage.
+// afresh instead of coming back from sessionStorage. So too when the spill
+// holds the stream from its start, as a page's first write does (Firefox
+// left one behind in a full run: the chat came back after the deletion),
+// and when only the stream was cleared, in a database that is still there.
 func TestStoreSpillOverClearedStorageIsDropped(t *testing.T) {
-	ctx := testContext(t)
-	db := database(t)
-	s := fallibleStore(t, ctx, db, nil) // the deletion makes it fall back
-	if err := s.Commit(ctx, testKey, client.Saved{Session: "att", Cursor: 2}, received(0, 2), 10); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Commit(ctx, testKey, client.Saved{Session: "att", Cursor: 5}, received(2, 3), 10); err != nil {
-		t.Fatal(err)
-	}
-	jsbridge.WriteAll()
-	spill := spills(db)
-	if len(spill) != 1 {
-		t.Fatalf("WriteAll left %d spills, want 1", len(spill))
-	}
-	if err := s.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := await(ctx, faults(t).Call("deleteDatabase", db)); err != nil {
-		t.Fatal(err)
-	}
-	sessionStorage().Call("setItem", spillPrefix(db)+"gone:1", spill[0])
+	for _, c := range []struct {
+		name   string
+		stored uint64 // entries flushed before the spilled write
+		stream bool   // clear the stream (Clear), not the whole database
+	}{
+		{"after what was stored", 2, false},
+		{"from the stream's start", 0, false},
+		{"the stream cleared", 2, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := testContext(t)
+			db := database(t)
+			s := fallibleStore(t, ctx, db, nil) // the deletion makes it fall back
+			if c.stored > 0 {
+				if err := s.Commit(ctx, testKey, client.Saved{Session: "att", Cursor: c.stored}, received(0, int(c.stored)), 10); err != nil {
+					t.Fatal(err)
+				}
+				if err := s.Flush(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := s.Commit(ctx, testKey, client.Saved{Session: "att", Cursor: 5}, received(c.stored, 5-int(c.stored)), 10); err != nil {
+				t.Fatal(err)
+			}
+			jsbridge.WriteAll()
+			spill := spills(db)
+			if len(spill) != 1 {
+				t.Fatalf("WriteAll left %d spills, want 1", len(spill))
+			}
+			if want := fmt.Sprintf(`"start":%d`, c.stored); !strings.Contains(spill[0], want) {
+				t.Fatalf("the spill %s does not hold %s", spill[0], want)
+			}
+			if err := s.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if c.stream {
+				if err := s.Clear(ctx, testKey); err != nil {
+					t.Fatal(err)
+				}
+			} else if _, err := await(ctx, faults(t).Call("deleteDatabase", db)); err != nil {
+				t.Fatal(err)
+			}
+			sessionStorage().Call("setItem", spillPrefix(db)+"gone:1", spill[0])
 
-	next := openStore(t, ctx, db)
-	if got := mustLoad(t, ctx, next, testKey); got != (client.Saved{}) {
-		t.Fatalf("over cleared storage the spill brought back %+v", got)
-	}
-	if h := mustHistory(t, ctx, next, testKey); len(h) != 0 {
-		t.Fatalf("over cleared storage the spill brought back the transcript %s", describe(h))
-	}
-	if left := spills(db); len(left) != 0 {
-		t.Fatalf("the dropped spill is still there: %v", left)
+			next := openStore(t, ctx, db)
+			if got := mustLoad(t, ctx, next, testKey); got != (client.Saved{}) {
+				t.Fatalf("over cleared storage the spill brought back %+v", got)
+			}
+			if h := mustHistory(t, ctx, next, testKey); len(h) != 0 {
+				t.Fatalf("over cleared storage the spill brought back the transcript %s", describe(h))
+			}
+			if left := spills(db); len(left) != 0 {
+				t.Fatalf("the dropped spill is still there: %v", left)
+			}
+		})
 	}
 }
 
