@@ -151,9 +151,9 @@ func frozenPageResumes(t *testing.T, m pageMode) {
 // page forwards the visibility to the worker); the probe goes unanswered,
 // the client gives the socket up when the probe's 10 s are over, and once
 // the network is back the stream completes, every chunk once and in order.
-// The client's own heartbeats would notice it too, within their interval
-// and timeout (25 s), so what this shows is that a dead socket costs no
-// content, not which of the two noticed it.
+// The page's own heartbeats are ten minutes apart (the demo's heartbeat=),
+// so that only the probe notices within the test's wait: without it, or
+// without the worker hearing of the visibility, the test fails.
 func TestSilentSocketNoticed(t *testing.T) { inModes(t, silentSocketNoticed) }
 
 func silentSocketNoticed(t *testing.T, m pageMode) {
@@ -161,7 +161,8 @@ func silentSocketNoticed(t *testing.T, m pageMode) {
 	s := startStack(t, streamRate)
 	p := relaytest.NewProxy(t, s.Addr())
 	relayURL := "ws://" + p.Addr() + relayleg.AttachPath
-	tb := openChat(t, newBrowser(t), "tab", s.PageURL()+m.query+"#relay="+url.QueryEscape(relayURL))
+	const heartbeat = "&heartbeat=600000" // ms: far beyond waitLimit
+	tb := openChat(t, newBrowser(t), "tab", s.PageURL()+m.query+"#relay="+url.QueryEscape(relayURL)+heartbeat)
 	m.check(tb)
 	startCount(tb, n)
 	p.Freeze()
