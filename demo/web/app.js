@@ -709,7 +709,7 @@ async function main() {
       relayKey: config.relayKey || undefined,
       name: config.stream,
       history: config.history,
-      heartbeat: { intervalMs: config.heartbeatMs },
+      heartbeat: config.heartbeat,
       onMessage: (msg, meta) => afterRedraw(() => guarded(() => applyIn(msg, meta.seq, true))),
       onState: (state, info) => setState(state, info),
       onEvicted: (info) => afterRedraw(() => guarded(() => evicted(info))),
@@ -786,7 +786,10 @@ function readConfig(loc) {
   const get = (k, d) => frag.get(k) ?? query.get(k) ?? d;
   const ws = loc.protocol === "https:" ? "wss:" : "ws:";
   const history = Number.parseInt(get("history", ""), 10);
-  const heartbeat = Number.parseInt(get("heartbeat", ""), 10);
+  const positive = (k) => {
+    const v = Number.parseInt(get(k, ""), 10);
+    return Number.isSafeInteger(v) && v > 0 ? v : undefined;
+  };
   return {
     url: get("relay", `${ws}//${loc.host}/v1/attach`),
     instance: get("instance", "demo"),
@@ -796,9 +799,10 @@ function readConfig(loc) {
     stream: get("stream", "chat"),
     history: Number.isSafeInteger(history) && history > 0 ? history : 20000,
     worker: get("worker", null) !== null,
-    // The client's heartbeat interval, ms (attach's heartbeat.intervalMs):
-    // a long one leaves a dead socket to the probes of the page's lifecycle.
-    heartbeatMs: Number.isSafeInteger(heartbeat) && heartbeat > 0 ? heartbeat : undefined,
+    // attach's heartbeat, ms: the interval and how long a heartbeat or a
+    // probe may go unanswered (a long interval leaves a dead socket to the
+    // probes of the page's lifecycle).
+    heartbeat: { intervalMs: positive("heartbeat"), timeoutMs: positive("heartbeatTimeout") },
   };
 }
 

@@ -118,7 +118,10 @@ func fastHeartbeat(c *relay.Config) {
 // Back to active, it reconnects (its resume event probes at once) and the
 // stream completes, every chunk once and in order. So too in worker mode,
 // where Chromium freezes the page's worker with it (the relay gives up on
-// it just the same).
+// it just the same). Chromium's freezing ends the page's socket itself (the
+// page finds it closed at resume, with a proxy frozen in front of the relay
+// and nothing sent to the page meanwhile), so what redials here is that
+// close, not the resume's probe, which tests/browser checks.
 func TestFrozenPageResumes(t *testing.T) {
 	skipUnless(t, "Page.setWebLifecycleState (freezing a page)")
 	inModes(t, frozenPageResumes)
@@ -147,34 +150,47 @@ func frozenPageResumes(t *testing.T, m pageMode) {
 // it: a proxy in front of the relay holds every byte and tells neither end
 // (relaytest.Proxy's Freeze), which works in every engine and reaches a
 // worker's sockets too (Chromium's network emulation of a page does not).
-// The page, in front, becoming visible again probes it (in worker mode the
-// page forwards the visibility to the worker); the probe goes unanswered,
-// the client gives the socket up when the probe's 10 s are over, and once
-// the network is back the stream completes, every chunk once and in order.
-// The page's own heartbeats are ten minutes apart (the demo's heartbeat=),
-// so that only the probe notices within the test's wait: without it, or
-// without the worker hearing of the visibility, the test fails.
+// Each of the page's signals that it may have slept probes the socket: the
+// page in front becoming visible again, coming back from being frozen
+// (resume) and from the back/forward cache (pageshow, persisted); in worker
+// mode the page forwards each to the worker. The probe goes unanswered, the
+// client gives the socket up when the probe's timeout is over, and once the
+// network is back it redials; after the three the stream completes, every
+// chunk once and in order. The page's own heartbeats are ten minutes apart
+// (the demo page's heartbeat=), so only the probes notice within the test's
+// wait: without one of them, or without its forwarding to the worker, the
+// test fails. (The events are dispatched by the test: tests/browser checks
+// that a plain pageshow does not probe; TestFrozenPageResumes and
+// TestBackForwardCache have Chromium really freeze and cache a page.)
 func TestSilentSocketNoticed(t *testing.T) { inModes(t, silentSocketNoticed) }
 
 func silentSocketNoticed(t *testing.T, m pageMode) {
-	const n = 2000
+	const n = 5000 // 10 s at streamRate: under way through the three probes
 	s := startStack(t, streamRate)
 	p := relaytest.NewProxy(t, s.Addr())
 	relayURL := "ws://" + p.Addr() + relayleg.AttachPath
-	const heartbeat = "&heartbeat=600000" // ms: far beyond waitLimit
+	// ms: heartbeats far beyond waitLimit apart; a probe answered within 3 s
+	const heartbeat = "&heartbeat=600000&heartbeatTimeout=3000"
 	tb := openChat(t, newBrowser(t), "tab", s.PageURL()+m.query+"#relay="+url.QueryEscape(relayURL)+heartbeat)
 	m.check(tb)
 	startCount(tb, n)
-	p.Freeze()
 	tb.do("bringing the tab to the front", tb.page.front)
 	var visible string
 	tb.eval(`document.visibilityState`, &visible)
 	if visible != "visible" {
 		t.Fatalf("the page is %s in front; the probe needs a visible page", visible)
 	}
-	tb.eval(`(document.dispatchEvent(new Event("visibilitychange")), true)`, nil)
-	tb.waitFor("the client to give the dead socket up", `__chat.state === "reconnecting"`)
-	p.Thaw()
+	for _, signal := range []struct{ name, dispatch string }{
+		{"visibilitychange", `document.dispatchEvent(new Event("visibilitychange"))`},
+		{"resume", `document.dispatchEvent(new Event("resume"))`},
+		{"pageshow from the back/forward cache", `dispatchEvent(new PageTransitionEvent("pageshow", { persisted: true }))`},
+	} {
+		tb.waitFor("the connection to be open", `__chat.state === "open"`)
+		p.Freeze()
+		tb.eval(`(`+signal.dispatch+`, true)`, nil)
+		tb.waitFor("the client to give the dead socket up after "+signal.name, `__chat.state === "reconnecting"`)
+		p.Thaw()
+	}
 	finishCount(tb, n)
 	checkInterrupted(tb, "reconnecting", n)
 }

@@ -25,7 +25,8 @@ type Proxy struct {
 }
 
 // NewProxy listens on a loopback port and forwards each connection to
-// upstream (host:port). The test's cleanup closes it and cuts what is left.
+// upstream (host:port). The test's cleanup closes it, cuts what is left
+// and lets go of what a freeze still holds.
 func NewProxy(t testing.TB, upstream string) *Proxy {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -34,7 +35,7 @@ func NewProxy(t testing.TB, upstream string) *Proxy {
 	}
 	p := &Proxy{ln: ln, upstream: upstream, conns: map[net.Conn]struct{}{}, thaw: make(chan struct{})}
 	go p.serve()
-	t.Cleanup(func() { ln.Close(); p.Cut() })
+	t.Cleanup(func() { ln.Close(); p.Cut(); p.Thaw() })
 	return p
 }
 
@@ -93,7 +94,9 @@ func (p *Proxy) track(cs ...net.Conn) bool {
 }
 
 // copy moves bytes from src to dst, holding them while the proxy is frozen,
-// until either side ends; then it closes and forgets both.
+// until either side ends; then it closes and forgets both. An end while
+// frozen is held as bytes are: a relay that gives up on a peer behind a
+// frozen network closes a socket whose close never reaches the peer.
 func (p *Proxy) copy(dst, src net.Conn) {
 	defer func() {
 		dst.Close()
@@ -113,6 +116,7 @@ func (p *Proxy) copy(dst, src net.Conn) {
 			}
 		}
 		if err != nil {
+			p.waitThaw()
 			return
 		}
 	}
