@@ -165,12 +165,12 @@ func frozenPageResumes(t *testing.T, m pageMode) {
 func TestSilentSocketNoticed(t *testing.T) { inModes(t, silentSocketNoticed) }
 
 func silentSocketNoticed(t *testing.T, m pageMode) {
-	const n = 5000 // 10 s at streamRate: under way through the three probes
+	const n = 4000 // 8 s at streamRate: under way through the three probes
 	s := startStack(t, streamRate)
 	p := relaytest.NewProxy(t, s.Addr())
 	relayURL := "ws://" + p.Addr() + relayleg.AttachPath
-	// ms: heartbeats far beyond waitLimit apart; a probe answered within 3 s
-	const heartbeat = "&heartbeat=600000&heartbeatTimeout=3000"
+	// ms: heartbeats far beyond waitLimit apart; a probe answered within 2 s
+	const heartbeat = "&heartbeat=600000&heartbeatTimeout=2000"
 	tb := openChat(t, newBrowser(t), "tab", s.PageURL()+m.query+"#relay="+url.QueryEscape(relayURL)+heartbeat)
 	m.check(tb)
 	startCount(tb, n)
