@@ -28,6 +28,14 @@ func TestFreezeHoldsTheClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A byte through first: the proxy has taken the connection (a frozen
+	// proxy refuses new ones), and is copying.
+	if _, err := peer.Write([]byte{1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(up, make([]byte, 1)); err != nil {
+		t.Fatal(err)
+	}
 	p.Freeze()
 	up.Close()
 
