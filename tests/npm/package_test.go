@@ -187,15 +187,10 @@ func TestTarballInstallsResolvesAndTypes(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	run(t, dir, filepath.Join(dir, "node_modules", ".bin", "tsc"), "--noEmit", "-p", ".")
+	run(t, dir, tsc(dir), "--noEmit", "-p", ".")
 
 	// The check has teeth: a consumer that misuses the API fails it.
-	bad := filepath.Join(dir, "consumer.ts")
-	src, _ := os.ReadFile(bad)
-	os.WriteFile(bad, append(src, []byte("\nexport const wrong: string = await loadRelay();\n")...), 0o644)
-	cmd := exec.Command(filepath.Join(dir, "node_modules", ".bin", "tsc"), "--noEmit", "-p", ".")
-	cmd.Dir = dir
-	if msg, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(msg), "consumer.ts") {
+	if msg, ok := refusesMisuse(t, dir, ".", "consumer.ts", "export const wrong: string = await loadRelay();"); !ok {
 		t.Errorf("tsc accepted a misuse of loadRelay's type:\n%s", msg)
 	}
 }
@@ -214,7 +209,6 @@ func TestReadmeExamplesType(t *testing.T) {
 	if len(blocks) == 0 {
 		t.Fatal("the package README has no ts example to check")
 	}
-	tsc := filepath.Join(dir, "node_modules", ".bin", "tsc")
 	var files []string
 	for i, b := range blocks {
 		name := "readme-" + strconv.Itoa(i+1) + ".ts"
@@ -227,16 +221,34 @@ func TestReadmeExamplesType(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "tsconfig.readme.json"), config, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	run(t, dir, tsc, "--noEmit", "-p", "tsconfig.readme.json")
+	run(t, dir, tsc(dir), "--noEmit", "-p", "tsconfig.readme.json")
 
 	// The check has teeth: an example that misuses the API fails it.
-	first := filepath.Join(dir, files[0])
-	os.WriteFile(first, []byte(blocks[0]+"\nawait loadRelay({ worker: \"yes\" });\n"), 0o644)
-	cmd := exec.Command(tsc, "--noEmit", "-p", "tsconfig.readme.json")
-	cmd.Dir = dir
-	if msg, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(msg), files[0]) {
+	if msg, ok := refusesMisuse(t, dir, "tsconfig.readme.json", files[0], `await loadRelay({ worker: "yes" });`); !ok {
 		t.Errorf("tsc accepted a misuse of loadRelay's options in a README example:\n%s", msg)
 	}
+}
+
+// tsc is the consumer project's TypeScript compiler.
+func tsc(dir string) string { return filepath.Join(dir, "node_modules", ".bin", "tsc") }
+
+// refusesMisuse appends misuse to file of the consumer project in dir and
+// type-checks project again: ok when tsc refuses it, naming file. It
+// returns what tsc printed.
+func refusesMisuse(t *testing.T, dir, project, file, misuse string) (msg string, ok bool) {
+	t.Helper()
+	path := filepath.Join(dir, file)
+	src, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, append(src, "\n"+misuse+"\n"...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(tsc(dir), "--noEmit", "-p", project)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	return string(out), err != nil && strings.Contains(string(out), file)
 }
 
 // consumer is a scratch project (testdata/consumer: typescript from its
