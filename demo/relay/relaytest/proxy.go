@@ -8,8 +8,8 @@ import (
 
 // Proxy is a TCP hop between a peer and a relay, as a load balancer or a
 // phone's network is, that a test can break: Cut drops the connections
-// through it, Freeze holds their bytes without closing anything (a
-// half-open socket), Down refuses new ones as well, and Repoint sends new
+// through it, Freeze holds their bytes and new dials without closing
+// anything (a half-open socket), Down refuses new ones, and Repoint sends new
 // ones to another relay node or a restarted relay. It forwards bytes and
 // knows nothing of what they mean.
 type Proxy struct {
@@ -77,11 +77,13 @@ func (p *Proxy) pipe(down net.Conn) {
 }
 
 // track notes the two ends of a connection so Cut can close them, or closes
-// them at once when the proxy is frozen or down.
+// them at once when the proxy is down. A frozen proxy takes the connection
+// and holds its bytes, as a network that went silent holds a dial: closing
+// it would tell the peer what a silent network never tells.
 func (p *Proxy) track(cs ...net.Conn) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.frozen || p.down { // a frozen or downed network takes no new connections
+	if p.down {
 		for _, c := range cs {
 			c.Close()
 		}
@@ -142,7 +144,8 @@ func (p *Proxy) Cut() {
 	clear(p.conns)
 }
 
-// Freeze stops all traffic without closing anything.
+// Freeze stops all traffic without closing anything: bytes, ends and new
+// connections alike wait for Thaw.
 func (p *Proxy) Freeze() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
