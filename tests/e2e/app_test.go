@@ -202,7 +202,7 @@ func TestDemoAppRelayRestartAgainstNonResumingRuntime(t *testing.T) {
 	appReady(tb)
 	tb.eval(`void __app.send("count 3000")`, nil)
 	tb.waitFor("the answer to be under way", `__app.chunks >= 300`)
-	restartRelay(t, s)
+	restartRelay(tb, s)
 	tb.waitFor("the app to come back from the loss", `__app.error || (__app.losses.length > 0 && __app.ready)`)
 	var st struct {
 		Error  *struct{ Code, Message string }

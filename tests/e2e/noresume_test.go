@@ -156,7 +156,7 @@ func TestNonResumingRuntimeRelayRestart(t *testing.T) {
 	const n = 2000
 	before := tb.chat().Chunks // pong's
 	startCount(tb, n)
-	restartRelay(t, s)
+	restartRelay(tb, s)
 	tb.waitFor("the loss reported", `__chat.evictions.some(e => e.reason === "not_resumed")`)
 	shown := -1
 	for _, st := range tb.chat().States {

@@ -146,7 +146,7 @@ func TestRelayRestartMidStream(t *testing.T) {
 	const n = 2000
 	s, tb, goOn := countUnderWay(t, n)
 	goOn()
-	restartRelay(t, s)
+	restartRelay(tb, s)
 	finishCount(tb, n)
 
 	checkInterrupted(tb, "reconnecting", n)

@@ -259,7 +259,7 @@ func TestSDKSocketCut(t *testing.T) {
 	s, tb := sdkPage(t, streamRate)
 	tb.eval(fmt.Sprintf(`__acp.promptLater("count %d")`, n), nil)
 	sdkWait(tb, "the count to be under way", fmt.Sprintf(`__acp.read.length >= %d`, interruptAfter))
-	restartRelay(t, s)
+	restartRelay(tb, s)
 	sdkWait(tb, "the count to be answered", `__acp.answers.length === 1`)
 	var a []answer
 	tb.eval(`__acp.answers`, &a)
