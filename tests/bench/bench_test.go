@@ -92,6 +92,27 @@ func TestPercentile(t *testing.T) {
 	}
 }
 
+// The round trip's targets are the for the default, main-thread
+// mode; worker mode's round trips are reported with none, so a table never
+// marks them missed against a target nobody set.
+func TestRoundTripTargetsAreTheMainThreads(t *testing.T) {
+	ms := []float64{0.5, 0.6, 3}
+	r := rttSample{
+		ms:  map[string][]float64{wasmIDB: ms, wasmWorker: ms, rawJS: ms},
+		cpu: map[string][]float64{wasmIDB: ms, wasmWorker: ms, rawJS: ms},
+	}
+	for _, row := range r.rows("first load, ", false) {
+		worker := strings.Contains(row.Figure, "worker mode")
+		percentile := strings.Contains(row.Figure, " p50 ") || strings.Contains(row.Figure, " p99 ")
+		switch want := percentile && !worker; {
+		case want && row.Target == nil:
+			t.Errorf("%s: no target, want within 1 ms of raw", row.Figure)
+		case !want && row.Target != nil:
+			t.Errorf("%s: target %q, want none", row.Figure, row.Target.Text)
+		}
+	}
+}
+
 func TestTailOverlaps(t *testing.T) {
 	// 100 round trips of 1 ms on the main thread (pid 1, tid 1), one every
 	// 2 ms; numbers 10 and 20 took 5 ms. A wasm compile on a pool thread
