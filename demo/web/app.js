@@ -785,7 +785,6 @@ function readConfig(loc) {
   const frag = new URLSearchParams(loc.hash.replace(/^#/, ""));
   const get = (k, d) => frag.get(k) ?? query.get(k) ?? d;
   const ws = loc.protocol === "https:" ? "wss:" : "ws:";
-  const history = Number.parseInt(get("history", ""), 10);
   const positive = (k) => {
     const v = Number.parseInt(get(k, ""), 10);
     return Number.isSafeInteger(v) && v > 0 ? v : undefined;
@@ -797,7 +796,7 @@ function readConfig(loc) {
     // A base64 key pasted unescaped has its "+" read as a space.
     relayKey: get("key", "").replaceAll(" ", "+"),
     stream: get("stream", "chat"),
-    history: Number.isSafeInteger(history) && history > 0 ? history : 20000,
+    history: positive("history") ?? 20000,
     worker: get("worker", null) !== null,
     // attach's heartbeat, ms: the interval and how long a heartbeat or a
     // probe may go unanswered (a long interval leaves a dead socket to the
