@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,11 +16,11 @@ import (
 	"github.com/relaywasm/relaywasm/demo/stack"
 	"github.com/relaywasm/relaywasm/librelay/relayleg"
 	"github.com/relaywasm/relaywasm/wasm/client"
+	"github.com/relaywasm/relaywasm/wasm/client/clienttest"
 )
 
-// guard bounds every wait so a broken cluster fails instead of hanging; it
-// is a deadline for liveness, not an assertion about speed.
-const guard = 60 * time.Second
+// guard bounds every wait (clienttest.Guard).
+const guard = clienttest.Guard
 
 // cluster is three relay nodes on an embedded NATS, no runtime of the
 // stack's own: each test runs its runtime through a hop it can re-point.
@@ -79,7 +78,7 @@ func runRuntime(t *testing.T, c *stack.Cluster, hop *relaytest.Proxy, rate float
 func waitRoutable(t *testing.T, c *stack.Cluster, nodes ...int) {
 	t.Helper()
 	for _, i := range nodes {
-		waitFor(t, fmt.Sprintf("node %d to route to the runtime", i), func() bool {
+		clienttest.WaitFor(t, fmt.Sprintf("node %d to route to the runtime", i), func() bool {
 			return c.Node(i).Table().Runtime(c.Config().Instance) != nil
 		})
 	}
@@ -90,19 +89,19 @@ func waitRoutable(t *testing.T, c *stack.Cluster, nodes ...int) {
 type browser struct {
 	t   *testing.T
 	hop *relaytest.Proxy
-	col *collector
+	col *clienttest.Collector
 	a   *client.Attachment
 }
 
 func attach(t *testing.T, c *stack.Cluster, hop *relaytest.Proxy) *browser {
 	t.Helper()
-	col := newCollector()
+	col := clienttest.NewCollector()
 	cfg := c.Config()
 	o := client.Options{
 		URL: "ws://" + hop.Addr() + relayleg.AttachPath, Instance: cfg.Instance,
 		Credential: func(context.Context) (string, error) { return cfg.ClientToken, nil },
 		RelayKey:   c.PublicKey(), Name: "test", Store: client.NewMemoryStore(), History: 1 << 20,
-		OnMessage: col.onMessage, OnEvicted: col.onEvicted,
+		OnMessage: col.OnMessage, OnEvicted: col.OnEvicted,
 		Backoff: client.Backoff{Initial: 20 * time.Millisecond, Max: 200 * time.Millisecond},
 		// The dev runtime answers every session.resume. On a machine starved
 		// by other work (the browser suites beside this one) an answer can
@@ -134,9 +133,9 @@ func (b *browser) call(id int, method, params string) relaytest.RPC {
 	b.t.Helper()
 	b.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`, id, method, params))
 	var resp relaytest.RPC
-	b.col.wait(b.t, method+" response", func(c *collector) bool {
+	b.col.Wait(b.t, method+" response", func(c *clienttest.Collector) bool {
 		var ok bool
-		resp, ok = c.response(id)
+		resp, ok = c.Response(id)
 		return ok
 	})
 	return resp
@@ -163,15 +162,15 @@ func (b *browser) prompt(id int, session string, n int) {
 }
 
 func (b *browser) answered(id int) bool {
-	b.col.mu.Lock()
-	defer b.col.mu.Unlock()
-	_, ok := b.col.response(id)
+	b.col.Lock()
+	defer b.col.Unlock()
+	_, ok := b.col.Response(id)
 	return ok
 }
 
 func (b *browser) waitAnswered(id int) {
 	b.t.Helper()
-	b.col.wait(b.t, "the answer to "+strconv.Itoa(id), func(c *collector) bool { _, ok := c.response(id); return ok })
+	b.col.Wait(b.t, "the answer to "+strconv.Itoa(id), func(c *clienttest.Collector) bool { _, ok := c.Response(id); return ok })
 }
 
 // checkStream fails unless the browser was handed every seq from 1 on
@@ -179,19 +178,19 @@ func (b *browser) waitAnswered(id int) {
 // eviction.
 func (b *browser) checkStream(n int) {
 	b.t.Helper()
-	b.col.mu.Lock()
-	defer b.col.mu.Unlock()
-	if len(b.col.evicted) > 0 {
-		b.t.Fatalf("evicted: %+v", b.col.evicted)
+	b.col.Lock()
+	defer b.col.Unlock()
+	if len(b.col.Evicted) > 0 {
+		b.t.Fatalf("evicted: %+v", b.col.Evicted)
 	}
 	want := uint64(1)
 	var texts []string
-	for _, m := range b.col.msgs {
+	for _, m := range b.col.Msgs {
 		if m.Seq != want {
 			b.t.Fatalf("handed seq %d where %d was due", m.Seq, want)
 		}
 		want++
-		if text, ok := relaytest.ChunkText(m.rpc); ok {
+		if text, ok := relaytest.ChunkText(m.RPC); ok {
 			texts = append(texts, text)
 		}
 	}
@@ -212,95 +211,15 @@ func (b *browser) checkStream(n int) {
 }
 
 func (b *browser) chunks() int {
-	b.col.mu.Lock()
-	defer b.col.mu.Unlock()
+	b.col.Lock()
+	defer b.col.Unlock()
 	n := 0
-	for _, m := range b.col.msgs {
-		if _, ok := relaytest.ChunkText(m.rpc); ok {
+	for _, m := range b.col.Msgs {
+		if _, ok := relaytest.ChunkText(m.RPC); ok {
 			n++
 		}
 	}
 	return n
-}
-
-type received struct {
-	client.Message
-	rpc relaytest.RPC
-}
-
-// collector is an application: every message handed to it, in order.
-type collector struct {
-	mu      sync.Mutex
-	msgs    []received
-	evicted []client.Eviction
-	changed chan struct{}
-}
-
-func newCollector() *collector { return &collector{changed: make(chan struct{}, 1)} }
-
-func (c *collector) onMessage(m client.Message) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	m.Payload = append([]byte(nil), m.Payload...)
-	r := received{Message: m}
-	if err := json.Unmarshal(m.Payload, &r.rpc); err != nil {
-		return err
-	}
-	c.msgs = append(c.msgs, r)
-	c.poke()
-	return nil
-}
-
-func (c *collector) onEvicted(e client.Eviction) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.evicted = append(c.evicted, e)
-	c.poke()
-}
-
-func (c *collector) poke() {
-	select {
-	case c.changed <- struct{}{}:
-	default:
-	}
-}
-
-func (c *collector) wait(t testing.TB, what string, cond func(c *collector) bool) {
-	t.Helper()
-	deadline := time.After(guard)
-	for {
-		c.mu.Lock()
-		ok := cond(c)
-		c.mu.Unlock()
-		if ok {
-			return
-		}
-		select {
-		case <-c.changed:
-		case <-deadline:
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
-}
-
-func (c *collector) response(id int) (relaytest.RPC, bool) {
-	for _, m := range c.msgs {
-		if m.rpc.Method == "" && string(m.rpc.ID) == strconv.Itoa(id) {
-			return m.rpc, true
-		}
-	}
-	return relaytest.RPC{}, false
-}
-
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(guard)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // checkTranscript fails unless the client's transcript holds the received
@@ -319,12 +238,12 @@ func (b *browser) checkTranscript() {
 			got = append(got, e.Seq)
 		}
 	}
-	b.col.mu.Lock()
-	defer b.col.mu.Unlock()
-	if len(got) != len(b.col.msgs) {
-		b.t.Fatalf("transcript holds %d received frames, the application was handed %d", len(got), len(b.col.msgs))
+	b.col.Lock()
+	defer b.col.Unlock()
+	if len(got) != len(b.col.Msgs) {
+		b.t.Fatalf("transcript holds %d received frames, the application was handed %d", len(got), len(b.col.Msgs))
 	}
-	for i, m := range b.col.msgs {
+	for i, m := range b.col.Msgs {
 		if got[i] != m.Seq {
 			b.t.Fatalf("transcript entry %d is seq %d, the application was handed %d", i, got[i], m.Seq)
 		}

@@ -23,6 +23,7 @@ import (
 	"github.com/relaywasm/relaywasm/librelay"
 	"github.com/relaywasm/relaywasm/librelay/relayleg"
 	"github.com/relaywasm/relaywasm/wasm/client"
+	"github.com/relaywasm/relaywasm/wasm/client/clienttest"
 )
 
 // recorder wraps the real transport and keeps every frame the client writes.
@@ -70,7 +71,7 @@ func (r *recorder) ofType(typ string) []librelay.Frame {
 // attachment id back, and a fresh attach with nothing stored starts at 0.
 func TestHelloReclaimsWithFreshNonce(t *testing.T) {
 	s := newStack(t, nil, nil)
-	c := newCollector()
+	c := clienttest.NewCollector()
 	rec := &recorder{Transport: client.DefaultTransport}
 	o := s.options(client.NewMemoryStore(), c)
 	o.Transport = rec
@@ -79,10 +80,10 @@ func TestHelloReclaimsWithFreshNonce(t *testing.T) {
 	if first == "" || a.Cursor() != 0 {
 		t.Fatalf("fresh attach: session %q cursor %d", first, a.Cursor())
 	}
-	c.startChat(t, a)
+	startChat(t, c, a)
 
 	s.front.Cut()
-	c.wait(t, "a second welcome", func(c *collector) bool { return countState(c, client.Open) >= 2 })
+	c.Wait(t, "a second welcome", func(c *clienttest.Collector) bool { return countState(c, client.Open) >= 2 })
 
 	hellos := rec.ofType(librelay.TypeHello)
 	if len(hellos) != 2 {
@@ -107,7 +108,7 @@ func TestHelloReclaimsWithFreshNonce(t *testing.T) {
 	case a.Session() != first:
 		t.Fatalf("redial got attachment id %q, want %q back", a.Session(), first)
 	}
-	waitFor(t, "the redial's resume", func() bool { return len(rec.ofType(librelay.TypeResume)) == 2 })
+	clienttest.WaitFor(t, "the redial's resume", func() bool { return len(rec.ofType(librelay.TypeResume)) == 2 })
 	resumes := rec.ofType(librelay.TypeResume)
 	var r librelay.Resume
 	if err := r.UnmarshalJSON(resumes[len(resumes)-1].Payload); err != nil || r.AfterSeq != a.Cursor() || r.AfterSeq == 0 {
@@ -115,9 +116,9 @@ func TestHelloReclaimsWithFreshNonce(t *testing.T) {
 	}
 }
 
-func countState(c *collector, s client.State) int {
+func countState(c *clienttest.Collector, s client.State) int {
 	n := 0
-	for _, st := range c.states {
+	for _, st := range c.States {
 		if st.State == s {
 			n++
 		}
@@ -143,7 +144,7 @@ func TestFatalRefusals(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newStack(t, nil, nil)
-			o := s.options(client.NewMemoryStore(), newCollector())
+			o := s.options(client.NewMemoryStore(), clienttest.NewCollector())
 			tc.edit(&o)
 			ctx, cancel := context.WithTimeout(context.Background(), guard)
 			defer cancel()
@@ -363,12 +364,12 @@ func (c *closeNotingConn) Close(code int, reason string) error {
 // that loaded first would never get one.
 func TestDialsWhileTheStoreLoads(t *testing.T) {
 	s := newStack(t, nil, nil)
-	c := newCollector()
+	c := clienttest.NewCollector()
 	tr := &gatedTransport{opened: make(chan struct{}), closed: make(chan struct{}, 1)}
 	o := s.options(&loadGate{Store: client.NewMemoryStore(), opened: tr.opened}, c)
 	o.Transport = tr
 	a := s.attach(o)
-	c.startChat(t, a)
+	startChat(t, c, a)
 }
 
 // A Store that fails leaves no socket behind: the one dialed meanwhile is
@@ -377,7 +378,7 @@ func TestStoreFailureClosesTheEarlyDial(t *testing.T) {
 	s := newStack(t, nil, nil)
 	broken := errors.New("the store is broken")
 	tr := &gatedTransport{opened: make(chan struct{}), closed: make(chan struct{}, 1)}
-	o := s.options(&loadGate{Store: client.NewMemoryStore(), opened: tr.opened, err: broken}, newCollector())
+	o := s.options(&loadGate{Store: client.NewMemoryStore(), opened: tr.opened, err: broken}, clienttest.NewCollector())
 	o.Transport = tr
 	ctx, cancel := context.WithTimeout(context.Background(), guard)
 	defer cancel()
@@ -396,7 +397,7 @@ func TestStoreFailureClosesTheEarlyDial(t *testing.T) {
 // redials as after any transient failure.
 func TestStoreSlowerThanTheHelloWait(t *testing.T) {
 	s := newStack(t, func(c *relay.Config) { c.Limits.HelloTimeout = 100 * time.Millisecond }, nil)
-	c := newCollector()
+	c := clienttest.NewCollector()
 	tr := &gatedTransport{opened: make(chan struct{}), closed: make(chan struct{}, 1)}
 	// Ten hello waits between the socket's open and the hello: the relay has
 	// closed the socket by then, however loaded the machine.
@@ -406,5 +407,5 @@ func TestStoreSlowerThanTheHelloWait(t *testing.T) {
 	if n := tr.dials.Load(); n < 2 {
 		t.Fatalf("%d dials: the relay was to close the socket dialed beside the slow Store, and the client to dial again", n)
 	}
-	c.startChat(t, a)
+	startChat(t, c, a)
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/relaywasm/relaywasm/demo/relay/relaytest"
 	"github.com/relaywasm/relaywasm/wasm/client"
+	"github.com/relaywasm/relaywasm/wasm/client/clienttest"
 )
 
 // benchFrames and benchSize make each measured stream: 2,000 ACP messages of
@@ -89,7 +90,7 @@ type engineReader struct {
 
 func newEngineReader(b *testing.B, env *relaytest.Env) *engineReader {
 	e := &engineReader{done: make(chan struct{}, 1)}
-	c := newCollector()
+	c := clienttest.NewCollector()
 	var chatting atomic.Bool
 	chatting.Store(true)
 	o := client.Options{
@@ -98,7 +99,7 @@ func newEngineReader(b *testing.B, env *relaytest.Env) *engineReader {
 		OnMessages: func(_ context.Context, batch []client.Message) (int, error) {
 			for _, m := range batch {
 				if chatting.Load() {
-					c.onMessage(m)
+					c.OnMessage(m)
 				} else if bytes.Contains(m.Payload, endOfTurn) {
 					e.done <- struct{}{}
 				}
@@ -112,7 +113,7 @@ func newEngineReader(b *testing.B, env *relaytest.Env) *engineReader {
 	}
 	b.Cleanup(func() { a.Close() })
 	e.a = a
-	e.session = c.startChat(b, a)
+	e.session = startChat(b, c, a)
 	chatting.Store(false)
 	return e
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/relaywasm/relaywasm/demo/devruntime"
 	"github.com/relaywasm/relaywasm/wasm/client"
+	"github.com/relaywasm/relaywasm/wasm/client/clienttest"
 )
 
 // chaosFrames is how long a stream the chaos tests push through the cuts.
@@ -29,17 +30,17 @@ func TestChaosNothingLost(t *testing.T) {
 		t.Skip("streams for several seconds")
 	}
 	s := newStack(t, nil, func(c *devruntime.Config) { c.AgentRate = streamRate })
-	c := newCollector()
+	c := clienttest.NewCollector()
 	store := client.NewMemoryStore()
 	a := s.attach(s.options(store, c))
-	session := c.startChat(t, a)
+	session := startChat(t, c, a)
 	send(t, a, `{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":`+promptParams(session, "count 10000")+`}`)
 
-	cuts := chaos(t, s, c, func() bool { _, done := c.response(3); return done })
+	cuts := chaos(t, s, c, func() bool { _, done := c.Response(3); return done })
 	if cuts < 20 {
 		t.Fatalf("only %d cuts landed before the stream ended; want at least 20", cuts)
 	}
-	msgs := c.snapshot()
+	msgs := c.Snapshot()
 	last := msgs[len(msgs)-1].Seq
 	checkSeqs(t, msgs, 1, last)
 	checkCount(t, chunks(msgs), chaosFrames)
@@ -61,27 +62,27 @@ func TestChaosReloads(t *testing.T) {
 		t.Skip("streams for several seconds")
 	}
 	s := newStack(t, nil, func(c *devruntime.Config) { c.AgentRate = streamRate })
-	c := newCollector() // one application, outliving its clients
+	c := clienttest.NewCollector() // one application, outliving its clients
 	store := client.NewMemoryStore()
 	o := s.options(store, c)
 	a := s.attach(o)
-	session := c.startChat(t, a)
+	session := startChat(t, c, a)
 	send(t, a, `{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":`+promptParams(session, "count 10000")+`}`)
 
-	reloads := 0
-	done := func() bool { _, ok := c.response(3); return ok }
+	reloads, seen := 0, 0
+	done := func() bool { _, ok := c.Response(3); return ok }
 	for !locked(c, done) {
 		time.Sleep(time.Duration(50+rand.IntN(150)) * time.Millisecond)
-		progressed(t, c)
+		progressed(t, c, &seen)
 		a.Close() // the page goes away: no detach
 		a = s.attach(o)
 		reloads++
 	}
-	c.wait(t, "the end of the stream", func(c *collector) bool { return done() })
+	c.Wait(t, "the end of the stream", func(c *clienttest.Collector) bool { return done() })
 	if reloads < 10 {
 		t.Fatalf("only %d reloads landed during the stream", reloads)
 	}
-	msgs := c.snapshot()
+	msgs := c.Snapshot()
 	checkSeqs(t, msgs, 1, msgs[len(msgs)-1].Seq)
 	checkCount(t, chunks(msgs), chaosFrames)
 }
@@ -91,11 +92,11 @@ func TestChaosReloads(t *testing.T) {
 // contiguous except across the one reported gap.
 func TestChaosEvictionReported(t *testing.T) {
 	s := newStack(t, nil, func(c *devruntime.Config) { c.AgentRate = 1000; c.RetainFrames = 50 })
-	c := newCollector()
+	c := clienttest.NewCollector()
 	a := s.attach(s.options(client.NewMemoryStore(), c))
-	session := c.startChat(t, a)
+	session := startChat(t, c, a)
 	send(t, a, `{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":`+promptParams(session, "count 2000")+`}`)
-	c.wait(t, "the first chunk", func(c *collector) bool { return len(chunks(c.msgs)) > 0 })
+	c.Wait(t, "the first chunk", func(c *clienttest.Collector) bool { return len(chunks(c.Msgs)) > 0 })
 
 	// The client is away while hundreds of frames go by: ten times what the
 	// runtime retains at the agent's pace, so the gap cannot be replayed.
@@ -103,16 +104,16 @@ func TestChaosEvictionReported(t *testing.T) {
 	time.Sleep(500 * time.Millisecond)
 	s.front.Up()
 
-	c.wait(t, "an eviction", func(c *collector) bool { return len(c.evicted) > 0 })
-	c.wait(t, "the end of the stream", func(c *collector) bool { _, ok := c.response(3); return ok })
-	c.mu.Lock()
-	ev := c.evicted[0]
-	c.mu.Unlock()
+	c.Wait(t, "an eviction", func(c *clienttest.Collector) bool { return len(c.Evicted) > 0 })
+	c.Wait(t, "the end of the stream", func(c *clienttest.Collector) bool { _, ok := c.Response(3); return ok })
+	c.Lock()
+	ev := c.Evicted[0]
+	c.Unlock()
 	if ev.Reason != "evicted" || ev.FromSeq <= ev.AfterSeq+1 {
 		t.Fatalf("eviction %+v: want a reported gap", ev)
 	}
 	var prev uint64
-	for _, m := range c.snapshot() {
+	for _, m := range c.Snapshot() {
 		if prev != 0 && m.Seq != prev+1 && !(prev == ev.AfterSeq && m.Seq == ev.FromSeq) {
 			t.Fatalf("seq %d followed %d without a reported eviction", m.Seq, prev)
 		}
@@ -122,12 +123,12 @@ func TestChaosEvictionReported(t *testing.T) {
 
 // chaos cuts the client's connection at random moments until done, and
 // restarts the relay once along the way; it returns the number of cuts.
-func chaos(t *testing.T, s *stack, c *collector, done func() bool) int {
+func chaos(t *testing.T, s *stack, c *clienttest.Collector, done func() bool) int {
 	t.Helper()
-	cuts, restarted := 0, false
+	cuts, restarted, seen := 0, false, 0
 	for !locked(c, done) {
 		time.Sleep(time.Duration(20+rand.IntN(130)) * time.Millisecond)
-		progressed(t, c)
+		progressed(t, c, &seen)
 		if !restarted && cuts == 10 {
 			s.restartRelay()
 			restarted = true
@@ -136,32 +137,33 @@ func chaos(t *testing.T, s *stack, c *collector, done func() bool) int {
 		}
 		cuts++
 	}
-	c.wait(t, "the end of the stream", func(*collector) bool { return done() })
+	c.Wait(t, "the end of the stream", func(*clienttest.Collector) bool { return done() })
 	if !restarted {
 		t.Fatal("the stream ended before the relay restart")
 	}
 	return cuts
 }
 
-// progressed waits until the handler got a message since the last call (or
-// the stream ended). Between two cuts the client must be able to make some
-// progress: on a machine so loaded that a resume takes longer than the
-// pause, cuts at a fixed pace would starve it for ever, which tests the
-// machine, not the engine.
-func progressed(t *testing.T, c *collector) {
+// progressed waits until the handler got more than *seen messages (or the
+// stream ended), then sets *seen to how many it got. Between two cuts the
+// client must be able to make some progress: on a machine so loaded that a
+// resume takes longer than the pause, cuts at a fixed pace would starve it
+// for ever, which tests the machine, not the engine.
+func progressed(t *testing.T, c *clienttest.Collector, seen *int) {
 	t.Helper()
-	c.mu.Lock()
-	seen := c.seen
-	c.mu.Unlock()
-	c.wait(t, "progress between cuts", func(c *collector) bool { _, done := c.response(3); return done || len(c.msgs) > seen })
-	c.mu.Lock()
-	c.seen = len(c.msgs)
-	c.mu.Unlock()
+	c.Wait(t, "progress between cuts", func(c *clienttest.Collector) bool {
+		_, done := c.Response(3)
+		if done || len(c.Msgs) > *seen {
+			*seen = len(c.Msgs)
+			return true
+		}
+		return false
+	})
 }
 
-func locked(c *collector, cond func() bool) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+func locked(c *clienttest.Collector, cond func() bool) bool {
+	c.Lock()
+	defer c.Unlock()
 	return cond()
 }
 
@@ -175,21 +177,10 @@ func inboundSeqs(hist []client.Entry) []uint64 {
 	return out
 }
 
-func deliveredSeqs(msgs []received) []uint64 {
+func deliveredSeqs(msgs []clienttest.Received) []uint64 {
 	var out []uint64
 	for _, m := range msgs {
 		out = append(out, m.Seq)
 	}
 	return out
-}
-
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(guard)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }

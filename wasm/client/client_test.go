@@ -8,21 +8,22 @@ import (
 	"testing"
 
 	"github.com/relaywasm/relaywasm/wasm/client"
+	"github.com/relaywasm/relaywasm/wasm/client/clienttest"
 )
 
 // A prompt's streamed answer arrives whole, in order, each seq once, and the
 // transcript holds both directions in the order they happened.
 func TestStreamInOrder(t *testing.T) {
 	s := newStack(t, nil, nil)
-	c := newCollector()
+	c := clienttest.NewCollector()
 	store := client.NewMemoryStore()
 	a := s.attach(s.options(store, c))
-	session := c.startChat(t, a)
-	resp := c.call(t, a, 3, "session/prompt", promptParams(session, "count 500"))
+	session := startChat(t, c, a)
+	resp := call(t, c, a, 3, "session/prompt", promptParams(session, "count 500"))
 	if string(resp.Result) != `{"stopReason":"end_turn"}` {
 		t.Fatalf("prompt answered %s", resp.Result)
 	}
-	msgs := c.snapshot()
+	msgs := c.Snapshot()
 	checkSeqs(t, msgs, 1, msgs[len(msgs)-1].Seq)
 	checkCount(t, chunks(msgs), 500)
 	waitCursor(t, a, msgs[len(msgs)-1].Seq)

@@ -10,6 +10,7 @@ import (
 	"github.com/relaywasm/relaywasm/demo/relay/relaytest"
 	"github.com/relaywasm/relaywasm/librelay"
 	"github.com/relaywasm/relaywasm/wasm/client"
+	"github.com/relaywasm/relaywasm/wasm/client/clienttest"
 )
 
 // scripted is a real relay with a runtime peer the test drives frame by
@@ -17,7 +18,7 @@ import (
 type scripted struct {
 	env *relaytest.Env
 	rt  *relaytest.Runtime
-	c   *collector
+	c   *clienttest.Collector
 	a   *client.Attachment
 }
 
@@ -30,12 +31,12 @@ func newScripted(t *testing.T) *scripted {
 func newScriptedWith(t *testing.T, edit func(*client.Options)) *scripted {
 	t.Helper()
 	env := relaytest.Start(t, nil)
-	s := &scripted{env: env, rt: env.Connect(t), c: newCollector()}
+	s := &scripted{env: env, rt: env.Connect(t), c: clienttest.NewCollector()}
 	o := client.Options{
 		URL: env.AttachURL, Instance: env.Instance,
 		Credential: func(context.Context) (string, error) { return env.ClientToken, nil },
 		RelayKey:   env.Key, Store: client.NewMemoryStore(), History: 1000,
-		OnMessage: s.c.onMessage, OnEvicted: s.c.onEvicted, OnState: s.c.onState,
+		OnMessage: s.c.OnMessage, OnEvicted: s.c.OnEvicted, OnState: s.c.OnState,
 	}
 	if edit != nil {
 		edit(&o)
@@ -100,8 +101,8 @@ func (s *scripted) send(t *testing.T, f librelay.Frame) {
 // params lists the n of each delivered message, with its seq and replay mark.
 func (s *scripted) delivered() []string {
 	var out []string
-	for _, m := range s.c.snapshot() {
-		out = append(out, fmt.Sprintf("%s@%d", m.rpc.Params, m.Seq))
+	for _, m := range s.c.Snapshot() {
+		out = append(out, fmt.Sprintf("%s@%d", m.RPC.Params, m.Seq))
 	}
 	return out
 }
@@ -131,14 +132,14 @@ func TestDeliveryRules(t *testing.T) {
 	s.msg(t, 4, 4)
 	s.send(t, librelay.Frame{Type: "x.custom", Seq: 5, Payload: []byte(`{}`)})
 	s.msg(t, 6, 6)
-	s.c.wait(t, "seq 6", func(c *collector) bool { return len(c.msgs) == 6 })
+	s.c.Wait(t, "seq 6", func(c *clienttest.Collector) bool { return len(c.Msgs) == 6 })
 
 	want := []string{"1@1", "2@2", "0@0", "3@3", "4@4", "6@6"}
 	if got := s.delivered(); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("delivered %v, want %v", got, want)
 	}
 	waitCursor(t, s.a, 6)
-	for _, m := range s.c.snapshot() {
+	for _, m := range s.c.Snapshot() {
 		if m.Replay {
 			t.Fatalf("seq %d marked replay on its first delivery", m.Seq)
 		}
@@ -156,11 +157,11 @@ func TestEvictionReported(t *testing.T) {
 	after, id := s.expectResume(t)
 	s.resumed(t, id, 10, true)
 	s.msg(t, 10, 10)
-	s.c.wait(t, "seq 10", func(c *collector) bool { return len(c.msgs) == 2 })
+	s.c.Wait(t, "seq 10", func(c *clienttest.Collector) bool { return len(c.Msgs) == 2 })
 
-	s.c.mu.Lock()
-	ev := s.c.evicted
-	s.c.mu.Unlock()
+	s.c.Lock()
+	ev := s.c.Evicted
+	s.c.Unlock()
 	if len(ev) != 1 || ev[0] != (client.Eviction{AfterSeq: after, FromSeq: 10, Reason: "evicted"}) || after != 1 {
 		t.Fatalf("evictions %+v, want one from after 1 to 10", ev)
 	}
@@ -171,7 +172,7 @@ func TestEvictionReported(t *testing.T) {
 // refused message is fetched again and delivered once, in its place.
 func TestHandlerRefusalRedelivers(t *testing.T) {
 	s := newScripted(t)
-	s.c.failOnce[2] = true
+	s.c.FailOnce[2] = true
 	_, id := s.expectResume(t)
 	s.resumed(t, id, 1, false)
 	for i := 1; i <= 3; i++ {
@@ -184,7 +185,7 @@ func TestHandlerRefusalRedelivers(t *testing.T) {
 	s.resumed(t, id, 2, false)
 	s.msg(t, 2, 2)
 	s.msg(t, 3, 3)
-	s.c.wait(t, "seq 3", func(c *collector) bool { return len(c.msgs) == 3 })
+	s.c.Wait(t, "seq 3", func(c *clienttest.Collector) bool { return len(c.Msgs) == 3 })
 	if got := s.delivered(); fmt.Sprint(got) != "[1@1 2@2 3@3]" {
 		t.Fatalf("delivered %v", got)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/relaywasm/relaywasm/librelay"
 	"github.com/relaywasm/relaywasm/wasm/client"
+	"github.com/relaywasm/relaywasm/wasm/client/clienttest"
 )
 
 // A Conn that parses frames itself (client.FrameReader) is read through
@@ -22,22 +23,22 @@ import (
 // message. The stream arrives whole and in order all the same.
 func TestFrameReaderIsUsed(t *testing.T) {
 	s := newStack(t, nil, nil)
-	c := newCollector()
+	c := clienttest.NewCollector()
 	tr := &tokenTransport{inner: client.DefaultTransport}
 	o := s.options(client.NewMemoryStore(), c)
 	o.History = 0 // tokens stand for payloads only when no transcript is kept
 	o.Transport = tr
 	o.OnMessage = nil
-	o.OnMessages = c.onMessagesVia(t, func(m client.Message) ([]byte, error) {
+	o.OnMessages = onMessagesVia(t, c, func(m client.Message) ([]byte, error) {
 		if p, ok := tr.payload(m.Payload); ok {
 			return p, nil
 		}
 		return nil, fmt.Errorf("message seq %d reached OnMessages without its token: %q", m.Seq, m.Payload)
 	})
 	a := s.attach(o)
-	session := c.startChat(t, a)
-	c.call(t, a, 3, "session/prompt", promptParams(session, "count 300"))
-	msgs := c.snapshot()
+	session := startChat(t, c, a)
+	call(t, c, a, 3, "session/prompt", promptParams(session, "count 300"))
+	msgs := c.Snapshot()
 	checkSeqs(t, msgs, 1, msgs[len(msgs)-1].Seq)
 	checkCount(t, chunks(msgs), 300)
 	if n := tr.reads.Load(); n != 0 {
@@ -51,7 +52,7 @@ func TestFrameReaderIsUsed(t *testing.T) {
 // onMessagesVia is c's OnMessages for a transport whose frames stand for
 // their payloads: payload finds a message's, and a message whose payload it
 // cannot find fails the test (and is refused).
-func (c *collector) onMessagesVia(t *testing.T, payload func(client.Message) ([]byte, error)) func(context.Context, []client.Message) (int, error) {
+func onMessagesVia(t *testing.T, c *clienttest.Collector, payload func(client.Message) ([]byte, error)) func(context.Context, []client.Message) (int, error) {
 	return func(_ context.Context, batch []client.Message) (int, error) {
 		for i, m := range batch {
 			p, err := payload(m)
@@ -60,7 +61,7 @@ func (c *collector) onMessagesVia(t *testing.T, payload func(client.Message) ([]
 				return i, err
 			}
 			m.Payload = p
-			if err := c.onMessage(m); err != nil {
+			if err := c.OnMessage(m); err != nil {
 				return i, err
 			}
 		}

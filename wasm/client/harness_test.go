@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,11 +19,11 @@ import (
 	"github.com/relaywasm/relaywasm/demo/relay/relaytest"
 	"github.com/relaywasm/relaywasm/librelay/relayleg"
 	"github.com/relaywasm/relaywasm/wasm/client"
+	"github.com/relaywasm/relaywasm/wasm/client/clienttest"
 )
 
-// guard bounds every wait in these tests so a broken engine fails instead of
-// hanging. It is a deadline for liveness, not an assertion about speed.
-const guard = 60 * time.Second
+// guard bounds every wait in these tests (clienttest.Guard).
+const guard = clienttest.Guard
 
 // stack is a real dev relay and dev runtime on loopback, with the client and
 // the runtime each reaching the relay through a proxy the test can cut.
@@ -79,7 +78,7 @@ func (s *stack) restartRelay() {
 }
 
 // options are the client options for this stack: pinned key, fast backoff.
-func (s *stack) options(store client.Store, c *collector) client.Options {
+func (s *stack) options(store client.Store, c *clienttest.Collector) client.Options {
 	return client.Options{
 		URL: s.url(), Instance: s.env.Instance,
 		Credential: func(context.Context) (string, error) { return s.env.ClientToken, nil },
@@ -87,9 +86,9 @@ func (s *stack) options(store client.Store, c *collector) client.Options {
 		Name:       "test",
 		Store:      store,
 		History:    1 << 20,
-		OnMessage:  c.onMessage,
-		OnEvicted:  c.onEvicted,
-		OnState:    c.onState,
+		OnMessage:  c.OnMessage,
+		OnEvicted:  c.OnEvicted,
+		OnState:    c.OnState,
 		Backoff:    client.Backoff{Initial: 20 * time.Millisecond, Max: 200 * time.Millisecond},
 	}
 }
@@ -106,120 +105,24 @@ func (s *stack) attach(o client.Options) *client.Attachment {
 	return a
 }
 
-// received is one delivered message as the test keeps it.
-type received struct {
-	client.Message
-	rpc relaytest.RPC
-}
-
-// collector is an application: it keeps every message delivered to it, in
-// order, and lets the test wait for a condition on them.
-type collector struct {
-	mu       sync.Mutex
-	msgs     []received
-	evicted  []client.Eviction
-	states   []client.StateChange
-	changed  chan struct{}
-	failOnce map[uint64]bool // seqs the handler refuses the first time
-	seen     int             // len(msgs) at the last progressed
-}
-
-func newCollector() *collector {
-	return &collector{changed: make(chan struct{}, 1), failOnce: map[uint64]bool{}}
-}
-
-func (c *collector) onMessage(m client.Message) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.failOnce[m.Seq] {
-		delete(c.failOnce, m.Seq)
-		return fmt.Errorf("the application refuses seq %d once", m.Seq)
-	}
-	m.Payload = append([]byte(nil), m.Payload...)
-	r := received{Message: m}
-	if err := json.Unmarshal(m.Payload, &r.rpc); err != nil {
-		return err
-	}
-	r.rpc.Seq = m.Seq
-	c.msgs = append(c.msgs, r)
-	c.poke()
-	return nil
-}
-
-func (c *collector) onEvicted(e client.Eviction) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.evicted = append(c.evicted, e)
-	c.poke()
-}
-
-func (c *collector) onState(s client.StateChange) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.states = append(c.states, s)
-	c.poke()
-}
-
-func (c *collector) poke() {
-	select {
-	case c.changed <- struct{}{}:
-	default:
-	}
-}
-
-// wait blocks until cond holds over the collector's state.
-func (c *collector) wait(t testing.TB, what string, cond func(c *collector) bool) {
-	t.Helper()
-	deadline := time.After(guard)
-	for {
-		c.mu.Lock()
-		ok := cond(c)
-		c.mu.Unlock()
-		if ok {
-			return
-		}
-		select {
-		case <-c.changed:
-		case <-deadline:
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
-}
-
-func (c *collector) snapshot() []received {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]received(nil), c.msgs...)
-}
-
-// response finds the response to JSON-RPC id among the messages.
-func (c *collector) response(id int) (relaytest.RPC, bool) {
-	for _, m := range c.msgs {
-		if m.rpc.Method == "" && string(m.rpc.ID) == strconv.Itoa(id) {
-			return m.rpc, true
-		}
-	}
-	return relaytest.RPC{}, false
-}
-
-// call sends a JSON-RPC request and waits for its response.
-func (c *collector) call(t testing.TB, a *client.Attachment, id int, method, params string) relaytest.RPC {
+// call sends a JSON-RPC request and waits for c to be handed its response.
+func call(t testing.TB, c *clienttest.Collector, a *client.Attachment, id int, method, params string) relaytest.RPC {
 	t.Helper()
 	send(t, a, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`, id, method, params))
 	var resp relaytest.RPC
-	c.wait(t, method+" response", func(c *collector) bool {
+	c.Wait(t, method+" response", func(c *clienttest.Collector) bool {
 		var ok bool
-		resp, ok = c.response(id)
+		resp, ok = c.Response(id)
 		return ok
 	})
 	return resp
 }
 
 // startChat initializes ACP and opens a session, returning its id.
-func (c *collector) startChat(t testing.TB, a *client.Attachment) string {
+func startChat(t testing.TB, c *clienttest.Collector, a *client.Attachment) string {
 	t.Helper()
-	c.call(t, a, 1, "initialize", `{"protocolVersion":1}`)
-	resp := c.call(t, a, 2, "session/new", `{"cwd":"/","mcpServers":[]}`)
+	call(t, c, a, 1, "initialize", `{"protocolVersion":1}`)
+	resp := call(t, c, a, 2, "session/new", `{"cwd":"/","mcpServers":[]}`)
 	var r struct {
 		SessionID string `json:"sessionId"`
 	}
@@ -243,10 +146,10 @@ func send(t testing.TB, a *client.Attachment, msg string) {
 }
 
 // chunks returns the agent_message_chunk texts among msgs, in order.
-func chunks(msgs []received) []string {
+func chunks(msgs []clienttest.Received) []string {
 	var out []string
 	for _, m := range msgs {
-		if text, ok := relaytest.ChunkText(m.rpc); ok {
+		if text, ok := relaytest.ChunkText(m.RPC); ok {
 			out = append(out, text)
 		}
 	}
@@ -254,7 +157,7 @@ func chunks(msgs []received) []string {
 }
 
 // checkSeqs fails unless msgs carry seq from..to exactly once each, in order.
-func checkSeqs(t testing.TB, msgs []received, from, to uint64) {
+func checkSeqs(t testing.TB, msgs []clienttest.Received, from, to uint64) {
 	t.Helper()
 	want := from
 	for _, m := range msgs {
@@ -289,10 +192,10 @@ func checkCount(t testing.TB, texts []string, n int) {
 // once the handler has returned, a moment after the handler saw the
 // message, so a test that reads the cursor right after a message arrived
 // would race the engine.
-func settle(t testing.TB, c *collector, a *client.Attachment) uint64 {
+func settle(t testing.TB, c *clienttest.Collector, a *client.Attachment) uint64 {
 	t.Helper()
 	var last uint64
-	for _, m := range c.snapshot() {
+	for _, m := range c.Snapshot() {
 		if m.Seq > 0 {
 			last = m.Seq
 		}
@@ -304,5 +207,5 @@ func settle(t testing.TB, c *collector, a *client.Attachment) uint64 {
 // waitCursor waits until the cursor is want.
 func waitCursor(t testing.TB, a *client.Attachment, want uint64) {
 	t.Helper()
-	waitFor(t, fmt.Sprintf("cursor %d (it is %d)", want, a.Cursor()), func() bool { return a.Cursor() == want })
+	clienttest.WaitFor(t, fmt.Sprintf("cursor %d (it is %d)", want, a.Cursor()), func() bool { return a.Cursor() == want })
 }

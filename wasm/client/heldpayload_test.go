@@ -13,6 +13,7 @@ import (
 	"github.com/relaywasm/relaywasm/demo/devruntime"
 	"github.com/relaywasm/relaywasm/librelay"
 	"github.com/relaywasm/relaywasm/wasm/client"
+	"github.com/relaywasm/relaywasm/wasm/client/clienttest"
 )
 
 // A transport may keep the payloads of its frames itself and hand the
@@ -32,16 +33,16 @@ func TestHeldPayloadsOutliveTheirCommits(t *testing.T) {
 		t.Skip("streams for a few seconds")
 	}
 	s := newStack(t, nil, func(c *devruntime.Config) { c.AgentRate = streamRate })
-	c := newCollector()
+	c := clienttest.NewCollector()
 	for seq := uint64(40); seq < 8000; seq += 800 {
-		c.failOnce[seq] = true
+		c.FailOnce[seq] = true
 	}
 	tr := &holdTransport{inner: client.DefaultTransport, held: map[uint64][]byte{}}
 	store := &holdStore{MemoryStore: client.NewMemoryStore(), tr: tr}
 	o := s.options(store, c)
 	o.Transport = tr
 	o.OnMessage = nil
-	o.OnMessages = c.onMessagesVia(t, func(m client.Message) ([]byte, error) {
+	o.OnMessages = onMessagesVia(t, c, func(m client.Message) ([]byte, error) {
 		if m.Ref == 0 {
 			return m.Payload, nil
 		}
@@ -51,9 +52,9 @@ func TestHeldPayloadsOutliveTheirCommits(t *testing.T) {
 		return nil, fmt.Errorf("message seq %d: its payload is gone before delivery", m.Seq)
 	})
 	a := s.attach(o)
-	session := c.startChat(t, a)
+	session := startChat(t, c, a)
 	send(t, a, `{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":`+promptParams(session, "count 8000")+`}`)
-	if cuts := chaos(t, s, c, func() bool { _, done := c.response(3); return done }); cuts < 5 {
+	if cuts := chaos(t, s, c, func() bool { _, done := c.Response(3); return done }); cuts < 5 {
 		t.Fatalf("only %d cuts landed before the stream ended; want at least 5", cuts)
 	}
 	a.Close()
@@ -69,7 +70,7 @@ func TestHeldPayloadsOutliveTheirCommits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	msgs := c.snapshot()
+	msgs := c.Snapshot()
 	var got, want [][]byte
 	for _, e := range hist {
 		if !e.Out {

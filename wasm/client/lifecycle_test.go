@@ -12,18 +12,19 @@ import (
 	"github.com/relaywasm/relaywasm/demo/relay"
 	"github.com/relaywasm/relaywasm/librelay"
 	"github.com/relaywasm/relaywasm/wasm/client"
+	"github.com/relaywasm/relaywasm/wasm/client/clienttest"
 )
 
 // Sends made while the connection is down wait, and go out once the stream
 // has resumed; the runtime answers them.
 func TestSendWaitsForReconnect(t *testing.T) {
 	s := newStack(t, nil, nil)
-	c := newCollector()
+	c := clienttest.NewCollector()
 	a := s.attach(s.options(client.NewMemoryStore(), c))
-	session := c.startChat(t, a)
+	session := startChat(t, c, a)
 
 	s.front.Down()
-	c.wait(t, "reconnecting", func(c *collector) bool { return c.states[len(c.states)-1].State == client.Reconnecting })
+	c.Wait(t, "reconnecting", func(c *clienttest.Collector) bool { return c.States[len(c.States)-1].State == client.Reconnecting })
 	result := make(chan error, 1)
 	go func() {
 		result <- a.SendACP(context.Background(), []byte(`{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":`+promptParams(session, "hello there")+`}`))
@@ -32,8 +33,8 @@ func TestSendWaitsForReconnect(t *testing.T) {
 	if err := <-result; err != nil {
 		t.Fatalf("queued send: %v", err)
 	}
-	c.wait(t, "the answer", func(c *collector) bool { _, ok := c.response(3); return ok })
-	if got := strings.Join(chunks(c.snapshot()), ""); got != "hello there" {
+	c.Wait(t, "the answer", func(c *clienttest.Collector) bool { _, ok := c.Response(3); return ok })
+	if got := strings.Join(chunks(c.Snapshot()), ""); got != "hello there" {
 		t.Fatalf("echo %q", got)
 	}
 }
@@ -42,19 +43,19 @@ func TestSendWaitsForReconnect(t *testing.T) {
 // ErrDetached rather than vanishing.
 func TestSendQueueBoundsAndDetach(t *testing.T) {
 	s := newStack(t, nil, nil)
-	c := newCollector()
+	c := clienttest.NewCollector()
 	o := s.options(client.NewMemoryStore(), c)
 	o.SendQueue = 2
 	a := s.attach(o)
-	c.startChat(t, a)
+	startChat(t, c, a)
 	s.front.Down()
-	c.wait(t, "reconnecting", func(c *collector) bool { return c.states[len(c.states)-1].State == client.Reconnecting })
+	c.Wait(t, "reconnecting", func(c *clienttest.Collector) bool { return c.States[len(c.States)-1].State == client.Reconnecting })
 
 	results := make(chan error, 2)
 	for i := 0; i < 2; i++ {
 		go func() { results <- a.SendACP(context.Background(), []byte(`{"jsonrpc":"2.0","method":"n"}`)) }()
 	}
-	waitFor(t, "two queued sends", func() bool { return a.Queued() == 2 })
+	clienttest.WaitFor(t, "two queued sends", func() bool { return a.Queued() == 2 })
 	if err := a.SendACP(context.Background(), []byte(`{"jsonrpc":"2.0","method":"n"}`)); !errors.Is(err, client.ErrSendQueueFull) || client.Code(err) != "send_queue_full" {
 		t.Fatalf("third send into a queue of 2: %v", err)
 	}
@@ -74,7 +75,7 @@ func TestSendQueueBoundsAndDetach(t *testing.T) {
 // A payload that is not one JSON value is refused before it is queued.
 func TestSendRejectsBadPayload(t *testing.T) {
 	s := newStack(t, nil, nil)
-	a := s.attach(s.options(client.NewMemoryStore(), newCollector()))
+	a := s.attach(s.options(client.NewMemoryStore(), clienttest.NewCollector()))
 	for _, p := range []string{``, `{`, `{"a":1} {"b":2}`, `nope`} {
 		if err := a.SendACP(context.Background(), []byte(p)); !errors.Is(err, client.ErrBadPayload) {
 			t.Errorf("SendACP(%q) = %v, want ErrBadPayload", p, err)
@@ -89,7 +90,7 @@ func TestDetachForgets(t *testing.T) {
 	_, id := sc.expectResume(t)
 	sc.resumed(t, id, 1, false)
 	sc.msg(t, 1, 1)
-	sc.c.wait(t, "seq 1", func(c *collector) bool { return len(c.msgs) == 1 })
+	sc.c.Wait(t, "seq 1", func(c *clienttest.Collector) bool { return len(c.Msgs) == 1 })
 	session := sc.a.Session()
 	if err := sc.a.Detach(context.Background()); err != nil {
 		t.Fatal(err)
@@ -111,10 +112,10 @@ func TestDetachForgets(t *testing.T) {
 func TestAttachAfterDetachStartsFresh(t *testing.T) {
 	s := newStack(t, nil, nil)
 	store := client.NewMemoryStore()
-	c := newCollector()
+	c := clienttest.NewCollector()
 	o := s.options(store, c)
 	a := s.attach(o)
-	c.startChat(t, a)
+	startChat(t, c, a)
 	old := a.Session()
 	if err := a.Detach(context.Background()); err != nil {
 		t.Fatal(err)
@@ -132,31 +133,31 @@ func TestAttachAfterDetachStartsFresh(t *testing.T) {
 // heartbeat, dropped, and redialled.
 func TestHeartbeatTimeout(t *testing.T) {
 	s := newStack(t, nil, nil)
-	c := newCollector()
+	c := clienttest.NewCollector()
 	o := s.options(client.NewMemoryStore(), c)
 	o.Heartbeat = client.Heartbeat{Interval: 50 * time.Millisecond, Timeout: 100 * time.Millisecond}
 	a := s.attach(o)
-	c.startChat(t, a)
+	startChat(t, c, a)
 	s.front.Freeze()
-	c.wait(t, "a heartbeat timeout", func(c *collector) bool {
-		last := c.states[len(c.states)-1]
+	c.Wait(t, "a heartbeat timeout", func(c *clienttest.Collector) bool {
+		last := c.States[len(c.States)-1]
 		return last.State == client.Reconnecting && errors.Is(last.Err, client.ErrHeartbeatTimeout)
 	})
 	s.front.Thaw()
 	s.front.Cut()
-	c.wait(t, "open again", func(c *collector) bool { return countState(c, client.Open) >= 2 })
+	c.Wait(t, "open again", func(c *clienttest.Collector) bool { return countState(c, client.Open) >= 2 })
 }
 
 // A relay's retry_after hint delays the next redial (a lower bound, which a
 // slow machine can only make longer).
 func TestRetryAfterHonoured(t *testing.T) {
 	s := newStack(t, func(cfg *relay.Config) { cfg.RetryAfter = 1 }, nil)
-	c := newCollector()
+	c := clienttest.NewCollector()
 	a := s.attach(s.options(client.NewMemoryStore(), c))
-	c.startChat(t, a)
+	startChat(t, c, a)
 	cut := time.Now()
 	s.front.Cut()
-	c.wait(t, "open again", func(c *collector) bool { return countState(c, client.Open) >= 2 })
+	c.Wait(t, "open again", func(c *clienttest.Collector) bool { return countState(c, client.Open) >= 2 })
 	if waited := time.Since(cut); waited < 900*time.Millisecond {
 		t.Fatalf("redialled after %v despite retry_after 1s", waited)
 	}
@@ -166,16 +167,16 @@ func TestRetryAfterHonoured(t *testing.T) {
 // without waiting out the backoff.
 func TestOfflineOnline(t *testing.T) {
 	s := newStack(t, nil, nil)
-	c := newCollector()
+	c := clienttest.NewCollector()
 	o := s.options(client.NewMemoryStore(), c)
 	o.Backoff = client.Backoff{Initial: time.Hour, Max: time.Hour} // only "online" can bring it back
 	a := s.attach(o)
-	c.startChat(t, a)
+	startChat(t, c, a)
 	a.SetOnline(false)
-	c.wait(t, "offline", func(c *collector) bool { return c.states[len(c.states)-1].State == client.Offline })
+	c.Wait(t, "offline", func(c *clienttest.Collector) bool { return c.States[len(c.States)-1].State == client.Offline })
 	dials := s.front.Accepted()
 	a.SetOnline(true)
-	c.wait(t, "open again", func(c *collector) bool { return countState(c, client.Open) >= 2 })
+	c.Wait(t, "open again", func(c *clienttest.Collector) bool { return countState(c, client.Open) >= 2 })
 	if s.front.Accepted() != dials+1 {
 		t.Fatalf("%d dials after coming online, want 1", s.front.Accepted()-dials)
 	}
@@ -185,11 +186,11 @@ func TestOfflineOnline(t *testing.T) {
 // marked as replays, without adding them to the transcript twice.
 func TestExplicitResume(t *testing.T) {
 	s := newStack(t, nil, nil)
-	c := newCollector()
+	c := clienttest.NewCollector()
 	a := s.attach(s.options(client.NewMemoryStore(), c))
-	session := c.startChat(t, a)
-	c.call(t, a, 3, "session/prompt", promptParams(session, "count 5"))
-	before := len(c.snapshot())
+	session := startChat(t, c, a)
+	call(t, c, a, 3, "session/prompt", promptParams(session, "count 5"))
+	before := len(c.Snapshot())
 	cursor := settle(t, c, a)
 	hist, _ := a.History(context.Background())
 
@@ -199,8 +200,8 @@ func TestExplicitResume(t *testing.T) {
 	if err := a.Resume(context.Background(), 2); err != nil {
 		t.Fatal(err)
 	}
-	c.wait(t, "the replay", func(c *collector) bool { return len(c.msgs) == before+int(cursor-2) })
-	for _, m := range c.snapshot()[before:] {
+	c.Wait(t, "the replay", func(c *clienttest.Collector) bool { return len(c.Msgs) == before+int(cursor-2) })
+	for _, m := range c.Snapshot()[before:] {
 		if !m.Replay || m.Seq <= 2 {
 			t.Fatalf("redelivered seq %d replay=%v", m.Seq, m.Replay)
 		}
@@ -216,22 +217,22 @@ func TestExplicitResume(t *testing.T) {
 // usable for a new ACP session.
 func TestRuntimeRestartEvictsCursor(t *testing.T) {
 	s := newStack(t, nil, nil)
-	c := newCollector()
+	c := clienttest.NewCollector()
 	a := s.attach(s.options(client.NewMemoryStore(), c))
-	c.startChat(t, a)
+	startChat(t, c, a)
 	cursor := settle(t, c, a)
 	s.restartRuntime(nil)
-	c.wait(t, "an eviction", func(c *collector) bool { return len(c.evicted) > 0 })
-	c.mu.Lock()
-	ev := c.evicted[0]
-	c.mu.Unlock()
+	c.Wait(t, "an eviction", func(c *clienttest.Collector) bool { return len(c.Evicted) > 0 })
+	c.Lock()
+	ev := c.Evicted[0]
+	c.Unlock()
 	waitCursor(t, a, 0)
 	if ev != (client.Eviction{AfterSeq: cursor, Reason: librelay.CodeCursorEvicted}) || a.Cursor() != 0 {
 		t.Fatalf("eviction %+v cursor %d; want cursor_evicted after %d, cursor 0", ev, a.Cursor(), cursor)
 	}
-	n := len(c.snapshot())
-	c.call(t, a, 11, "initialize", `{"protocolVersion":1}`)
-	if m := c.snapshot()[n]; m.Seq != 1 {
+	n := len(c.Snapshot())
+	call(t, c, a, 11, "initialize", `{"protocolVersion":1}`)
+	if m := c.Snapshot()[n]; m.Seq != 1 {
 		t.Fatalf("first message of the new stream has seq %d", m.Seq)
 	}
 }
@@ -240,34 +241,34 @@ func TestRuntimeRestartEvictsCursor(t *testing.T) {
 // stayed up for Backoff.Stable makes the next drop a first one again.
 func TestBackoffResetsAfterStableConnection(t *testing.T) {
 	s := newStack(t, nil, nil)
-	c := newCollector()
+	c := clienttest.NewCollector()
 	o := s.options(client.NewMemoryStore(), c)
 	o.Backoff = client.Backoff{Initial: 5 * time.Millisecond, Max: 10 * time.Millisecond, Stable: 1500 * time.Millisecond}
 	a := s.attach(o)
-	c.startChat(t, a)
+	startChat(t, c, a)
 
 	lastAttempt := func() int {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		for i := len(c.states) - 1; i >= 0; i-- {
-			if c.states[i].State == client.Reconnecting {
-				return c.states[i].Attempt
+		c.Lock()
+		defer c.Unlock()
+		for i := len(c.States) - 1; i >= 0; i-- {
+			if c.States[i].State == client.Reconnecting {
+				return c.States[i].Attempt
 			}
 		}
 		return 0
 	}
-	opens := func() int { c.mu.Lock(); defer c.mu.Unlock(); return countState(c, client.Open) }
+	opens := func() int { c.Lock(); defer c.Unlock(); return countState(c, client.Open) }
 	for want := 1; want <= 3; want++ { // drops in quick succession
 		n := opens()
 		s.front.Cut()
-		c.wait(t, "open again", func(c *collector) bool { return countState(c, client.Open) > n })
+		c.Wait(t, "open again", func(c *clienttest.Collector) bool { return countState(c, client.Open) > n })
 		if got := lastAttempt(); got != want {
 			t.Fatalf("drop %d in a row redialled as attempt %d", want, got)
 		}
 	}
 	time.Sleep(1800 * time.Millisecond) // longer than Stable: the connection is now stable
 	s.front.Cut()
-	c.wait(t, "a redial", func(c *collector) bool { return c.states[len(c.states)-1].State == client.Reconnecting })
+	c.Wait(t, "a redial", func(c *clienttest.Collector) bool { return c.States[len(c.States)-1].State == client.Reconnecting })
 	if got := lastAttempt(); got != 1 {
 		t.Fatalf("after a stable connection the drop redialled as attempt %d, want 1", got)
 	}

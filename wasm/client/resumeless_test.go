@@ -13,6 +13,7 @@ import (
 	"github.com/relaywasm/relaywasm/demo/devruntime"
 	"github.com/relaywasm/relaywasm/librelay"
 	"github.com/relaywasm/relaywasm/wasm/client"
+	"github.com/relaywasm/relaywasm/wasm/client/clienttest"
 )
 
 // The shipped contenox runtime stamps no seq and never answers
@@ -27,16 +28,16 @@ const resumeWait = 300 * time.Millisecond
 func nonResuming(c *devruntime.Config) { c.NoResume = true }
 
 // lastState is the collector's latest state change.
-func lastState(c *collector) client.StateChange {
-	if len(c.states) == 0 {
+func lastState(c *clienttest.Collector) client.StateChange {
+	if len(c.States) == 0 {
 		return client.StateChange{}
 	}
-	return c.states[len(c.states)-1]
+	return c.States[len(c.States)-1]
 }
 
-func evictions(c *collector, reason string) int {
+func evictions(c *clienttest.Collector, reason string) int {
 	n := 0
-	for _, e := range c.evicted {
+	for _, e := range c.Evicted {
 		if e.Reason == reason {
 			n++
 		}
@@ -45,14 +46,14 @@ func evictions(c *collector, reason string) int {
 }
 
 // prompt asks for "count n" and checks the answer: 1..n once each, in order.
-func promptCount(t *testing.T, c *collector, a *client.Attachment, id int, session string, n int) {
+func promptCount(t *testing.T, c *clienttest.Collector, a *client.Attachment, id int, session string, n int) {
 	t.Helper()
-	from := len(c.snapshot())
-	resp := c.call(t, a, id, "session/prompt", promptParams(session, "count "+strconv.Itoa(n)))
+	from := len(c.Snapshot())
+	resp := call(t, c, a, id, "session/prompt", promptParams(session, "count "+strconv.Itoa(n)))
 	if string(resp.Result) != `{"stopReason":"end_turn"}` {
 		t.Fatalf("prompt answered %s %s", resp.Result, resp.Error)
 	}
-	checkCount(t, chunks(c.snapshot()[from:]), n)
+	checkCount(t, chunks(c.Snapshot()[from:]), n)
 }
 
 // A chat works against a runtime that does not resume: the resume goes
@@ -60,17 +61,19 @@ func promptCount(t *testing.T, c *collector, a *client.Attachment, id int, sessi
 // meanwhile go out, and the connection stays up.
 func TestNonResumingChat(t *testing.T) {
 	s := newStack(t, nil, nonResuming)
-	c := newCollector()
+	c := clienttest.NewCollector()
 	o := s.options(client.NewMemoryStore(), c)
 	o.ResumeTimeout = resumeWait
 	a := s.attach(o)
-	session := c.startChat(t, a) // sent before the resume was given up on
-	c.wait(t, "resumable false", func(c *collector) bool { return !lastState(c).Resumable && lastState(c).State == client.Open })
+	session := startChat(t, c, a) // sent before the resume was given up on
+	c.Wait(t, "resumable false", func(c *clienttest.Collector) bool {
+		return !lastState(c).Resumable && lastState(c).State == client.Open
+	})
 	if a.Resumable() {
 		t.Fatal("Resumable() is true against a runtime that never answered a resume")
 	}
 	promptCount(t, c, a, 3, session, 200)
-	for _, m := range c.snapshot() {
+	for _, m := range c.Snapshot() {
 		if m.Seq != 0 {
 			t.Fatalf("a non-resuming runtime's message carried seq %d", m.Seq)
 		}
@@ -78,10 +81,10 @@ func TestNonResumingChat(t *testing.T) {
 	if n := s.front.Accepted(); n != 1 {
 		t.Fatalf("%d connections; the unanswered resume must not drop the first", n)
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if len(c.evicted) != 0 {
-		t.Fatalf("evictions %+v on a first connection: nothing was missed", c.evicted)
+	c.Lock()
+	defer c.Unlock()
+	if len(c.Evicted) != 0 {
+		t.Fatalf("evictions %+v on a first connection: nothing was missed", c.Evicted)
 	}
 }
 
@@ -91,22 +94,22 @@ func TestNonResumingChat(t *testing.T) {
 // goes on on the same ACP session.
 func TestNonResumingDropAndReload(t *testing.T) {
 	s := newStack(t, nil, func(c *devruntime.Config) { c.NoResume, c.AgentRate = true, 500 })
-	c := newCollector()
+	c := clienttest.NewCollector()
 	store := client.NewMemoryStore()
 	o := s.options(store, c)
 	o.ResumeTimeout = resumeWait
 	a := s.attach(o)
-	session := c.startChat(t, a)
-	c.wait(t, "resumable false", func(c *collector) bool { return !lastState(c).Resumable })
+	session := startChat(t, c, a)
+	c.Wait(t, "resumable false", func(c *clienttest.Collector) bool { return !lastState(c).Resumable })
 
 	// A drop in the middle of a stream of 1000 chunks (two seconds).
-	from := len(c.snapshot())
+	from := len(c.Snapshot())
 	send(t, a, `{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":`+promptParams(session, "count 1000")+`}`)
-	c.wait(t, "the stream under way", func(c *collector) bool { return len(chunks(c.msgs[from:])) >= 100 })
+	c.Wait(t, "the stream under way", func(c *clienttest.Collector) bool { return len(chunks(c.Msgs[from:])) >= 100 })
 	s.front.Cut()
-	c.wait(t, "the loss reported", func(c *collector) bool { return evictions(c, "not_resumed") == 1 })
-	c.wait(t, "the end of the turn", func(c *collector) bool { _, ok := c.response(3); return ok })
-	checkIncreasing(t, chunks(c.snapshot()[from:]), 1000)
+	c.Wait(t, "the loss reported", func(c *clienttest.Collector) bool { return evictions(c, "not_resumed") == 1 })
+	c.Wait(t, "the end of the turn", func(c *clienttest.Collector) bool { _, ok := c.Response(3); return ok })
+	checkIncreasing(t, chunks(c.Snapshot()[from:]), 1000)
 
 	// A reload: a new Attachment with the same Store and Name.
 	a.Close()
@@ -114,11 +117,11 @@ func TestNonResumingDropAndReload(t *testing.T) {
 	if b.Session() != a.Session() {
 		t.Fatalf("the reload got attachment id %q, want %q back", b.Session(), a.Session())
 	}
-	c.wait(t, "the reload's loss reported", func(c *collector) bool { return evictions(c, "not_resumed") == 2 })
+	c.Wait(t, "the reload's loss reported", func(c *clienttest.Collector) bool { return evictions(c, "not_resumed") == 2 })
 	promptCount(t, c, b, 4, session, 50)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, e := range c.evicted {
+	c.Lock()
+	defer c.Unlock()
+	for _, e := range c.Evicted {
 		if e.Reason != "not_resumed" || e.AfterSeq != 0 || e.FromSeq != 0 {
 			t.Fatalf("eviction %+v", e)
 		}
@@ -148,28 +151,28 @@ func checkIncreasing(t *testing.T, texts []string, n int) {
 // is resumable again, and the stream is sequenced from then on.
 func TestNonResumingRuntimeStartsResuming(t *testing.T) {
 	s := newStack(t, nil, nonResuming)
-	c := newCollector()
+	c := clienttest.NewCollector()
 	o := s.options(client.NewMemoryStore(), c)
 	o.ResumeTimeout = resumeWait
 	a := s.attach(o)
-	c.startChat(t, a)
-	c.wait(t, "resumable false", func(c *collector) bool { return !lastState(c).Resumable })
+	startChat(t, c, a)
+	c.Wait(t, "resumable false", func(c *clienttest.Collector) bool { return !lastState(c).Resumable })
 
 	s.restartRuntime(nil) // the default dev runtime: seq and resume
-	c.wait(t, "resumable true", func(c *collector) bool { return lastState(c).Resumable })
-	waitFor(t, "Resumable()", a.Resumable)
-	n := len(c.snapshot())
-	c.call(t, a, 11, "initialize", `{"protocolVersion":1}`)
-	if m := c.snapshot()[n]; m.Seq != 1 {
+	c.Wait(t, "resumable true", func(c *clienttest.Collector) bool { return lastState(c).Resumable })
+	clienttest.WaitFor(t, "Resumable()", a.Resumable)
+	n := len(c.Snapshot())
+	call(t, c, a, 11, "initialize", `{"protocolVersion":1}`)
+	if m := c.Snapshot()[n]; m.Seq != 1 {
 		t.Fatalf("first message from the resuming runtime has seq %d", m.Seq)
 	}
 	// Sequenced now: a drop is resumed, and nothing is reported lost.
-	c.mu.Lock()
+	c.Lock()
 	lost, opens := evictions(c, "not_resumed"), countState(c, client.Open)
-	c.mu.Unlock()
+	c.Unlock()
 	s.front.Cut()
-	c.wait(t, "open again", func(c *collector) bool { return countState(c, client.Open) > opens })
-	resp := c.call(t, a, 12, "session/new", `{"cwd":"/","mcpServers":[]}`)
+	c.Wait(t, "open again", func(c *clienttest.Collector) bool { return countState(c, client.Open) > opens })
+	resp := call(t, c, a, 12, "session/new", `{"cwd":"/","mcpServers":[]}`)
 	var r struct {
 		SessionID string `json:"sessionId"`
 	}
@@ -177,10 +180,10 @@ func TestNonResumingRuntimeStartsResuming(t *testing.T) {
 		t.Fatalf("session/new answered %s %s", resp.Result, resp.Error)
 	}
 	promptCount(t, c, a, 13, r.SessionID, 20)
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.Lock()
+	defer c.Unlock()
 	if evictions(c, "not_resumed") != lost {
-		t.Fatalf("a drop against a resuming runtime was reported as a loss: %+v", c.evicted)
+		t.Fatalf("a drop against a resuming runtime was reported as a loss: %+v", c.Evicted)
 	}
 }
 
@@ -202,8 +205,8 @@ func TestTrace(t *testing.T) {
 		t.Fatalf("a bad trace id: %v", err)
 	}
 	s.send(t, librelay.Frame{Type: librelay.TypeACPMessage, Seq: 1, Trace: "t-1", Payload: []byte(`{"jsonrpc":"2.0","method":"n","params":1}`)})
-	s.c.wait(t, "seq 1", func(c *collector) bool { return len(c.msgs) == 1 })
-	if m := s.c.snapshot()[0]; m.Trace != "t-1" {
+	s.c.Wait(t, "seq 1", func(c *clienttest.Collector) bool { return len(c.Msgs) == 1 })
+	if m := s.c.Snapshot()[0]; m.Trace != "t-1" {
 		t.Fatalf("delivered with trace %q, want t-1", m.Trace)
 	}
 }

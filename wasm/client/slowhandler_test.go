@@ -12,19 +12,20 @@ import (
 	"github.com/relaywasm/relaywasm/demo/relay"
 	"github.com/relaywasm/relaywasm/librelay"
 	"github.com/relaywasm/relaywasm/wasm/client"
+	"github.com/relaywasm/relaywasm/wasm/client/clienttest"
 )
 
 // holdingApp is an application whose handler can be held: while held, a
 // delivery waits until it is released or its ctx ends, as a page waiting
 // on a person (or a Promise) does.
 type holdingApp struct {
-	c       *collector
+	c       *clienttest.Collector
 	held    atomic.Pointer[chan struct{}] // closed to release
 	holding chan struct{}                 // receives when a held delivery begins
 }
 
 // newHoldingApp is a holdingApp delivering to c, not holding yet.
-func newHoldingApp(c *collector) *holdingApp {
+func newHoldingApp(c *clienttest.Collector) *holdingApp {
 	h := &holdingApp{c: c, holding: make(chan struct{}, 1)}
 	h.hold()()
 	return h
@@ -60,7 +61,7 @@ func (h *holdingApp) onMessages(ctx context.Context, batch []client.Message) (in
 		}
 	}
 	for i, m := range batch {
-		if err := h.c.onMessage(m); err != nil {
+		if err := h.c.OnMessage(m); err != nil {
 			return i, err
 		}
 	}
@@ -77,7 +78,7 @@ func TestSlowHandlerCostsNothing(t *testing.T) {
 	s := newStack(t, func(cfg *relay.Config) {
 		cfg.Limits.HeartbeatInterval, cfg.Limits.HeartbeatTimeout = 100*time.Millisecond, 5*time.Second
 	}, nil)
-	c := newCollector()
+	c := clienttest.NewCollector()
 	h := newHoldingApp(c)
 	store := client.NewMemoryStore()
 	rec := &recorder{Transport: client.DefaultTransport}
@@ -86,12 +87,12 @@ func TestSlowHandlerCostsNothing(t *testing.T) {
 	o.OnMessage, o.OnMessages = nil, h.onMessages
 	o.Heartbeat = client.Heartbeat{Interval: time.Hour} // silent: the relay probes
 	a := s.attach(o)
-	session := c.startChat(t, a)
+	session := startChat(t, c, a)
 	before := settle(t, c, a)
 
 	release := h.holdAnswer(t, a, session)
 	acks := len(rec.ofType(librelay.TypeAck))
-	waitFor(t, "heartbeats answered while the handler holds", func() bool { return len(rec.ofType(librelay.TypeAck)) >= acks+5 })
+	clienttest.WaitFor(t, "heartbeats answered while the handler holds", func() bool { return len(rec.ofType(librelay.TypeAck)) >= acks+5 })
 	send(t, a, `{"jsonrpc":"2.0","id":4,"method":"session/prompt","params":`+promptParams(session, "count 3")+`}`)
 	if a.Cursor() != before {
 		t.Fatalf("cursor %d moved past %d while the handler held", a.Cursor(), before)
@@ -100,8 +101,8 @@ func TestSlowHandlerCostsNothing(t *testing.T) {
 		t.Fatalf("state %v after %d dials while the handler held", a.State(), s.front.Accepted())
 	}
 	release()
-	c.wait(t, "both answers", func(c *collector) bool { _, ok := c.response(4); _, ok3 := c.response(3); return ok && ok3 })
-	checkSeqs(t, c.snapshot(), 1, settle(t, c, a))
+	c.Wait(t, "both answers", func(c *clienttest.Collector) bool { _, ok := c.Response(4); _, ok3 := c.Response(3); return ok && ok3 })
+	checkSeqs(t, c.Snapshot(), 1, settle(t, c, a))
 
 	// Held again, Close and Detach do not wait for it.
 	held := settle(t, c, a)
@@ -133,14 +134,14 @@ func TestSlowHandlerCostsNothing(t *testing.T) {
 // Released, the held messages follow it, each once.
 func TestSendDuringHeldDeliveryIsStored(t *testing.T) {
 	s := newStack(t, nil, nil)
-	c := newCollector()
+	c := clienttest.NewCollector()
 	h := newHoldingApp(c)
 	store := client.NewMemoryStore()
 	o := s.options(store, c)
 	o.OnMessage, o.OnMessages = nil, h.onMessages
 	o.History = 1000
 	a := s.attach(o)
-	session := c.startChat(t, a)
+	session := startChat(t, c, a)
 	before := settle(t, c, a)
 
 	release := h.holdAnswer(t, a, session)
@@ -166,7 +167,7 @@ func TestSendDuringHeldDeliveryIsStored(t *testing.T) {
 		t.Fatalf("stored cursor %d during the held delivery, want %d", saved.Cursor, before)
 	}
 	release()
-	c.wait(t, "both answers", func(c *collector) bool { _, ok := c.response(4); _, ok3 := c.response(3); return ok && ok3 })
+	c.Wait(t, "both answers", func(c *clienttest.Collector) bool { _, ok := c.Response(4); _, ok3 := c.Response(3); return ok && ok3 })
 	settle(t, c, a)
 	if n, _ := outs(); n != 1 {
 		t.Fatalf("after the release the message sent during the hold is stored %d times, want once", n)

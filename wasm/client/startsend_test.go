@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/relaywasm/relaywasm/wasm/client"
+	"github.com/relaywasm/relaywasm/wasm/client/clienttest"
 )
 
 // StartSendACP, the non-blocking send the browser bridge uses, reports what
@@ -16,9 +17,9 @@ import (
 // not answer it), and one sent after Detach.
 func TestStartSendACP(t *testing.T) {
 	s := newStack(t, nil, nil)
-	c := newCollector()
+	c := clienttest.NewCollector()
 	a := s.attach(s.options(client.NewMemoryStore(), c))
-	c.startChat(t, a)
+	startChat(t, c, a)
 
 	outcome := func() (chan error, func(error)) {
 		ch := make(chan error, 2) // a second outcome would be a bug, and is checked
@@ -29,23 +30,23 @@ func TestStartSendACP(t *testing.T) {
 	if err := <-sent; err != nil {
 		t.Fatalf("StartSendACP while open: %v", err)
 	}
-	c.wait(t, "the answer", func(c *collector) bool { _, ok := c.response(3); return ok })
+	c.Wait(t, "the answer", func(c *clienttest.Collector) bool { _, ok := c.Response(3); return ok })
 
 	// While the connection is down the message waits in the queue, so
 	// withdrawing it ends it with the given error, and it never leaves.
 	s.front.Down()
-	c.wait(t, "reconnecting", func(c *collector) bool { return c.states[len(c.states)-1].State == client.Reconnecting })
+	c.Wait(t, "reconnecting", func(c *clienttest.Collector) bool { return c.States[len(c.States)-1].State == client.Reconnecting })
 	queued, done := outcome()
 	withdraw := a.StartSendACP([]byte(`{"jsonrpc":"2.0","id":4,"method":"initialize","params":{"protocolVersion":1}}`), done)
-	waitFor(t, "the queued send", func() bool { return a.Queued() == 1 })
+	clienttest.WaitFor(t, "the queued send", func() bool { return a.Queued() == 1 })
 	withdraw(context.Canceled)
 	if err := <-queued; !errors.Is(err, context.Canceled) {
 		t.Fatalf("withdrawn send: %v", err)
 	}
 	s.front.Up()
-	c.wait(t, "open again", func(c *collector) bool { return c.states[len(c.states)-1].State == client.Open })
-	c.call(t, a, 5, "initialize", `{"protocolVersion":1}`) // answered after anything sent before it
-	if _, ok := c.response(4); ok {
+	c.Wait(t, "open again", func(c *clienttest.Collector) bool { return c.States[len(c.States)-1].State == client.Open })
+	call(t, c, a, 5, "initialize", `{"protocolVersion":1}`) // answered after anything sent before it
+	if _, ok := c.Response(4); ok {
 		t.Fatal("the withdrawn message was sent")
 	}
 	withdraw(context.Canceled) // too late: no second outcome

@@ -13,6 +13,7 @@ import (
 	"github.com/relaywasm/relaywasm/librelay"
 	"github.com/relaywasm/relaywasm/librelay/relayleg"
 	"github.com/relaywasm/relaywasm/wasm/client"
+	"github.com/relaywasm/relaywasm/wasm/client/clienttest"
 )
 
 // tooLarge sends what a relay sends in place of frame seq when it is over
@@ -40,15 +41,15 @@ func TestFrameTooLargeReported(t *testing.T) {
 	s.msg(t, 3, 3)
 	s.tooLarge(t, 2) // already passed
 	s.msg(t, 4, 4)
-	s.c.wait(t, "seq 4", func(c *collector) bool { return len(c.msgs) == 3 })
+	s.c.Wait(t, "seq 4", func(c *clienttest.Collector) bool { return len(c.Msgs) == 3 })
 	waitCursor(t, s.a, 4)
 
 	if got := s.delivered(); fmt.Sprint(got) != "[1@1 3@3 4@4]" {
 		t.Fatalf("delivered %v", got)
 	}
-	s.c.mu.Lock()
-	ev := append([]client.Eviction(nil), s.c.evicted...)
-	s.c.mu.Unlock()
+	s.c.Lock()
+	ev := append([]client.Eviction(nil), s.c.Evicted...)
+	s.c.Unlock()
 	want := client.Eviction{AfterSeq: 1, FromSeq: 3, Reason: relayleg.CodeFrameTooLarge}
 	if len(ev) != 1 || ev[0] != want {
 		t.Fatalf("evictions %+v, want [%+v]", ev, want)
@@ -110,7 +111,7 @@ func TestRepeatedGapBacksOff(t *testing.T) {
 	}()
 	window := gapWindow(t)
 	start := time.Now()
-	waitFor(t, "the first resumes", func() bool { return resumes.Load() >= 2 })
+	clienttest.WaitFor(t, "the first resumes", func() bool { return resumes.Load() >= 2 })
 	time.Sleep(window - time.Since(start))
 	n := resumes.Load()
 	elapsed := time.Since(start)
