@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/relaywasm/relaywasm/demo/relay/relaytest"
-	"github.com/relaywasm/relaywasm/wasm/client/clienttest"
 )
 
 // streamRate paces the dev agent so a stream lasts long enough (a second or
@@ -44,7 +43,7 @@ func TestBrowserNodeKilled(t *testing.T) {
 	id := b1.a.Session()
 	b1.prompt(3, s1, 3000)
 	b2.prompt(3, s2, 3000)
-	clienttest.WaitFor(t, "the stream to be under way", func() bool { return b1.chunks() > 300 })
+	relaytest.WaitFor(t, "the stream to be under way", func() bool { return b1.chunks() > 300 })
 
 	b1.hop.Repoint(c.Node(2).Addr())
 	c.Kill(1)
@@ -80,7 +79,7 @@ func TestRuntimeNodeKilled(t *testing.T) {
 	for _, b := range bs {
 		b.prompt(3, b.startChat(), 3000)
 	}
-	clienttest.WaitFor(t, "the streams to be under way", func() bool { return b1.chunks() > 300 && b2.chunks() > 300 })
+	relaytest.WaitFor(t, "the streams to be under way", func() bool { return b1.chunks() > 300 && b2.chunks() > 300 })
 
 	rtHop.Repoint(c.Node(1).Addr())
 	b0.hop.Repoint(c.Node(2).Addr())
@@ -111,7 +110,7 @@ func TestNATSRestart(t *testing.T) {
 	for _, b := range bs {
 		b.prompt(3, b.startChat(), 3000)
 	}
-	clienttest.WaitFor(t, "the streams to be under way", func() bool { return b1.chunks() > 300 })
+	relaytest.WaitFor(t, "the streams to be under way", func() bool { return b1.chunks() > 300 })
 	before := b1.hop.Accepted()
 
 	c.StopNATS()

@@ -78,7 +78,7 @@ func runRuntime(t *testing.T, c *stack.Cluster, hop *relaytest.Proxy, rate float
 func waitRoutable(t *testing.T, c *stack.Cluster, nodes ...int) {
 	t.Helper()
 	for _, i := range nodes {
-		clienttest.WaitFor(t, fmt.Sprintf("node %d to route to the runtime", i), func() bool {
+		relaytest.WaitFor(t, fmt.Sprintf("node %d to route to the runtime", i), func() bool {
 			return c.Node(i).Table().Runtime(c.Config().Instance) != nil
 		})
 	}

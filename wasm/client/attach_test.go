@@ -20,6 +20,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/relaywasm/relaywasm/demo/relay"
+	"github.com/relaywasm/relaywasm/demo/relay/relaytest"
 	"github.com/relaywasm/relaywasm/librelay"
 	"github.com/relaywasm/relaywasm/librelay/relayleg"
 	"github.com/relaywasm/relaywasm/wasm/client"
@@ -108,7 +109,7 @@ func TestHelloReclaimsWithFreshNonce(t *testing.T) {
 	case a.Session() != first:
 		t.Fatalf("redial got attachment id %q, want %q back", a.Session(), first)
 	}
-	clienttest.WaitFor(t, "the redial's resume", func() bool { return len(rec.ofType(librelay.TypeResume)) == 2 })
+	relaytest.WaitFor(t, "the redial's resume", func() bool { return len(rec.ofType(librelay.TypeResume)) == 2 })
 	resumes := rec.ofType(librelay.TypeResume)
 	var r librelay.Resume
 	if err := r.UnmarshalJSON(resumes[len(resumes)-1].Payload); err != nil || r.AfterSeq != a.Cursor() || r.AfterSeq == 0 {

@@ -207,5 +207,5 @@ func settle(t testing.TB, c *clienttest.Collector, a *client.Attachment) uint64 
 // waitCursor waits until the cursor is want.
 func waitCursor(t testing.TB, a *client.Attachment, want uint64) {
 	t.Helper()
-	clienttest.WaitFor(t, fmt.Sprintf("cursor %d (it is %d)", want, a.Cursor()), func() bool { return a.Cursor() == want })
+	relaytest.WaitFor(t, fmt.Sprintf("cursor %d (it is %d)", want, a.Cursor()), func() bool { return a.Cursor() == want })
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/relaywasm/relaywasm/demo/relay"
+	"github.com/relaywasm/relaywasm/demo/relay/relaytest"
 	"github.com/relaywasm/relaywasm/librelay"
 	"github.com/relaywasm/relaywasm/wasm/client"
 	"github.com/relaywasm/relaywasm/wasm/client/clienttest"
@@ -55,7 +56,7 @@ func TestSendQueueBoundsAndDetach(t *testing.T) {
 	for i := 0; i < 2; i++ {
 		go func() { results <- a.SendACP(context.Background(), []byte(`{"jsonrpc":"2.0","method":"n"}`)) }()
 	}
-	clienttest.WaitFor(t, "two queued sends", func() bool { return a.Queued() == 2 })
+	relaytest.WaitFor(t, "two queued sends", func() bool { return a.Queued() == 2 })
 	if err := a.SendACP(context.Background(), []byte(`{"jsonrpc":"2.0","method":"n"}`)); !errors.Is(err, client.ErrSendQueueFull) || client.Code(err) != "send_queue_full" {
 		t.Fatalf("third send into a queue of 2: %v", err)
 	}

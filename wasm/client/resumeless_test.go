@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/relaywasm/relaywasm/demo/devruntime"
+	"github.com/relaywasm/relaywasm/demo/relay/relaytest"
 	"github.com/relaywasm/relaywasm/librelay"
 	"github.com/relaywasm/relaywasm/wasm/client"
 	"github.com/relaywasm/relaywasm/wasm/client/clienttest"
@@ -160,7 +161,7 @@ func TestNonResumingRuntimeStartsResuming(t *testing.T) {
 
 	s.restartRuntime(nil) // the default dev runtime: seq and resume
 	c.Wait(t, "resumable true", func(c *clienttest.Collector) bool { return lastState(c).Resumable })
-	clienttest.WaitFor(t, "Resumable()", a.Resumable)
+	relaytest.WaitFor(t, "Resumable()", a.Resumable)
 	n := len(c.Snapshot())
 	call(t, c, a, 11, "initialize", `{"protocolVersion":1}`)
 	if m := c.Snapshot()[n]; m.Seq != 1 {

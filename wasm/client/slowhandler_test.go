@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/relaywasm/relaywasm/demo/relay"
+	"github.com/relaywasm/relaywasm/demo/relay/relaytest"
 	"github.com/relaywasm/relaywasm/librelay"
 	"github.com/relaywasm/relaywasm/wasm/client"
 	"github.com/relaywasm/relaywasm/wasm/client/clienttest"
@@ -92,7 +93,7 @@ func TestSlowHandlerCostsNothing(t *testing.T) {
 
 	release := h.holdAnswer(t, a, session)
 	acks := len(rec.ofType(librelay.TypeAck))
-	clienttest.WaitFor(t, "heartbeats answered while the handler holds", func() bool { return len(rec.ofType(librelay.TypeAck)) >= acks+5 })
+	relaytest.WaitFor(t, "heartbeats answered while the handler holds", func() bool { return len(rec.ofType(librelay.TypeAck)) >= acks+5 })
 	send(t, a, `{"jsonrpc":"2.0","id":4,"method":"session/prompt","params":`+promptParams(session, "count 3")+`}`)
 	if a.Cursor() != before {
 		t.Fatalf("cursor %d moved past %d while the handler held", a.Cursor(), before)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/relaywasm/relaywasm/demo/relay/relaytest"
 	"github.com/relaywasm/relaywasm/wasm/client"
 	"github.com/relaywasm/relaywasm/wasm/client/clienttest"
 )
@@ -38,7 +39,7 @@ func TestStartSendACP(t *testing.T) {
 	c.Wait(t, "reconnecting", func(c *clienttest.Collector) bool { return c.States[len(c.States)-1].State == client.Reconnecting })
 	queued, done := outcome()
 	withdraw := a.StartSendACP([]byte(`{"jsonrpc":"2.0","id":4,"method":"initialize","params":{"protocolVersion":1}}`), done)
-	clienttest.WaitFor(t, "the queued send", func() bool { return a.Queued() == 1 })
+	relaytest.WaitFor(t, "the queued send", func() bool { return a.Queued() == 1 })
 	withdraw(context.Canceled)
 	if err := <-queued; !errors.Is(err, context.Canceled) {
 		t.Fatalf("withdrawn send: %v", err)

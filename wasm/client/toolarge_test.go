@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relaywasm/relaywasm/demo/relay/relaytest"
 	"github.com/relaywasm/relaywasm/librelay"
 	"github.com/relaywasm/relaywasm/librelay/relayleg"
 	"github.com/relaywasm/relaywasm/wasm/client"
@@ -111,7 +112,7 @@ func TestRepeatedGapBacksOff(t *testing.T) {
 	}()
 	window := gapWindow(t)
 	start := time.Now()
-	clienttest.WaitFor(t, "the first resumes", func() bool { return resumes.Load() >= 2 })
+	relaytest.WaitFor(t, "the first resumes", func() bool { return resumes.Load() >= 2 })
 	time.Sleep(window - time.Since(start))
 	n := resumes.Load()
 	elapsed := time.Since(start)

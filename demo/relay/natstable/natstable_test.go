@@ -66,18 +66,7 @@ func env(c *stack.Cluster, i int) *relaytest.Env {
 func waitRoutable(t *testing.T, c *stack.Cluster, nodes ...int) {
 	t.Helper()
 	for _, i := range nodes {
-		waitFor(t, "a node to route to the runtime", func() bool { return c.Node(i).Table().Runtime(c.Config().Instance) != nil })
-	}
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(guard)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
+		relaytest.WaitFor(t, "a node to route to the runtime", func() bool { return c.Node(i).Table().Runtime(c.Config().Instance) != nil })
 	}
 }
 
@@ -158,7 +147,7 @@ func TestRuntimeGoneOnEveryNode(t *testing.T) {
 			t.Fatalf("closed %d after %+v; want relay.error then 4502", code, frames)
 		}
 	}
-	waitFor(t, "the nodes to forget the runtime", func() bool { return c.Node(1).Table().Runtime("test") == nil })
+	relaytest.WaitFor(t, "the nodes to forget the runtime", func() bool { return c.Node(1).Table().Runtime("test") == nil })
 	b, _, err := relaytest.DialBrowser(context.Background(), c.Node(1).AttachURL(), "client-token", relaytest.DialOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -186,7 +175,7 @@ func TestRuntimeSupersededAcrossNodes(t *testing.T) {
 			break
 		}
 	}
-	waitFor(t, "node 2 to route to the new runtime", func() bool {
+	relaytest.WaitFor(t, "node 2 to route to the new runtime", func() bool {
 		b.Send(msg(b, `{"probe":1}`))
 		f := readCargo(t, rt2)
 		return f.Session == b.Session
@@ -279,7 +268,7 @@ func TestReclaimOnAnotherNode(t *testing.T) {
 	// The reclaim comes after node 2 has heard node 1's claim, as a redial
 	// after a drop does. A reclaim racing the attach's own claim across the
 	// bus can lose to it (claims carry no order yet; see the closing note).
-	waitFor(t, "node 2 to hear node 1's claim", func() bool {
+	relaytest.WaitFor(t, "node 2 to hear node 1's claim", func() bool {
 		return c.Node(2).Table().Attachment(old.Instance, old.Session) != nil
 	})
 	moved := env(c, 2).Attach(t, old.Session)
@@ -341,7 +330,7 @@ func TestUnheldSessionAnsweredAcrossNodes(t *testing.T) {
 	rt := env(c, 0).Connect(t)
 	waitRoutable(t, c, 1)
 	b := env(c, 1).Attach(t, "")
-	waitFor(t, "node 0 to learn of the claim on node 1", func() bool {
+	relaytest.WaitFor(t, "node 0 to learn of the claim on node 1", func() bool {
 		return c.Node(0).Table().Attachment(b.Instance, b.Session) != nil
 	})
 	req := librelay.Frame{Type: librelay.TypeACPMessage, ID: "unheld", Instance: b.Instance, Session: "nobody-holds-this", Payload: []byte(`{}`)}

@@ -39,6 +39,26 @@ import (
 // fails a test instead of hanging it. It is not an assertion about speed.
 const IOTimeout = 20 * time.Second
 
+// WaitLimit bounds every wait of a test on the stack (WaitFor, and the
+// engine's tests' waits in wasm/client/clienttest), so that a broken relay
+// or engine fails the test instead of hanging it. It is a deadline for
+// liveness, not an assertion about speed.
+const WaitLimit = 60 * time.Second
+
+// WaitFor polls cond every 10 ms until it holds, for a change nothing
+// announces (a relay's routing table, an engine's cursor); it fails t after
+// WaitLimit, naming what it waited for.
+func WaitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(WaitLimit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // Env describes a relay under test.
 type Env struct {
 	HTTPURL      string // base URL, e.g. http://127.0.0.1:1234

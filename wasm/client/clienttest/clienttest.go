@@ -21,8 +21,8 @@ import (
 )
 
 // Guard bounds every wait so that a broken engine fails a test instead of
-// hanging it. It is a deadline for liveness, not an assertion about speed.
-const Guard = 60 * time.Second
+// hanging it (relaytest.WaitLimit, which relaytest.WaitFor keeps too).
+const Guard = relaytest.WaitLimit
 
 // Received is one delivered message as a test keeps it: the engine's
 // Message with its payload copied (the engine may reuse the buffer once the
@@ -139,17 +139,4 @@ func (c *Collector) Response(id int) (relaytest.RPC, bool) {
 		}
 	}
 	return relaytest.RPC{}, false
-}
-
-// WaitFor polls cond until it holds, for what no Collector sees change
-// (the engine's cursor, a relay's routing table); it fails t after Guard.
-func WaitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(Guard)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
