@@ -232,6 +232,21 @@ func (p *wdPage) front(ctx context.Context) error { return nil }
 // network away (WebKitWebDriver).
 var errNoNetworkEmulation = errors.New("no network emulation")
 
+// skipWithoutNetworkEmulation skips a test that takes the network away in
+// an engine whose automation cannot (its tabs are no webdriver.Offliner:
+// WebKitWebDriver's), before the test starts a stack and a stream only to
+// find out at setOffline. Chromium's DevTools protocol can.
+func skipWithoutNetworkEmulation(t *testing.T) {
+	t.Helper()
+	if engine == webdriver.Chromium {
+		return
+	}
+	wb := newBrowser(t).Value(wdBrowserKey{}).(*wdBrowser)
+	if _, ok := wb.b.Tab().(webdriver.Offliner); !ok {
+		t.Skipf("%s: its automation has no network emulation (taking the network away)", engine)
+	}
+}
+
 // cdpPage is a Chromium tab through chromedp.
 type cdpPage struct{ tab *chromium.Tab }
 

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -162,6 +161,7 @@ func TestOfflineAndBack(t *testing.T) { inModes(t, offlineAndBack) }
 
 func offlineAndBack(t *testing.T, m pageMode) {
 	const n = 2000
+	skipWithoutNetworkEmulation(t)
 	_, tb, goOn := countUnderWayIn(t, n, m)
 	goOn()
 	setOffline(tb, true)
@@ -185,17 +185,13 @@ func offlineAndBack(t *testing.T, m pageMode) {
 	}
 }
 
-// setOffline takes the tab's network away or gives it back (page.offline);
-// in an engine whose automation cannot, the test is skipped, saying so.
+// setOffline takes the tab's network away or gives it back (page.offline),
+// in a test that skipWithoutNetworkEmulation let run.
 func setOffline(tb *tab, offline bool) {
 	tb.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
-	err := tb.page.offline(ctx, offline)
-	if errors.Is(err, errNoNetworkEmulation) {
-		tb.t.Skipf("%s: its automation has no network emulation (taking the network away)", engine)
-	}
-	if err != nil {
+	if err := tb.page.offline(ctx, offline); err != nil {
 		tb.t.Fatalf("%s: setting offline=%v in %s: %v", tb.name, offline, engine, err)
 	}
 }
