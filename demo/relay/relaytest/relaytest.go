@@ -4,8 +4,9 @@
 // the test tells them and nothing on their own (no heartbeat answers, no
 // reconnects), so a test sees the relay's behaviour and nothing else. Start
 // runs the dev relay in-process on loopback, StartTLS the same over TLS with
-// a certificate the test makes (NewCert), and a Proxy stands between a peer
-// and the relay where a test breaks the network.
+// a certificate the test makes (NewCert), a Proxy stands between a peer
+// and the relay where a test breaks the network, and WaitFor waits for a
+// change that nothing announces.
 package relaytest
 
 import (
