@@ -19,8 +19,8 @@ import (
 	"github.com/relaywasm/relaywasm/wasm/client/clienttest"
 )
 
-// guard bounds every wait (clienttest.Guard).
-const guard = clienttest.Guard
+// guard bounds every wait (relaytest.WaitLimit).
+const guard = relaytest.WaitLimit
 
 // cluster is three relay nodes on an embedded NATS, no runtime of the
 // stack's own: each test runs its runtime through a hop it can re-point.

@@ -232,19 +232,21 @@ func (p *wdPage) front(ctx context.Context) error { return nil }
 // network away (WebKitWebDriver).
 var errNoNetworkEmulation = errors.New("no network emulation")
 
-// skipWithoutNetworkEmulation skips a test that takes the network away in
-// an engine whose automation cannot (its tabs are no webdriver.Offliner:
-// WebKitWebDriver's), before the test starts a stack and a stream only to
-// find out at setOffline. Chromium's DevTools protocol can.
-func skipWithoutNetworkEmulation(t *testing.T) {
+// networkEmulating is newBrowser for a test that takes the network away.
+// In an engine whose automation cannot (its tabs are no webdriver.Offliner:
+// WebKitWebDriver's) it skips the test, before the test starts a stack and
+// a stream only to find out at setOffline. Chromium's DevTools protocol
+// can.
+func networkEmulating(t *testing.T) context.Context {
 	t.Helper()
+	b := newBrowser(t)
 	if engine == webdriver.Chromium {
-		return
+		return b
 	}
-	wb := newBrowser(t).Value(wdBrowserKey{}).(*wdBrowser)
-	if _, ok := wb.b.Tab().(webdriver.Offliner); !ok {
+	if _, ok := b.Value(wdBrowserKey{}).(*wdBrowser).b.Tab().(webdriver.Offliner); !ok {
 		t.Skipf("%s: its automation has no network emulation (taking the network away)", engine)
 	}
+	return b
 }
 
 // cdpPage is a Chromium tab through chromedp.

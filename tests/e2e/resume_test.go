@@ -33,15 +33,15 @@ const interruptAfter = 200 // chunks shown before the test interrupts the stream
 // to let the stream run on, just before it interrupts it.
 func countUnderWay(t *testing.T, n int) (s *stack.Stack, tb *tab, goOn func()) {
 	t.Helper()
-	return countUnderWayIn(t, n, mainThread)
+	return countUnderWayIn(t, newBrowser(t), n, mainThread)
 }
 
-// countUnderWayIn is countUnderWay with the demo page running relay.wasm in
-// mode m.
-func countUnderWayIn(t *testing.T, n int, m pageMode) (s *stack.Stack, tb *tab, goOn func()) {
+// countUnderWayIn is countUnderWay in browser (newBrowser's) with the demo
+// page running relay.wasm in mode m.
+func countUnderWayIn(t *testing.T, browser context.Context, n int, m pageMode) (s *stack.Stack, tb *tab, goOn func()) {
 	t.Helper()
 	s = startStack(t, streamRate)
-	tb = openChat(t, newBrowser(t), "tab", s.PageURL()+m.query)
+	tb = openChat(t, browser, "tab", s.PageURL()+m.query)
 	m.check(tb)
 	tb.viewport(1280, 800, false)
 	var before int
@@ -161,8 +161,7 @@ func TestOfflineAndBack(t *testing.T) { inModes(t, offlineAndBack) }
 
 func offlineAndBack(t *testing.T, m pageMode) {
 	const n = 2000
-	skipWithoutNetworkEmulation(t)
-	_, tb, goOn := countUnderWayIn(t, n, m)
+	_, tb, goOn := countUnderWayIn(t, networkEmulating(t), n, m)
 	goOn()
 	setOffline(tb, true)
 	tb.waitFor("the page to show offline", `__chat.state === "offline" && document.getElementById("status").dataset.state === "offline"`)
@@ -186,7 +185,7 @@ func offlineAndBack(t *testing.T, m pageMode) {
 }
 
 // setOffline takes the tab's network away or gives it back (page.offline),
-// in a test that skipWithoutNetworkEmulation let run.
+// in a browser networkEmulating gave.
 func setOffline(tb *tab, offline bool) {
 	tb.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)

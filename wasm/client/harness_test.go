@@ -22,8 +22,8 @@ import (
 	"github.com/relaywasm/relaywasm/wasm/client/clienttest"
 )
 
-// guard bounds every wait in these tests (clienttest.Guard).
-const guard = clienttest.Guard
+// guard bounds every wait in these tests (relaytest.WaitLimit).
+const guard = relaytest.WaitLimit
 
 // stack is a real dev relay and dev runtime on loopback, with the client and
 // the runtime each reaching the relay through a proxy the test can cut.

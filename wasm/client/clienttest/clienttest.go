@@ -20,10 +20,6 @@ import (
 	"github.com/relaywasm/relaywasm/wasm/client"
 )
 
-// Guard bounds every wait so that a broken engine fails a test instead of
-// hanging it (relaytest.WaitLimit, which relaytest.WaitFor keeps too).
-const Guard = relaytest.WaitLimit
-
 // Received is one delivered message as a test keeps it: the engine's
 // Message with its payload copied (the engine may reuse the buffer once the
 // handler returns), and that payload read as JSON-RPC, with the message's
@@ -104,10 +100,11 @@ func (c *Collector) poke() {
 }
 
 // Wait blocks until cond holds, checking it, locked, once now and again
-// after each change; it fails t after Guard, naming what it waited for.
+// after each change; it fails t after relaytest.WaitLimit, naming what it
+// waited for.
 func (c *Collector) Wait(t testing.TB, what string, cond func(c *Collector) bool) {
 	t.Helper()
-	deadline := time.After(Guard)
+	deadline := time.After(relaytest.WaitLimit)
 	for {
 		c.mu.Lock()
 		ok := cond(c)
