@@ -357,7 +357,11 @@ func (t *bidiTab) Close() error {
 // own: a Firefox user context (a container), whose tabs share nothing with
 // other user contexts' (cookies, IndexedDB, Web Locks are keyed by it).
 // Starting Firefox took 2.5 s here, up to 10 s on a loaded machine; a user
-// context takes milliseconds. Closing it closes its tabs and removes it.
+// context takes milliseconds. Its first tab is a window of its own, so that
+// callers running side by side do not put each other's tabs in the
+// background (a tab behind another is hidden: its timers are throttled and
+// it draws nothing); later tabs open in that window. Closing it closes its
+// tabs and removes it.
 func (f *firefox) Isolated(ctx context.Context) (Browser, error) {
 	var uc struct {
 		UserContext string `json:"userContext"`
@@ -366,12 +370,12 @@ func (f *firefox) Isolated(ctx context.Context) (Browser, error) {
 		return nil, err
 	}
 	u := &userContext{f: f, id: uc.UserContext}
-	first, err := u.NewTab(ctx)
+	first, err := u.create(ctx, map[string]any{"type": "window", "userContext": u.id})
 	if err != nil {
 		u.Close()
 		return nil, err
 	}
-	u.first = first.(*bidiTab)
+	u.first = first
 	return u, nil
 }
 
@@ -385,11 +389,16 @@ func (u *userContext) Engine() Engine  { return Firefox }
 func (u *userContext) Version() string { return u.f.version }
 func (u *userContext) Tab() Tab        { return u.first }
 
+// NewTab opens a tab in the user context's window, in front of its others.
 func (u *userContext) NewTab(ctx context.Context) (Tab, error) {
+	return u.create(ctx, map[string]any{"type": "tab", "userContext": u.id, "referenceContext": u.first.id})
+}
+
+func (u *userContext) create(ctx context.Context, params map[string]any) (*bidiTab, error) {
 	var r struct {
 		Context string `json:"context"`
 	}
-	if err := u.f.call(ctx, "browsingContext.create", map[string]any{"type": "tab", "userContext": u.id}, &r); err != nil {
+	if err := u.f.call(ctx, "browsingContext.create", params, &r); err != nil {
 		return nil, err
 	}
 	return &bidiTab{f: u.f, id: r.Context}, nil

@@ -88,6 +88,9 @@ func startClassic(ctx context.Context, o Options, fl classicFlavour) (Browser, e
 		"XDG_CONFIG_HOME="+filepath.Join(o.Scratch, "xdg-config"),
 		"XDG_CACHE_HOME="+filepath.Join(o.Scratch, "xdg-cache"),
 		"XDG_DATA_HOME="+filepath.Join(o.Scratch, "xdg-data"))
+	if o.Cache != "" {
+		w.driver.Env = append(w.driver.Env, "GST_REGISTRY="+filepath.Join(o.Cache, "gstreamer-registry.bin"))
+	}
 	var logs bytes.Buffer
 	w.driver.Stdout, w.driver.Stderr = &logs, &logs
 	if err := w.driver.Start(); err != nil {

@@ -46,6 +46,12 @@ type Options struct {
 	// Scratch is a folder the caller owns: the profile, HOME, XDG folders
 	// and TMPDIR of the browser go under it.
 	Scratch string
+	// Cache is a folder the caller owns for what a browser builds at its
+	// start and browsers started with the same Cache can share: WebKitGTK's
+	// GStreamer plugin registry, which a WebKit started without one spends
+	// about half a processor-second rebuilding. Empty: each browser builds
+	// its own under Scratch.
+	Cache string
 	// Width and Height are the first window's size (default 1280×800).
 	Width, Height int
 }
