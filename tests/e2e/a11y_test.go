@@ -56,6 +56,7 @@ func axString(v *accessibility.Value) string {
 // answer being streamed is marked busy (so it is read once it is whole, not
 // chunk by chunk).
 func TestAccessibility(t *testing.T) {
+	t.Parallel()
 	skipUnless(t, "accessibility tree")
 	s := startStack(t, 20)
 	tb := openChat(t, newBrowser(t), "tab", s.PageURL())

@@ -63,6 +63,7 @@ func builtApp(t *testing.T) string {
 // bundler from relay.js's new URL(…, import.meta.url), with no configuration,
 // and worker.js as the worker's bundle.
 func TestDemoAppBundlesTheModule(t *testing.T) {
+	t.Parallel()
 	out := builtApp(t)
 	assets, err := os.ReadDir(filepath.Join(out, "assets"))
 	if err != nil {
@@ -113,6 +114,7 @@ func appReady(tb *tab) {
 // page's thread and in the Web Worker the bundler emitted worker.js as
 // (the worker's own imports of wasm_exec.js and relay.wasm bundled with it).
 func TestDemoAppChats(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ mode, fragment string }{{"main", ""}, {"worker", "#worker=1"}} {
 		t.Run(c.mode, func(t *testing.T) { appChats(t, c.mode, c.fragment) })
 	}
@@ -147,6 +149,7 @@ func appChats(t *testing.T, mode, fragment string) {
 // (session/load) and shows the conversation with every chunk once, in order,
 // and the rest of the answer after it.
 func TestDemoAppReloadKeepsTheConversation(t *testing.T) {
+	t.Parallel()
 	const n = 3000
 	tb := appPage(t, 400, "")
 	appReloadMidCount(tb)
@@ -175,6 +178,7 @@ func TestDemoAppReloadKeepsTheConversation(t *testing.T) {
 // mode the loss and the sends' outcomes cross from the worker in the order
 // the engine told them.
 func TestDemoAppReloadAgainstNonResumingRuntime(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ mode, fragment string }{{"main", ""}, {"worker", "#worker=1"}} {
 		t.Run(c.mode, func(t *testing.T) { appReloadNonResuming(t, c.fragment) })
 	}
@@ -196,6 +200,7 @@ func appReloadNonResuming(t *testing.T, fragment string) {
 // its session again, and session/load brings the whole answer back, the
 // rest of it streaming after; the app goes on.
 func TestDemoAppRelayRestartAgainstNonResumingRuntime(t *testing.T) {
+	t.Parallel()
 	const n = 3000
 	s := startNonResumingStack(t, builtApp(t), 400)
 	tb := openTab(t, newBrowser(t), "app", s.PageURL())

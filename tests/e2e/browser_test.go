@@ -5,11 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
-	cdppage "github.com/chromedp/cdproto/page"
 	cdpruntime "github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	"github.com/relaywasm/relaywasm/tests/chromium"
@@ -23,31 +22,54 @@ const waitLimit = 60 * time.Second
 // pollEvery is how often a wait re-reads the page.
 const pollEvery = 20 * time.Millisecond
 
-// newBrowser starts a browser of the run's engine (engine_test.go) with a
-// profile of its own, which it shuts down cleanly when the test ends. For
-// Chromium, its XDG folders and TMPDIR are the run's temporary folder
-// (TestMain's), shared by the run's browsers so font caches are built once,
-// and never under the home folder. The context is the parent of the
-// browser's tabs (openTab).
+// newBrowser gives the test a browser of its own (engine_test.go's engine),
+// which goes when the test ends: in Chromium and Firefox an isolated context
+// of the run's one browser (sharedChromium, sharedBrowser), to the page a
+// fresh profile, in WebKit a process of its own. Tests run side by side
+// (t.Parallel), so every tab has a window of its own and stays visible. The
+// context is the parent of the browser's tabs (openTab).
 func newBrowser(t *testing.T) context.Context {
 	t.Helper()
 	engineRecorded()
 	if engine != webdriver.Chromium {
 		return startEngine(t)
 	}
-	b, err := chromium.Start(chromium.Options{
-		Profile: filepath.Join(t.TempDir(), "profile"),
-		Scratch: os.TempDir(),
-		Extra: []chromedp.ExecAllocatorOption{
-			chromedp.Flag("hide-scrollbars", true),
-			chromedp.WindowSize(1280, 800),
-		},
-	})
+	ctx, cancel := context.WithTimeout(context.Background(), browserStartLimit)
+	defer cancel()
+	b, closeContext, err := sharedChromium(t).Isolated(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(b.Close)
-	return b.Context()
+	t.Cleanup(closeContext)
+	return b
+}
+
+// chromiumShared is the run's one Chromium, started by the first test that
+// needs it and closed by TestMain. Its XDG folders and TMPDIR are the run's
+// temporary folder (TestMain's), never under the home folder.
+var chromiumShared struct {
+	once sync.Once
+	b    *chromium.Browser
+	err  error
+}
+
+func sharedChromium(t *testing.T) *chromium.Browser {
+	t.Helper()
+	chromiumShared.once.Do(func() {
+		profile, err := os.MkdirTemp("", "chromium-")
+		if err != nil {
+			chromiumShared.err = err
+			return
+		}
+		chromiumShared.b, chromiumShared.err = chromium.Start(chromium.Options{
+			Profile: profile, Scratch: os.TempDir(), Width: 1280, Height: 800,
+			Extra: []chromedp.ExecAllocatorOption{chromedp.Flag("hide-scrollbars", true)},
+		})
+	})
+	if chromiumShared.err != nil {
+		t.Fatal(chromiumShared.err)
+	}
+	return chromiumShared.b
 }
 
 // tab is one browser tab showing the chat page.
@@ -75,9 +97,9 @@ func openTab(t *testing.T, parent context.Context, name, url string) *tab {
 		t.Cleanup(tb.checkHealthy)
 		return tb
 	}
-	// In front, as the page a person looks at: a tab Chromium opens for
-	// DevTools is in the background (document.visibilityState "hidden").
-	ct, err := chromium.OpenTab(parent, url, cdppage.BringToFront())
+	// Network tracking off: the tests read no network events, and with it
+	// on every WebSocket frame would be a DevTools event to send and decode.
+	ct, err := chromium.OpenWindow(parent, url, chromium.DisableNetworkTracking())
 	if err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}

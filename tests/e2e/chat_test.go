@@ -86,6 +86,7 @@ func roles(items []item) string {
 // A prompt gets its streamed answer, and a second prompt its own. The page
 // is opened the way the demo prints it, pinning the relay's key.
 func TestPromptGetsStreamedAnswer(t *testing.T) {
+	t.Parallel()
 	s := startStack(t, 0)
 	tb := openChat(t, newBrowser(t), "tab", s.PinnedPageURL())
 
@@ -110,6 +111,7 @@ func TestPromptGetsStreamedAnswer(t *testing.T) {
 // reads its settings) ends in a clear error rather than a spinner: the state
 // says so, a banner explains it, and the composer is disabled.
 func TestRefusedCredential(t *testing.T) {
+	t.Parallel()
 	s := startStack(t, 0)
 	tb := openTab(t, newBrowser(t), "tab", s.PageURL()+"#token=not-the-dev-token")
 
@@ -144,6 +146,7 @@ func TestRefusedCredential(t *testing.T) {
 // state says so and the error names the failed proof, so the key the demo
 // puts in the page's URL is really checked.
 func TestWrongRelayKeyRefused(t *testing.T) {
+	t.Parallel()
 	s := startStack(t, 0)
 	other, _, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
@@ -162,6 +165,7 @@ func TestWrongRelayKeyRefused(t *testing.T) {
 // The Stop button cancels the answer being streamed (session/cancel): the
 // answer ends as cancelled, says so, and the next prompt is answered.
 func TestStopAnswer(t *testing.T) {
+	t.Parallel()
 	s := startStack(t, 50)
 	tb := openChat(t, newBrowser(t), "tab", s.PageURL())
 

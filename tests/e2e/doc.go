@@ -9,6 +9,16 @@
 // shown, never about how long it took: deadlines exist only so that a broken
 // page fails instead of hanging.
 //
+// The tests run side by side (t.Parallel; go test's -parallel, by default
+// as many as the machine has cores): each has a stack of its own on ports
+// of its own, and a browser of its own (newBrowser), which in Chromium and
+// Firefox is an isolated context of the run's one browser, to the page a
+// fresh profile, with every tab in a window of its own so that no test's
+// page is hidden behind another's. On a 2-core machine a browser test is
+// processor-bound more than it waits for its paced streams: sharing the
+// browser process saved Chromium's start (about two processor-seconds) per
+// test, and running two at once took the Chromium run from 296 to 162 s.
+//
 // relay.wasm, relay.js and wasm_exec.js come from dist/ when `make wasm` has
 // built them from the current sources; otherwise TestMain builds them into a
 // temporary directory, so `go test ./tests/e2e` works on its own.

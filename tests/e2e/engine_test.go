@@ -91,7 +91,7 @@ func startEngine(t *testing.T) context.Context {
 		}
 	} else {
 		var err error
-		if b, err = webdriver.Start(ctx, engine, webdriver.Options{Scratch: t.TempDir(), Width: 1280, Height: 800}); err != nil {
+		if b, err = webdriver.Start(ctx, engine, webdriver.Options{Scratch: t.TempDir(), Cache: os.TempDir(), Width: 1280, Height: 800}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -133,10 +133,13 @@ func sharedBrowser(t *testing.T) webdriver.Isolator {
 	return shared.b.(webdriver.Isolator)
 }
 
-// closeShared closes the shared browser, if a test started it.
+// closeShared closes the shared browsers, if a test started one.
 func closeShared() {
 	if shared.b != nil {
 		shared.b.Close()
+	}
+	if chromiumShared.b != nil {
+		chromiumShared.b.Close()
 	}
 }
 
@@ -342,8 +345,9 @@ func (p *cdpPage) offline(ctx context.Context, off bool) error {
 	)
 }
 
-// front matters in Chromium, where a tab opened later (openTab opens each
-// in front) hides the ones before it.
+// front brings the tab forward in its window. openTab gives every tab a
+// window of its own, so the page is in front from the start; this only
+// restates it.
 func (p *cdpPage) front(ctx context.Context) error { return p.do(ctx, cdppage.BringToFront()) }
 
 // darkScheme asks for prefers-color-scheme: dark, where the engine's

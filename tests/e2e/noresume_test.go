@@ -49,6 +49,7 @@ func nonResumingChat(t *testing.T, query string) (*stack.Stack, *tab) {
 // gone (instead of waiting for it, or pretending), and the conversation goes
 // on on the same ACP session.
 func TestNonResumingRuntimeChatAndReload(t *testing.T) {
+	t.Parallel()
 	nonResumingChatAndReload(t, mainThread)
 }
 
@@ -60,6 +61,7 @@ func TestNonResumingRuntimeChatAndReload(t *testing.T) {
 // what the page had shown was missing after the reload, and this runtime
 // never sends it again.
 func TestNonResumingRuntimeChatAndReloadInWorker(t *testing.T) {
+	t.Parallel()
 	nonResumingChatAndReload(t, inWorker)
 }
 
@@ -123,6 +125,7 @@ func nonResumingChatAndReload(t *testing.T, m pageMode) {
 // it has come when the report does. The page shows it whole, with no mark
 // of a loss, and does not end it as interrupted when the report comes.
 func TestNonResumingRuntimePromptBeforeLossReported(t *testing.T) {
+	t.Parallel()
 	_, tb := nonResumingChat(t, "")
 	tb.reload()
 	const n = 300
@@ -151,6 +154,7 @@ func TestNonResumingRuntimePromptBeforeLossReported(t *testing.T) {
 // the loss is marked where the connection dropped, inside the answer, which
 // goes on to its end.
 func TestNonResumingRuntimeRelayRestart(t *testing.T) {
+	t.Parallel()
 	s, tb := nonResumingChat(t, "")
 
 	const n = 2000

@@ -40,6 +40,7 @@ const deleteAllDatabases = `(async () => {
 // code, IndexedDB still the storage), no error on the page, and it chats.
 // Runs in every engine.
 func TestStorageVanishedBetweenLoads(t *testing.T) {
+	t.Parallel()
 	s := startStack(t, 0)
 	tb := openChat(t, newBrowser(t), "tab", s.PageURL())
 	tb.prompt("ping")
@@ -123,6 +124,7 @@ func fastHeartbeat(c *relay.Config) {
 // and nothing sent to the page meanwhile), so what redials here is that
 // close, not the resume's probe, which tests/browser checks.
 func TestFrozenPageResumes(t *testing.T) {
+	t.Parallel()
 	skipUnless(t, "Page.setWebLifecycleState (freezing a page)")
 	inModes(t, frozenPageResumes)
 }
@@ -162,7 +164,10 @@ func frozenPageResumes(t *testing.T, m pageMode) {
 // test fails. (The events are dispatched by the test: tests/browser checks
 // that a plain pageshow does not probe; TestFrozenPageResumes and
 // TestBackForwardCache have Chromium really freeze and cache a page.)
-func TestSilentSocketNoticed(t *testing.T) { inModes(t, silentSocketNoticed) }
+func TestSilentSocketNoticed(t *testing.T) {
+	t.Parallel()
+	inModes(t, silentSocketNoticed)
+}
 
 func silentSocketNoticed(t *testing.T, m pageMode) {
 	const n = 4000 // 8 s at streamRate: under way through the three probes
@@ -204,6 +209,7 @@ func silentSocketNoticed(t *testing.T, m pageMode) {
 // redraws and resumes it. Either way every chunk is shown once, in order.
 // So too in worker mode, whose worker the page takes into the cache with it.
 func TestBackForwardCache(t *testing.T) {
+	t.Parallel()
 	skipUnless(t, "Page.backForwardCacheNotUsed (why a page was not cached)")
 	inModes(t, backForwardCache)
 }

@@ -120,6 +120,7 @@ func checkInterrupted(tb *tab, state string, total int) {
 // chunk exactly once, in order; part of it redrawn from the transcript the
 // attachment keeps, the rest delivered after the reload.
 func TestReloadMidStream(t *testing.T) {
+	t.Parallel()
 	const n = 2000
 	_, tb, goOn := countUnderWay(t, n)
 	goOn()
@@ -142,6 +143,7 @@ func TestReloadMidStream(t *testing.T) {
 // page notices, reconnects by itself, and the stream completes with nothing
 // lost or doubled.
 func TestRelayRestartMidStream(t *testing.T) {
+	t.Parallel()
 	const n = 2000
 	s, tb, goOn := countUnderWay(t, n)
 	goOn()
@@ -157,7 +159,10 @@ func TestRelayRestartMidStream(t *testing.T) {
 // The network goes away (Chromium's emulation, which also fires the offline
 // event) and comes back: the page shows offline, then the stream resumes.
 // In worker mode the page forwards offline and online to the worker.
-func TestOfflineAndBack(t *testing.T) { inModes(t, offlineAndBack) }
+func TestOfflineAndBack(t *testing.T) {
+	t.Parallel()
+	inModes(t, offlineAndBack)
+}
 
 func offlineAndBack(t *testing.T, m pageMode) {
 	const n = 2000
@@ -201,6 +206,7 @@ func setOffline(tb *tab, offline bool) {
 // streamRate) so that it is still streaming once tab 2 is back, even in an
 // engine slow to reload on a busy machine (WebKitGTK took over 3.6 s in CI).
 func TestTwoTabs(t *testing.T) {
+	t.Parallel()
 	const n1, n2 = 6000, 1500
 	s := startStack(t, streamRate)
 	one := openChat(t, newBrowser(t), "tab 1", s.PageURL())
@@ -245,6 +251,7 @@ func TestTwoTabs(t *testing.T) {
 // loaded make test, WebKitGTK's 2,000 (4 s) all arrived before the runtime
 // went away, and the test then had no interrupted answer to look at.
 func TestEvictionStartsNewSession(t *testing.T) {
+	t.Parallel()
 	const n = 20000
 	s, tb, goOn := countUnderWay(t, n)
 	goOn()
@@ -307,6 +314,7 @@ func writeShot(tb *tab, name string) error {
 // worker mode lets the early lock go (the worker takes its slot itself,
 // and must not be kept from it), and the worker gets slot 1 back.
 func TestReloadLocksEarly(t *testing.T) {
+	t.Parallel()
 	s := startStackServing(t, workerDir, 0)
 	tb := openTab(t, newBrowser(t), "early", s.PageURL()+"early.html?main&hold=300")
 	workerReady(tb, "main")

@@ -49,6 +49,7 @@ const readLayout = `(() => {
 // The checks fail when the layout breaks: sideways scrolling, a composer
 // pushed off screen, a hidden connection state.
 func TestScreenshots(t *testing.T) {
+	t.Parallel()
 	s := startStack(t, 40)
 	tb := openChat(t, newBrowser(t), "tab", s.PageURL())
 

@@ -160,6 +160,7 @@ func prefixOf(id string) string {
 // with the agent advertising session/load; requests go out with ids of the
 // stream's own and come back to the SDK with its.
 func TestSDKChat(t *testing.T) {
+	t.Parallel()
 	_, tb := sdkPage(t, 0)
 	var load bool
 	tb.eval(`__acp.init.agentCapabilities?.loadSession === true`, &load)
@@ -192,6 +193,7 @@ func TestSDKChat(t *testing.T) {
 // prompt, or the SDK logged a response to an unknown request; either fails
 // this test).
 func TestSDKReloadMidTurn(t *testing.T) {
+	t.Parallel()
 	const n, held = 4000, 1000
 	_, tb := sdkPage(t, streamRate)
 	tb.eval(fmt.Sprintf(`__acp.setLimit(__acp.reads + %d), __acp.promptLater("count %d")`, held, n), nil)
@@ -255,6 +257,7 @@ func TestSDKReloadMidTurn(t *testing.T) {
 // every chunk once, in order, and its prompt answered; its connection never
 // closed.
 func TestSDKSocketCut(t *testing.T) {
+	t.Parallel()
 	const n = 2000
 	s, tb := sdkPage(t, streamRate)
 	tb.eval(fmt.Sprintf(`__acp.promptLater("count %d")`, n), nil)
@@ -288,6 +291,7 @@ func TestSDKSocketCut(t *testing.T) {
 // request): the SDK's handler gets it through the stream and its answer goes
 // back through it, with the agent's own id.
 func TestSDKPermissionRequest(t *testing.T) {
+	t.Parallel()
 	_, tb := sdkPage(t, 0)
 	for _, choice := range []string{"allow", "reject"} {
 		tb.eval(fmt.Sprintf(`__acp.permission = %q`, choice), nil)
@@ -321,6 +325,7 @@ func TestSDKPermissionRequest(t *testing.T) {
 // under way rejects with it. The attachment stays: a new stream starts a new
 // ACP session on it.
 func TestSDKEvictionClosesConnection(t *testing.T) {
+	t.Parallel()
 	s, tb := sdkPage(t, streamRate)
 	tb.eval(`__acp.promptLater("count 2000")`, nil)
 	sdkWait(tb, "the count to be under way", fmt.Sprintf(`__acp.read.length >= %d`, interruptAfter))
@@ -345,6 +350,7 @@ func TestSDKEvictionClosesConnection(t *testing.T) {
 // goes to onMessage, and the second stream's SDK, numbering from 0 again,
 // gets only its own.
 func TestSDKStreamReopened(t *testing.T) {
+	t.Parallel()
 	_, tb := sdkPage(t, 0)
 	var code string
 	tb.eval(`(() => { try { __acp.att.stream(); return "" } catch (e) { return e.code } })()`, &code)
@@ -385,6 +391,7 @@ func TestSDKStreamReopened(t *testing.T) {
 // tests/acpsdk/sample.ts, a small app using both, with the SDK's types from
 // npm and relay.d.ts.
 func TestSDKTypes(t *testing.T) {
+	t.Parallel()
 	needSDK(t)
 	tsc := exec.Command(filepath.Join("node_modules", ".bin", "tsc"), "--noEmit", "-p", ".")
 	tsc.Dir = sdkDir
@@ -399,6 +406,7 @@ func TestSDKTypes(t *testing.T) {
 // then errors with closed, and the stored stream stays resumable: attached
 // again, the page loads its session and gets its conversation back.
 func TestSDKStreamEnds(t *testing.T) {
+	t.Parallel()
 	_, tb := sdkPage(t, 0)
 	if a := prompted(tb, "ping"); a.StopReason != "end_turn" {
 		t.Fatalf("ping ended %+v", a)

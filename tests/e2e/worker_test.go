@@ -99,6 +99,7 @@ func checkCount(t *testing.T, w workerChunks, n int) {
 // transcript plus what the worker delivers after the reload hold every
 // chunk once, in order.
 func TestWorkerModeReload(t *testing.T) {
+	t.Parallel()
 	if w := workerReload(t, ""); len(w.Hist) == 0 {
 		t.Fatal("the reloaded page's transcript is empty: nothing of the count was written before the reload")
 	}
@@ -114,6 +115,7 @@ func TestWorkerModeReload(t *testing.T) {
 // back up to one commit window, which a runtime that does not resume never
 // sends again.
 func TestWorkerModeReloadWritesAtPagehide(t *testing.T) {
+	t.Parallel()
 	w := workerReload(t, "?window=60000")
 	if len(w.Hist) == 0 {
 		t.Fatal("nothing was written at pagehide: the reloaded page's transcript is empty")
@@ -150,6 +152,7 @@ func workerReload(t *testing.T, query string) workerChunks {
 // true}) falls back to the main thread, says so, and the page still chats,
 // having fetched relay.wasm once.
 func TestWorkerModeFallback(t *testing.T) {
+	t.Parallel()
 	const n = 200
 	s := startStackServing(t, workerDir, 0)
 	tb := openTab(t, newBrowser(t), "csp", s.PageURL()+"csp.html")
@@ -193,6 +196,7 @@ func (p allowing) problems(ctx context.Context) []string {
 // worker with an id of the stream's own, and the response comes back to the
 // readable with the id it was written with.
 func TestWorkerModeStream(t *testing.T) {
+	t.Parallel()
 	s := startStackServing(t, workerDir, 0)
 	tb := openTab(t, newBrowser(t), "worker", s.PageURL())
 	workerReady(tb, "worker")
@@ -236,6 +240,7 @@ const attachmentChecks = `(async () => {
 // thread does, and says whether the runtime resumes (att.resumable), as
 // relay.d.ts promises for both.
 func TestWorkerModeAttachmentMatchesMainThread(t *testing.T) {
+	t.Parallel()
 	s := startStackServing(t, workerDir, 0)
 	br := newBrowser(t)
 	answers := map[string][]any{}
