@@ -360,11 +360,12 @@ class Turn {
   }
 }
 
+// flush puts the queued chunks in the document. It does not scroll: the
+// transcript's ResizeObserver (watchScrolling) does, once per frame.
 function flush() {
   flushQueued = false;
   for (const t of dirtyTurns) t.text.append(t.frag);
   dirtyTurns.clear();
-  if (following) scrollToEnd();
 }
 
 function stopNote(reason, error) {
@@ -412,7 +413,6 @@ function addDivider(title, text, first = false) {
 function append(node) {
   ui.transcript.append(node);
   ui.empty.hidden = true;
-  if (following) scrollToEnd();
 }
 
 function typingDots() {
@@ -442,8 +442,18 @@ function el(tag, className = "", text = "") {
 // read must not be fought. following is decided by where the reader
 // scrolled to, never by measuring after content was added (a large batch
 // moves the end far away), and kept when the view changes size (a note above
-// the composer, a phone's keyboard, a rotation).
+// the composer, a phone's keyboard, a rotation). What follows is a
+// ResizeObserver of the view and of the transcript: it runs once per frame,
+// after layout and before paint, so a frame never shows the end out of view
+// and a burst of chunks costs one layout, not one per chunk (reading
+// scrollHeight after each chunk made the engine lay the transcript out again
+// each time, for over a tenth of the page's processor time on a long answer).
 let following = true;
+// pinnedTop is where scrollToEnd last left the view. The scroll event of
+// that scroll comes a frame later, when more chunks may have moved the end
+// further than nearEnd's margin: from there, or further down, the reader
+// has not scrolled away.
+let pinnedTop = 0;
 
 function nearEnd() {
   const s = ui.scroller;
@@ -451,13 +461,18 @@ function nearEnd() {
 }
 
 function scrollToEnd() {
-  ui.scroller.scrollTop = ui.scroller.scrollHeight;
+  const s = ui.scroller;
+  s.scrollTop = s.scrollHeight;
+  pinnedTop = s.scrollTop;
   following = true;
 }
 
 function watchScrolling() {
-  ui.scroller.addEventListener("scroll", () => (following = nearEnd()), { passive: true });
-  new ResizeObserver(() => following && scrollToEnd()).observe(ui.scroller);
+  const s = ui.scroller;
+  s.addEventListener("scroll", () => (following = s.scrollTop >= pinnedTop || nearEnd()), { passive: true });
+  const follow = new ResizeObserver(() => following && scrollToEnd());
+  follow.observe(ui.scroller);
+  follow.observe(ui.transcript);
 }
 
 // --- connection state, banner, composer -------------------------------------

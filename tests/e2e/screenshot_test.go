@@ -32,17 +32,28 @@ type layout struct {
 	Status        string  `json:"status"`
 }
 
-const readLayout = `(() => {
-	const c = document.getElementById("composer").getBoundingClientRect();
-	const s = document.getElementById("status").getBoundingClientRect();
-	return {
-		vw: innerWidth, pw: document.documentElement.scrollWidth, vh: innerHeight,
-		composerTop: c.top, composerBottom: c.bottom,
-		statusShown: s.width > 0 && s.right <= innerWidth,
-		status: document.getElementById("status-text").textContent,
-		atEnd: (s => s.scrollHeight - s.scrollTop - s.clientHeight < 2)(document.getElementById("scroller")),
-	};
-})()`
+// readLayout reads the layout as the next frame shows it. The page keeps
+// the end in view from a ResizeObserver, once per frame; a chunk that came
+// since the last frame is not scrolled to yet. A ResizeObserver made here
+// reports at the next frame, after the page's own (observers are called in
+// the order they were made).
+const readLayout = `new Promise((resolve) => {
+	const transcript = document.getElementById("transcript");
+	const read = new ResizeObserver(() => {
+		read.disconnect();
+		const c = document.getElementById("composer").getBoundingClientRect();
+		const s = document.getElementById("status").getBoundingClientRect();
+		const v = document.getElementById("scroller");
+		resolve({
+			vw: innerWidth, pw: document.documentElement.scrollWidth, vh: innerHeight,
+			composerTop: c.top, composerBottom: c.bottom,
+			statusShown: s.width > 0 && s.right <= innerWidth,
+			status: document.getElementById("status-text").textContent,
+			atEnd: v.scrollHeight - v.scrollTop - v.clientHeight < 2,
+		});
+	});
+	read.observe(transcript);
+})`
 
 // Screenshots of the page mid-conversation, at a desktop and a phone
 // viewport (and the phone in the dark scheme), written to out/ on every run.
