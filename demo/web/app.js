@@ -280,10 +280,20 @@ function cancelTurn() {
 
 // --- rendering ---------------------------------------------------------------
 
-// Chunks are not written to the DOM one by one: each turn gathers them in a
-// fragment and one flush per delivery batch (a microtask) appends them all.
+// A chunk goes into its turn's last run (below); a new run waits in the
+// turn's fragment until one flush per delivery batch (a microtask) puts the
+// batch's new runs in the document. Nothing here reads the layout: the
+// engine lays the batch out once, at its next frame.
 const dirtyTurns = new Set();
 let flushQueued = false;
+
+// An answer's text is laid out in runs: a run (a block) ends at the first
+// line end after RUN_CHUNKS chunks. A chunk added to a long answer then
+// makes the engine lay out its last run again, not the whole answer: with
+// the answer one block, each frame of a long stream laid out every line of
+// it again, and the page's work per frame grew with the answer. Runs split
+// only where the text breaks its line anyway, so they show as one text.
+const RUN_CHUNKS = 32;
 
 class Turn {
   constructor(sid, promptId) {
@@ -318,7 +328,14 @@ class Turn {
       liveTurns.add(this);
       this.firstLive = span;
     }
-    this.frag.append(span);
+    if (!this.run || (this.runChunks >= RUN_CHUNKS && this.runEnded)) {
+      this.run = el("div", "run");
+      this.runChunks = 0;
+      this.frag.append(this.run);
+    }
+    this.run.append(span);
+    this.runChunks++;
+    this.runEnded = text.endsWith("\n");
     chat.chunks++;
     dirtyTurns.add(this);
     if (!flushQueued) {
@@ -445,9 +462,9 @@ function el(tag, className = "", text = "") {
 // the composer, a phone's keyboard, a rotation). What follows is a
 // ResizeObserver of the view and of the transcript: it runs once per frame,
 // after layout and before paint, so a frame never shows the end out of view
-// and a burst of chunks costs one layout, not one per chunk (reading
-// scrollHeight after each chunk made the engine lay the transcript out again
-// each time, for over a tenth of the page's processor time on a long answer).
+// and a burst of chunks costs one layout, not one per batch (reading
+// scrollHeight after each batch made the engine lay the transcript out
+// again each time).
 let following = true;
 // pinnedTop is where scrollToEnd last left the view. The scroll event of
 // that scroll comes a frame later, when more chunks may have moved the end

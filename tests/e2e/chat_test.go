@@ -3,6 +3,7 @@ package e2e
 import (
 	"crypto/ed25519"
 	"crypto/rand"
+	"math"
 	"net/url"
 	"strconv"
 	"strings"
@@ -99,7 +100,22 @@ func TestPromptGetsStreamedAnswer(t *testing.T) {
 	const sentence = "streamed through a relay to a runtime with no public address"
 	tb.prompt(sentence)
 	tb.waitFor("the echoed sentence", lastAgentDone)
-	checkConversation(t, "tab", tb.transcript(), [2]string{"ping", "pong"}, [2]string{sentence, sentence})
+	tb.prompt("count 100")
+	tb.waitFor("the count", lastAgentDone)
+	checkConversation(t, "tab", tb.transcript(), [2]string{"ping", "pong"}, [2]string{sentence, sentence}, [2]string{"count 100", countText(100)})
+	// The page lays a long answer out in runs of chunks (app.js, RUN_CHUNKS):
+	// they must not show, each number on a line of its own, evenly spaced.
+	var steps []float64
+	tb.eval(`(() => {
+		const tops = [...[...document.querySelectorAll("#transcript [data-role=agent]")].pop().querySelectorAll("[data-seq]")]
+			.map((s) => s.getBoundingClientRect().top);
+		return tops.slice(1).map((top, i) => top - tops[i]);
+	})()`, &steps)
+	for i, d := range steps {
+		if d <= 0 || math.Abs(d-steps[0]) > 0.5 {
+			t.Fatalf("line %d of the count is %.1f px below the one before, the first %.1f px: want every line one line below the last", i+2, d, steps[0])
+		}
+	}
 	var emptyHidden bool
 	tb.eval(`document.getElementById("empty").hidden`, &emptyHidden)
 	if !emptyHidden {
