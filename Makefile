@@ -33,9 +33,11 @@ test: browsers brotli wasm app acpsdk vet
 	ENGINE=chromium $(GO) test -timeout 10m $(NATIVE_PKGS)
 	@$(MAKE) --no-print-directory -O -j3 $(addprefix e2e-,$(filter-out chromium,$(ENGINES))) $(addprefix browser-,$(ENGINES))
 
-# The other engines' suites run side by side (make -j): they spend most of
-# their time waiting on paced streams and browser start-up, not on the CPU,
-# and every run has its own browser, stack and ports. Output is grouped per
+# The other engines' suites run side by side (make -j), as the tests inside
+# tests/e2e do (t.Parallel): every run and every test has its own stack,
+# ports and browser (or isolated browser context). On two cores they are
+# processor-bound, browsers drawing and compiling more than paced streams
+# waiting, so side by side keeps both cores busy. Output is grouped per
 # suite (-O).
 e2e-%:
 	@echo "tests/e2e in $*"
