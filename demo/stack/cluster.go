@@ -272,12 +272,30 @@ func (c *Cluster) fail(err error) {
 // Kill ends node i as a crash would: its NATS connection and every socket
 // it holds are cut at once, with no relay.error and no release. The other
 // nodes learn of it from their sockets' clients redialling them and from
-// its heartbeats stopping.
+// its heartbeats stopping. With the embedded NATS server, Kill returns once
+// the server has let the node's connection and its subscriptions go, as it
+// does moments after a process dies: a frame published next finds nobody
+// there (and its publisher hears so), instead of racing the server's
+// noticing. That race is real, but it is not what a test of a dead node
+// means to try.
 func (c *Cluster) Kill(i int) {
 	n := c.Node(i)
+	c.mu.Lock()
+	s := c.nats
+	c.mu.Unlock()
+	before := 0
+	if s != nil {
+		before = s.GlobalAccount().NumLocalConnections()
+	}
 	n.table.Conn().Close()
 	n.ln.Close()
 	n.ln.cutAll()
+	// The account counts a connection until its subscriptions are gone.
+	for deadline := time.Now().Add(10 * time.Second); s != nil && time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if s.GlobalAccount().NumLocalConnections() < before {
+			return
+		}
+	}
 }
 
 // Restart brings node i back on its address with a fresh relay and table

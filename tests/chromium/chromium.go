@@ -18,8 +18,10 @@
 //   - chromedp.Cancel to close the browser, a clean shutdown that leaves no
 //     folders behind (a plain cancel kills it).
 //
-// A benchmark also turns DevTools network tracking off in its tabs
-// (DisableNetworkTracking).
+// Benchmarks and tests/e2e also turn DevTools network tracking off in their
+// tabs (DisableNetworkTracking). tests/e2e runs its tests side by side in
+// one browser, each in a browser context of its own (Isolated), every tab
+// in a window of its own (OpenWindow).
 package chromium
 
 import (
