@@ -15,9 +15,10 @@
 // Firefox is an isolated context of the run's one browser, to the page a
 // fresh profile, with every tab in a window of its own so that no test's
 // page is hidden behind another's. On a 2-core machine a browser test is
-// processor-bound more than it waits for its paced streams: sharing the
-// browser process saved Chromium's start (about two processor-seconds) per
-// test, and running two at once took the Chromium run from 296 to 162 s.
+// processor-bound more than it waits for its paced streams. Running two at
+// once took the Chromium run from 296 to 225 s on such a machine; sharing
+// the browser process as well, which saves Chromium's start (about two
+// processor-seconds) per test, to 162 s.
 //
 // relay.wasm, relay.js and wasm_exec.js come from dist/ when `make wasm` has
 // built them from the current sources; otherwise TestMain builds them into a
