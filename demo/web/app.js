@@ -335,7 +335,7 @@ class Turn {
     }
     this.run.append(span);
     this.runChunks++;
-    this.runEnded = text.endsWith("\n");
+    this.runEnded = span.textContent.endsWith("\n");
     chat.chunks++;
     dirtyTurns.add(this);
     if (!flushQueued) {
@@ -377,7 +377,7 @@ class Turn {
   }
 }
 
-// flush puts the queued chunks in the document. It does not scroll: the
+// flush puts the batch's new runs in the document. It does not scroll: the
 // transcript's ResizeObserver (watchScrolling) does, once per frame.
 function flush() {
   flushQueued = false;

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
@@ -44,32 +43,23 @@ func newBrowser(t *testing.T) context.Context {
 	return b
 }
 
-// chromiumShared is the run's one Chromium, started by the first test that
-// needs it and closed by TestMain. Its XDG folders and TMPDIR are the run's
+// chromiumShared is the run's one Chromium; each test gets a browser
+// context of it (Isolated). Its XDG folders and TMPDIR are the run's
 // temporary folder (TestMain's), never under the home folder.
-var chromiumShared struct {
-	once sync.Once
-	b    *chromium.Browser
-	err  error
-}
+var chromiumShared runBrowser[*chromium.Browser]
 
 func sharedChromium(t *testing.T) *chromium.Browser {
 	t.Helper()
-	chromiumShared.once.Do(func() {
-		profile, err := os.MkdirTemp("", "chromium-")
-		if err != nil {
-			chromiumShared.err = err
-			return
-		}
-		chromiumShared.b, chromiumShared.err = chromium.Start(chromium.Options{
+	return chromiumShared.get(t, func(profile string) (*chromium.Browser, func(), error) {
+		b, err := chromium.Start(chromium.Options{
 			Profile: profile, Scratch: os.TempDir(), Width: 1280, Height: 800,
 			Extra: []chromedp.ExecAllocatorOption{chromedp.Flag("hide-scrollbars", true)},
 		})
+		if err != nil {
+			return nil, nil, err
+		}
+		return b, b.Close, nil
 	})
-	if chromiumShared.err != nil {
-		t.Fatal(chromiumShared.err)
-	}
-	return chromiumShared.b
 }
 
 // tab is one browser tab showing the chat page.

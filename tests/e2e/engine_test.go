@@ -100,47 +100,68 @@ func startEngine(t *testing.T) context.Context {
 	return context.WithValue(context.Background(), wdBrowserKey{}, &wdBrowser{b: b})
 }
 
-// shared is the run's one Firefox, started by the first test that needs
-// it and closed by TestMain: each test gets a user context of it (Isolator),
-// which is a fresh profile as far as the page can tell, in milliseconds
-// rather than the seconds Firefox takes to start.
-var shared struct {
+// runBrowser is a browser the whole run shares: started by the first test
+// that needs it (get), closed by TestMain (closeShared). Each test gets an
+// isolated context of it, a fresh profile as far as the page can tell, in
+// milliseconds rather than the seconds a browser takes to start.
+type runBrowser[B any] struct {
 	once sync.Once
-	b    webdriver.Browser
+	b    B
+	stop func() // closes b; nil until it started
 	err  error
 }
 
-// sharedBrowser is the run's shared browser, or nil when the engine gives
-// each test a process of its own.
+// get starts the browser with start in a folder of the run's temporary
+// one (TestMain's), once, and returns it; a failed start fails every test
+// that asks. start returns the browser and what closes it.
+func (r *runBrowser[B]) get(t *testing.T, start func(scratch string) (B, func(), error)) B {
+	t.Helper()
+	r.once.Do(func() {
+		scratch, err := os.MkdirTemp("", string(engine)+"-")
+		if err != nil {
+			r.err = err
+			return
+		}
+		r.b, r.stop, r.err = start(scratch)
+	})
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	return r.b
+}
+
+func (r *runBrowser[B]) close() {
+	if r.stop != nil {
+		r.stop()
+	}
+}
+
+// firefoxShared is the run's one Firefox; each test gets a user context of
+// it (Isolator).
+var firefoxShared runBrowser[webdriver.Browser]
+
+// sharedBrowser is the run's shared WebDriver browser, or nil when the
+// engine gives each test a process of its own.
 func sharedBrowser(t *testing.T) webdriver.Isolator {
 	t.Helper()
 	if engine != webdriver.Firefox {
 		return nil
 	}
-	shared.once.Do(func() {
+	return firefoxShared.get(t, func(scratch string) (webdriver.Browser, func(), error) {
 		ctx, cancel := context.WithTimeout(context.Background(), browserStartLimit)
 		defer cancel()
-		scratch, err := os.MkdirTemp("", "firefox-")
+		b, err := webdriver.Start(ctx, engine, webdriver.Options{Scratch: scratch, Width: 1280, Height: 800})
 		if err != nil {
-			shared.err = err
-			return
+			return nil, nil, err
 		}
-		shared.b, shared.err = webdriver.Start(ctx, engine, webdriver.Options{Scratch: scratch, Width: 1280, Height: 800})
-	})
-	if shared.err != nil {
-		t.Fatal(shared.err)
-	}
-	return shared.b.(webdriver.Isolator)
+		return b, func() { b.Close() }, nil
+	}).(webdriver.Isolator)
 }
 
-// closeShared closes the shared browsers, if a test started one.
+// closeShared closes the shared browsers a test started.
 func closeShared() {
-	if shared.b != nil {
-		shared.b.Close()
-	}
-	if chromiumShared.b != nil {
-		chromiumShared.b.Close()
-	}
+	firefoxShared.close()
+	chromiumShared.close()
 }
 
 // openEngineTab opens url in a tab of parent's WebDriver browser: the
