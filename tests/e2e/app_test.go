@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // demo/app is a web app as users build them: Vite, TypeScript, the official
@@ -150,9 +151,9 @@ func appChats(t *testing.T, mode, fragment string) {
 // and the rest of the answer after it.
 func TestDemoAppReloadKeepsTheConversation(t *testing.T) {
 	t.Parallel()
-	const n = 3000
-	tb := appPage(t, 400, "")
-	appReloadMidCount(tb)
+	n := countLasting(7500 * time.Millisecond)
+	tb := appPage(t, streamRate, "")
+	appReloadMidCount(tb, n)
 	tb.waitFor("the whole answer", `__app.text.length >= `+strconv.Itoa(len(countText(n))))
 	var text string
 	var turns []struct {
@@ -164,7 +165,7 @@ func TestDemoAppReloadKeepsTheConversation(t *testing.T) {
 	if text != countText(n) {
 		t.Errorf("after the reload the answer reads %s, want %s", describe(text), describe(countText(n)))
 	}
-	if len(turns) != 2 || turns[0].Role != "user" || turns[0].Text != "count 3000" || turns[1].Role != "agent" {
+	if len(turns) != 2 || turns[0].Role != "user" || turns[0].Text != "count "+strconv.Itoa(n) || turns[1].Role != "agent" {
 		t.Errorf("turns after the reload: %+v; want the prompt, then the answer", clipTurns(turns))
 	}
 }
@@ -185,11 +186,11 @@ func TestDemoAppReloadAgainstNonResumingRuntime(t *testing.T) {
 }
 
 func appReloadNonResuming(t *testing.T, fragment string) {
-	const n = 3000
-	s := startNonResumingStack(t, builtApp(t), 400)
+	n := countLasting(7500 * time.Millisecond)
+	s := startNonResumingStack(t, builtApp(t), streamRate)
 	tb := openTab(t, newBrowser(t), "app", s.PageURL()+fragment)
 	appReady(tb)
-	appReloadMidCount(tb)
+	appReloadMidCount(tb, n)
 	appWholeThenPing(tb, n, "the reload")
 }
 
@@ -201,12 +202,12 @@ func appReloadNonResuming(t *testing.T, fragment string) {
 // rest of it streaming after; the app goes on.
 func TestDemoAppRelayRestartAgainstNonResumingRuntime(t *testing.T) {
 	t.Parallel()
-	const n = 3000
-	s := startNonResumingStack(t, builtApp(t), 400)
+	n := countLasting(7500 * time.Millisecond)
+	s := startNonResumingStack(t, builtApp(t), streamRate)
 	tb := openTab(t, newBrowser(t), "app", s.PageURL())
 	appReady(tb)
-	tb.eval(`void __app.send("count 3000")`, nil)
-	tb.waitFor("the answer to be under way", `__app.chunks >= 300`)
+	tb.eval(`void __app.send("count `+strconv.Itoa(n)+`")`, nil)
+	tb.waitFor("the answer to be under way", `__app.chunks >= `+strconv.Itoa(interruptAfter))
 	restartRelay(tb, s)
 	tb.waitFor("the app to come back from the loss", `__app.error || (__app.losses.length > 0 && __app.ready)`)
 	var st struct {
@@ -241,13 +242,13 @@ func appWholeThenPing(tb *tab, n int, after string) {
 	}
 }
 
-// appReloadMidCount has the app ask for a count of 3000, reloads it once
+// appReloadMidCount has the app ask for a count of n, reloads it once
 // the answer is under way, and checks that the reloaded app loaded its
 // session.
-func appReloadMidCount(tb *tab) {
+func appReloadMidCount(tb *tab, n int) {
 	tb.t.Helper()
-	tb.eval(`void __app.send("count 3000")`, nil)
-	tb.waitFor("the answer to be under way", `__app.chunks >= 300`)
+	tb.eval(`void __app.send("count `+strconv.Itoa(n)+`")`, nil)
+	tb.waitFor("the answer to be under way", `__app.chunks >= `+strconv.Itoa(interruptAfter))
 	tb.do("reloading", tb.page.reload)
 	appReady(tb)
 	var loaded bool

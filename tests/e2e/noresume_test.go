@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/relaywasm/relaywasm/demo/devruntime"
 	"github.com/relaywasm/relaywasm/demo/stack"
@@ -74,7 +75,7 @@ func nonResumingChatAndReload(t *testing.T, m pageMode) {
 		t.Fatalf("the page does not say what a reload costs; banner %q", banner)
 	}
 
-	const n = 2000
+	n := countLasting(4 * time.Second)
 	startCount(tb, n) // under way: interruptAfter chunks shown
 	// What the page shows when it goes away is in the store's last write
 	// (WebKit abandons that one at the reload; its spill carries it over).
@@ -128,7 +129,7 @@ func TestNonResumingRuntimePromptBeforeLossReported(t *testing.T) {
 	t.Parallel()
 	_, tb := nonResumingChat(t, "")
 	tb.reload()
-	const n = 300
+	n := countLasting(600 * time.Millisecond)
 	// In one step, so that the prompt surely goes out before the report.
 	var sent bool
 	tb.eval(`__chat.evictions.length === 0 && (__chat.send("count `+strconv.Itoa(n)+`"), true)`, &sent)
@@ -157,7 +158,7 @@ func TestNonResumingRuntimeRelayRestart(t *testing.T) {
 	t.Parallel()
 	s, tb := nonResumingChat(t, "")
 
-	const n = 2000
+	n := countLasting(4 * time.Second)
 	before := tb.chat().Chunks // pong's
 	startCount(tb, n)
 	restartRelay(tb, s)

@@ -130,7 +130,7 @@ func TestFrozenPageResumes(t *testing.T) {
 }
 
 func frozenPageResumes(t *testing.T, m pageMode) {
-	const n = 2000
+	n := countLasting(4 * time.Second)
 	gaveUp := watchLog("browser missed a heartbeat")
 	s := startStackWith(t, streamRate, fastHeartbeat, slog.New(gaveUp))
 	tb := openChat(t, newBrowser(t), "tab", s.PageURL()+m.query)
@@ -170,7 +170,7 @@ func TestSilentSocketNoticed(t *testing.T) {
 }
 
 func silentSocketNoticed(t *testing.T, m pageMode) {
-	const n = 4000 // 8 s at streamRate: under way through the three probes
+	n := countLasting(8 * time.Second) // under way through the three probes
 	s := startStack(t, streamRate)
 	p := relaytest.NewProxy(t, s.Addr())
 	relayURL := "ws://" + p.Addr() + relayleg.AttachPath
@@ -215,7 +215,7 @@ func TestBackForwardCache(t *testing.T) {
 }
 
 func backForwardCache(t *testing.T, m pageMode) {
-	const n = 2000
+	n := countLasting(4 * time.Second)
 	s := startStack(t, streamRate)
 	tb := openChat(t, newBrowser(t), "tab", s.PageURL()+m.query)
 	m.check(tb)

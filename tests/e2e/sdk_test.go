@@ -183,21 +183,21 @@ func TestSDKChat(t *testing.T) {
 	}
 }
 
-// A reload in the middle of a count 4000, while the SDK has read 1000 of its
-// chunks and the stream holds the rest unread. The reloaded page's SDK gets
-// the stream from chunk 1001 on (nothing lost, nothing it had read), numbers
-// its requests from 0 again, rebuilds the conversation with session/load,
-// and its own prompt (id 2, as the old page's count was) is answered by its
-// own response: the old page's response to its id 2 goes to onMessage and
-// history(), never to the SDK (with a plain adapter it answered the new
-// prompt, or the SDK logged a response to an unknown request; either fails
-// this test).
+// A reload in the middle of a count of 8 s, while the SDK has read its
+// first 2 s of chunks and the stream holds the rest unread. The reloaded
+// page's SDK gets the stream from the first chunk it had not read on
+// (nothing lost, nothing it had read), numbers its requests from 0 again,
+// rebuilds the conversation with session/load, and its own prompt (id 2, as
+// the old page's count was) is answered by its own response: the old page's
+// response to its id 2 goes to onMessage and history(), never to the SDK
+// (with a plain adapter it answered the new prompt, or the SDK logged a
+// response to an unknown request; either fails this test).
 func TestSDKReloadMidTurn(t *testing.T) {
 	t.Parallel()
-	const n, held = 4000, 1000
+	n, held := countLasting(8*time.Second), countLasting(2*time.Second)
 	_, tb := sdkPage(t, streamRate)
 	tb.eval(fmt.Sprintf(`__acp.setLimit(__acp.reads + %d), __acp.promptLater("count %d")`, held, n), nil)
-	sdkWait(tb, "the SDK to have read 1000 chunks", fmt.Sprintf(`__acp.read.length === %d`, held))
+	sdkWait(tb, fmt.Sprintf("the SDK to have read %d chunks", held), fmt.Sprintf(`__acp.read.length === %d`, held))
 	var last string
 	tb.eval(`__acp.read.at(-1)`, &last)
 	if last != strconv.Itoa(held)+"\n" {
@@ -227,7 +227,7 @@ func TestSDKReloadMidTurn(t *testing.T) {
 	if a.StopReason != "end_turn" || a.Chunks != 3 {
 		t.Fatalf("the reloaded page's prompt ended %+v, want end_turn after its own 3 chunks", a)
 	}
-	checkEntries(t, "the conversation after session/load", conversation(tb), turn("count 4000", countChunks(n)...), turn("count 3", countChunks(3)...))
+	checkEntries(t, "the conversation after session/load", conversation(tb), turn("count "+strconv.Itoa(n), countChunks(n)...), turn("count 3", countChunks(3)...))
 
 	after := sentIDs(tb)
 	if len(after) != len(before)+3 {
@@ -258,7 +258,7 @@ func TestSDKReloadMidTurn(t *testing.T) {
 // closed.
 func TestSDKSocketCut(t *testing.T) {
 	t.Parallel()
-	const n = 2000
+	n := countLasting(4 * time.Second)
 	s, tb := sdkPage(t, streamRate)
 	tb.eval(fmt.Sprintf(`__acp.promptLater("count %d")`, n), nil)
 	sdkWait(tb, "the count to be under way", fmt.Sprintf(`__acp.read.length >= %d`, interruptAfter))
@@ -269,7 +269,7 @@ func TestSDKSocketCut(t *testing.T) {
 	if a[0].StopReason != "end_turn" || a[0].Chunks != n {
 		t.Fatalf("the prompt ended %+v, want end_turn after %d chunks", a[0], n)
 	}
-	checkEntries(t, "the conversation", conversation(tb), turn("count 2000", countChunks(n)...))
+	checkEntries(t, "the conversation", conversation(tb), turn("count "+strconv.Itoa(n), countChunks(n)...))
 	var cut []struct {
 		Reads int `json:"reads"`
 	}
@@ -327,7 +327,7 @@ func TestSDKPermissionRequest(t *testing.T) {
 func TestSDKEvictionClosesConnection(t *testing.T) {
 	t.Parallel()
 	s, tb := sdkPage(t, streamRate)
-	tb.eval(`__acp.promptLater("count 2000")`, nil)
+	tb.eval(fmt.Sprintf(`__acp.promptLater("count %d")`, countLasting(4*time.Second)), nil)
 	sdkWait(tb, "the count to be under way", fmt.Sprintf(`__acp.read.length >= %d`, interruptAfter))
 	restartRuntime(t, s)
 	sdkWait(tb, "the SDK connection to close", `__acp.closed !== null && __acp.answers.length === 1`)

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Worker mode, loadRelay({worker: true}), in the page tests/workerpage: the
@@ -95,7 +96,7 @@ func checkCount(t *testing.T, w workerChunks, n int) {
 	}
 }
 
-// A count 2000 in worker mode, reloaded in the middle: the reloaded page's
+// A count of 4 s in worker mode, reloaded in the middle: the reloaded page's
 // transcript plus what the worker delivers after the reload hold every
 // chunk once, in order.
 func TestWorkerModeReload(t *testing.T) {
@@ -123,14 +124,14 @@ func TestWorkerModeReloadWritesAtPagehide(t *testing.T) {
 }
 
 func workerReload(t *testing.T, query string) workerChunks {
-	const n = 2000
+	n := countLasting(4 * time.Second)
 	s := startStackServing(t, workerDir, streamRate)
 	tb := openTab(t, newBrowser(t), "worker", s.PageURL()+query)
 	workerReady(tb, "worker")
 	var before int
 	tb.eval(storedCursor, &before)
 	tb.eval(fmt.Sprintf(`__w.prompt("count %d")`, n), nil)
-	tb.waitFor("300 chunks before the reload", `__w.live.length >= 300`)
+	tb.waitFor("the count to be under way", `__w.live.length >= `+strconv.Itoa(interruptAfter))
 	if query == "" { // as countUnderWay: the worker's windowed writes have landed some
 		goOn := s.Runtime().Pause()
 		t.Cleanup(goOn)
