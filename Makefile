@@ -9,7 +9,6 @@ DIST    := dist
 GOROOT  := $(shell $(GO) env GOROOT)
 # The race detector where concurrency is the subject; the browser-driving
 # suites run without it (Chromium, not Go, is the busy process there).
-# tests/e2e runs once per engine (e2e-%), outside NATIVE_PKGS' run.
 RACE_PKGS := ./librelay/... ./wasm/client/... ./demo/...
 NATIVE_PKGS := ./tests/... ./jsbridge/bundle/...
 # The engines the browser suites (tests/browser, tests/e2e) run in; `make
@@ -19,7 +18,7 @@ ENGINE  ?= chromium
 
 export PATH := /usr/local/go/bin:$(PATH)
 
-.PHONY: all test test-race test-native test-browser demo demo-app app wasm npm size fuzz bench vet acpsdk browsers chromium brotli node clean
+.PHONY: all test test-browser demo demo-app app wasm npm size fuzz bench vet acpsdk browsers chromium brotli node clean
 
 all: test
 
@@ -30,26 +29,16 @@ demo: wasm
 ## test: every test — unit, conformance, engine chaos, and the browser suites
 ## (tests/browser and tests/e2e) in Chromium, Firefox and WebKit.
 test: browsers brotli wasm app acpsdk vet
-	@$(MAKE) --no-print-directory -O -j3 $(TEST_SUITES)
+	$(GO) test -race -timeout 10m $(RACE_PKGS)
+	ENGINE=chromium $(GO) test -timeout 10m $(NATIVE_PKGS)
+	@$(MAKE) --no-print-directory -O -j3 $(addprefix e2e-,$(filter-out chromium,$(ENGINES))) $(addprefix browser-,$(ENGINES))
 
-# The suites run side by side, three at a time (make -j3), as the tests
-# inside tests/e2e do (t.Parallel): every run and every test has its own
-# stack, ports and browser (or isolated browser context). On two cores they
-# are bound by the processor, browsers drawing and compiling more than paced
-# streams waiting, so they keep both cores busy to the end. Run one after
-# another (the race suites, then the native ones, then the browsers), each
-# step ended with a core idle while its last suite ran alone. The longest
-# start first, so that the short ones fill in at the end. Output is grouped
-# per suite (-O).
-TEST_SUITES := e2e-webkit e2e-firefox e2e-chromium test-native test-race \
-	browser-firefox browser-chromium browser-webkit
-
-test-race:
-	@echo "the race suites"
-	@$(GO) test -race -timeout 10m $(RACE_PKGS)
-test-native:
-	@echo "the native suites"
-	@ENGINE=chromium $(GO) test -timeout 10m $$($(GO) list $(NATIVE_PKGS) | grep -v '/tests/e2e$$')
+# The other engines' suites run side by side (make -j), as the tests inside
+# tests/e2e do (t.Parallel): every run and every test has its own stack,
+# ports and browser (or isolated browser context). On two cores they are
+# processor-bound, browsers drawing and compiling more than paced streams
+# waiting, so side by side keeps both cores busy. Output is grouped per
+# suite (-O).
 e2e-%:
 	@echo "tests/e2e in $*"
 	@ENGINE=$* $(GO) test -timeout 10m ./tests/e2e/
