@@ -11,8 +11,9 @@ GOROOT  := $(shell $(GO) env GOROOT)
 # suites run without it (Chromium, not Go, is the busy process there).
 RACE_PKGS := ./librelay/... ./wasm/client/... ./demo/...
 NATIVE_PKGS := ./tests/... ./jsbridge/bundle/...
-# The engine `make test-browser` runs the browser suites (tests/browser,
-# tests/e2e) in; make test runs them in chromium, firefox and webkit.
+# The engines the browser suites (tests/browser, tests/e2e) run in; `make
+# test-browser ENGINE=firefox` runs one.
+ENGINES := chromium firefox webkit
 ENGINE  ?= chromium
 
 export PATH := /usr/local/go/bin:$(PATH)
@@ -30,17 +31,13 @@ demo: wasm
 test: browsers brotli wasm app acpsdk vet
 	$(GO) test -race -timeout 10m $(RACE_PKGS)
 	ENGINE=chromium $(GO) test -timeout 10m $(NATIVE_PKGS)
-	@$(MAKE) --no-print-directory -O -j3 e2e-webkit e2e-firefox browser-webkit browser-firefox browser-chromium
+	@$(MAKE) --no-print-directory -O -j3 $(addprefix e2e-,$(filter-out chromium,$(ENGINES))) $(addprefix browser-,$(ENGINES))
 
 # The other engines' suites run side by side (make -j), as the tests inside
 # tests/e2e do (t.Parallel): every run and every test has its own stack,
 # ports and browser (or isolated browser context). On two cores they are
 # processor-bound, browsers drawing and compiling more than paced streams
-# waiting, so side by side keeps both cores busy. The two e2e suites start
-# first and the three tests/browser suites follow one another beside them:
-# an e2e suite alone still keeps both cores busy (two tests at once), a
-# tests/browser suite alone about one, so it should not be the last left
-# (tests/browser in WebKit was, for its last 56 s). Output is grouped per
+# waiting, so side by side keeps both cores busy. Output is grouped per
 # suite (-O).
 e2e-%:
 	@echo "tests/e2e in $*"
