@@ -89,13 +89,14 @@ func startEngine(t *testing.T) context.Context {
 		if b, err = shared.Isolated(ctx); err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(func() { b.Close() })
 	} else {
 		var err error
-		if b, err = webdriver.Start(ctx, engine, webdriver.Options{Scratch: t.TempDir(), Cache: os.TempDir(), Width: 1280, Height: 800}); err != nil {
+		if b, err = takeClassic(ctx); err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(func() { giveBack(t, b) })
 	}
-	t.Cleanup(func() { b.Close() })
 	t.Logf("engine: %s", b.Version())
 	return context.WithValue(context.Background(), wdBrowserKey{}, &wdBrowser{b: b})
 }
@@ -158,10 +159,63 @@ func sharedBrowser(t *testing.T) webdriver.Isolator {
 	}).(webdriver.Isolator)
 }
 
-// closeShared closes the shared browsers a test started.
+// closeShared closes the shared browsers a test started, and the pool's.
 func closeShared() {
 	firefoxShared.close()
 	chromiumShared.close()
+	classicPool.mu.Lock()
+	defer classicPool.mu.Unlock()
+	for _, b := range classicPool.idle {
+		b.Close()
+	}
+	classicPool.idle = nil
+}
+
+// classicPool holds the WebKit (or WPE) browsers of tests that passed, for
+// later tests to take instead of starting their own: a WebKit start costs
+// about two processor-seconds (WebKitWebDriver, its UI, web and network
+// processes, an Xvfb), and WebKit has no isolated context to hand out as
+// Chromium and Firefox do. What a test leaves in a browser stays with the
+// test's origin, and every test's stack has an origin of its own (its
+// port): its storage, Web Locks and sessionStorage are never another
+// test's. A browser whose test failed is closed, not handed on.
+var classicPool struct {
+	mu   sync.Mutex
+	idle []webdriver.Browser
+}
+
+// takeClassic takes a browser from the pool, or starts one.
+func takeClassic(ctx context.Context) (webdriver.Browser, error) {
+	classicPool.mu.Lock()
+	if n := len(classicPool.idle); n > 0 {
+		b := classicPool.idle[n-1]
+		classicPool.idle = classicPool.idle[:n-1]
+		classicPool.mu.Unlock()
+		return b, nil
+	}
+	classicPool.mu.Unlock()
+	scratch, err := os.MkdirTemp("", string(engine)+"-")
+	if err != nil {
+		return nil, err
+	}
+	return webdriver.Start(ctx, engine, webdriver.Options{Scratch: scratch, Cache: os.TempDir(), Width: 1280, Height: 800})
+}
+
+// giveBack puts t's browser back in the pool once t is over, its first tab
+// on a blank page at the size it started with (the tab's others were closed
+// by their own cleanups); it closes the browser instead when t failed or
+// that does not work.
+func giveBack(t *testing.T, b webdriver.Browser) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	first := b.Tab()
+	if t.Failed() || first.Navigate(ctx, "about:blank") != nil || first.SetViewport(ctx, 1280, 800, 0) != nil {
+		b.Close()
+		return
+	}
+	classicPool.mu.Lock()
+	defer classicPool.mu.Unlock()
+	classicPool.idle = append(classicPool.idle, b)
 }
 
 // openEngineTab opens url in a tab of parent's WebDriver browser: the
