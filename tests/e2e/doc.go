@@ -14,7 +14,9 @@
 // of its own, and a browser of its own (newBrowser), which in Chromium and
 // Firefox is an isolated context of the run's one browser, to the page a
 // fresh profile, with every tab in a window of its own so that no test's
-// page is hidden behind another's. On a 2-core machine a browser test is
+// page is hidden behind another's. WebKit has no such context: a test that
+// passed hands its browser on to a later one (classicPool), whose origin,
+// a port of its own, shares nothing with it. On a 2-core machine a browser test is
 // processor-bound more than it waits for its paced streams. Running two at
 // once took the Chromium run from 296 to 225 s on such a machine; sharing
 // the browser process as well, which saves Chromium's start (about two
