@@ -88,15 +88,6 @@ func startClassic(ctx context.Context, o Options, fl classicFlavour) (Browser, e
 		"XDG_CONFIG_HOME="+filepath.Join(o.Scratch, "xdg-config"),
 		"XDG_CACHE_HOME="+filepath.Join(o.Scratch, "xdg-cache"),
 		"XDG_DATA_HOME="+filepath.Join(o.Scratch, "xdg-data"))
-	if w.engine == WebKit {
-		// Xvfb has no GPU, so WebKitGTK's accelerated compositing draws
-		// with Mesa's llvmpipe, GL in software: a page doing nothing kept
-		// 0.4 of a core busy, and tests/e2e in WebKit took 312
-		// processor-seconds, against 238 without it (one test at a time).
-		// Without it WebKitGTK paints as it does with no compositor, which
-		// is all these tests need; a phone composites on its GPU either way.
-		w.driver.Env = append(w.driver.Env, "WEBKIT_DISABLE_COMPOSITING_MODE=1")
-	}
 	if o.Cache != "" {
 		w.driver.Env = append(w.driver.Env, "GST_REGISTRY="+filepath.Join(o.Cache, "gstreamer-registry.bin"))
 	}
