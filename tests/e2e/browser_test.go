@@ -52,7 +52,7 @@ func sharedChromium(t *testing.T) *chromium.Browser {
 	t.Helper()
 	return chromiumShared.get(t, func(profile string) (*chromium.Browser, func(), error) {
 		b, err := chromium.Start(chromium.Options{
-			Profile: profile, Scratch: os.TempDir(), Width: 1280, Height: 800,
+			Profile: profile, Scratch: os.TempDir(), Width: windowWidth, Height: windowHeight,
 			Extra: []chromedp.ExecAllocatorOption{chromedp.Flag("hide-scrollbars", true)},
 		})
 		if err != nil {

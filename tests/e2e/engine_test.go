@@ -78,6 +78,10 @@ func engineRecorded() { os.Getenv("ENGINE") }
 // side by side on a loaded one. A hang guard, not a claim about speed.
 const browserStartLimit = 4 * time.Minute
 
+// windowWidth and windowHeight are every browser window's size as a test
+// gets it: a desktop's.
+const windowWidth, windowHeight = 1280, 800
+
 // startEngine starts a browser of the run's engine for newBrowser.
 func startEngine(t *testing.T) context.Context {
 	t.Helper()
@@ -151,7 +155,7 @@ func sharedBrowser(t *testing.T) webdriver.Isolator {
 	return firefoxShared.get(t, func(scratch string) (webdriver.Browser, func(), error) {
 		ctx, cancel := context.WithTimeout(context.Background(), browserStartLimit)
 		defer cancel()
-		b, err := webdriver.Start(ctx, engine, webdriver.Options{Scratch: scratch, Width: 1280, Height: 800})
+		b, err := webdriver.Start(ctx, engine, webdriver.Options{Scratch: scratch, Width: windowWidth, Height: windowHeight})
 		if err != nil {
 			return nil, nil, err
 		}
@@ -173,7 +177,7 @@ func closeShared() {
 
 // classicPool holds the WebKit (or WPE) browsers of tests that passed, for
 // later tests to take instead of starting their own: a WebKit start costs
-// about two processor-seconds (WebKitWebDriver, its UI, web and network
+// two processor-seconds or more (WebKitWebDriver, its UI, web and network
 // processes, an Xvfb), and WebKit has no isolated context to hand out as
 // Chromium and Firefox do. What a test leaves in a browser stays with the
 // test's origin, and every test's stack has an origin of its own (its
@@ -198,7 +202,7 @@ func takeClassic(ctx context.Context) (webdriver.Browser, error) {
 	if err != nil {
 		return nil, err
 	}
-	return webdriver.Start(ctx, engine, webdriver.Options{Scratch: scratch, Cache: os.TempDir(), Width: 1280, Height: 800})
+	return webdriver.Start(ctx, engine, webdriver.Options{Scratch: scratch, Cache: os.TempDir(), Width: windowWidth, Height: windowHeight})
 }
 
 // giveBack puts t's browser back in the pool once t is over, its first tab
@@ -209,7 +213,7 @@ func giveBack(t *testing.T, b webdriver.Browser) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	first := b.Tab()
-	if t.Failed() || first.Navigate(ctx, "about:blank") != nil || first.SetViewport(ctx, 1280, 800, 0) != nil {
+	if t.Failed() || first.Navigate(ctx, "about:blank") != nil || first.SetViewport(ctx, windowWidth, windowHeight, 0) != nil {
 		b.Close()
 		return
 	}
