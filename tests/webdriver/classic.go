@@ -88,6 +88,16 @@ func startClassic(ctx context.Context, o Options, fl classicFlavour) (Browser, e
 		"XDG_CONFIG_HOME="+filepath.Join(o.Scratch, "xdg-config"),
 		"XDG_CACHE_HOME="+filepath.Join(o.Scratch, "xdg-cache"),
 		"XDG_DATA_HOME="+filepath.Join(o.Scratch, "xdg-data"))
+	if w.engine == WebKit {
+		// Xvfb has no GPU, so WebKitGTK's accelerated compositing draws
+		// with Mesa's llvmpipe, GL in software, every frame of the whole
+		// window: a page animating one 6-pixel dot kept 1.45 cores busy,
+		// 0.18 without it. Without it WebKitGTK paints what changed, as it
+		// does with no compositor, which is all these tests need (a phone
+		// composites on its GPU either way). Its screenshots then need a
+		// page that paints (Screenshot).
+		w.driver.Env = append(w.driver.Env, "WEBKIT_DISABLE_COMPOSITING_MODE=1")
+	}
 	if o.Cache != "" {
 		w.driver.Env = append(w.driver.Env, "GST_REGISTRY="+filepath.Join(o.Cache, "gstreamer-registry.bin"))
 	}
@@ -369,7 +379,23 @@ func (t *classicTab) awaitViewport(ctx context.Context, want [2]int) ([2]int, er
 	}
 }
 
+// Screenshot captures the viewport. WebKitGTK without accelerated
+// compositing (startClassic) answers a screenshot only once the page has
+// painted after the request: a static page's hung until its deadline, every
+// time, and a page painting each frame got its own in 60–90 ms. So from
+// before the request until after the answer, the page repaints one
+// transparent pixel each frame (paintEachFrame), which nothing can see.
 func (t *classicTab) Screenshot(ctx context.Context) ([]byte, error) {
+	if t.w.engine == WebKit {
+		if err := t.Eval(ctx, paintEachFrame, nil); err != nil {
+			return nil, fmt.Errorf("making the page paint for its screenshot: %w", err)
+		}
+		defer func() {
+			stop, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			t.Eval(stop, stopPainting, nil)
+		}()
+	}
 	var data string
 	if err := t.cmd(ctx, http.MethodGet, "/screenshot", nil, &data); err != nil {
 		return nil, err
@@ -397,3 +423,28 @@ func (t *classicTab) Close() error {
 	t.w.do(ctx, http.MethodPost, t.w.base+"/window", map[string]any{"handle": t.w.first.handle}, nil)
 	return err
 }
+
+// paintEachFrame puts a transparent 1×1 element at the viewport's corner and
+// changes its background (transparent either way) every animation frame, so
+// the page paints while it is there; stopPainting takes it away. Its key is
+// a registered symbol, out of any page's names.
+const (
+	paintEachFrame = `(() => {
+		const key = Symbol.for("webdriver.paintEachFrame");
+		if (globalThis[key]) return true;
+		const el = document.createElement("div");
+		el.setAttribute("aria-hidden", "true");
+		el.style.cssText = "position: fixed; left: 0; top: 0; width: 1px; height: 1px; pointer-events: none";
+		document.documentElement.append(el);
+		let on = true, n = 0;
+		const paint = () => {
+			if (!on) return;
+			el.style.backgroundColor = n++ % 2 ? "rgba(0, 0, 0, 0)" : "rgba(0, 0, 1, 0)";
+			requestAnimationFrame(paint);
+		};
+		requestAnimationFrame(paint);
+		globalThis[key] = () => { on = false; el.remove(); delete globalThis[key]; };
+		return true;
+	})()`
+	stopPainting = `(globalThis[Symbol.for("webdriver.paintEachFrame")]?.(), true)`
+)

@@ -13,7 +13,10 @@
 //     ready, a read limit raised for screenshots;
 //   - WebKit: a display (an Xvfb of the run's own, unless $DISPLAY names
 //     one), and a session whose browser arguments contain --automation, or
-//     the session request hangs with no error;
+//     the session request hangs with no error; its accelerated compositing
+//     off (WEBKIT_DISABLE_COMPOSITING_MODE), which Xvfb could only run in
+//     software GL, so a page paints each frame while its screenshot is
+//     taken, or an idle page's screenshot never comes;
 //   - WebKit has no log endpoint: console errors and unhandled rejections
 //     are caught by the page itself (Recorder), and Tab.Problems reads them.
 //
