@@ -156,6 +156,11 @@ func TestRuntimeGoneOnEveryNode(t *testing.T) {
 	if f.Type != librelay.TypeError || errCode(f) != librelay.CodeUnknownInstance {
 		t.Fatalf("hello with no runtime anywhere: %+v", f)
 	}
+	// Read to the close, which answers the relay's: a socket left unread
+	// holds the node's shutdown for the close handshake's 5 s.
+	if _, code := b.ReadUntilClosed(); code != relayleg.CloseUnknownInstance {
+		t.Fatalf("after unknown_instance the socket closed %d, want 4404", code)
+	}
 }
 
 // A second runtime connection for the instance on another node supersedes
@@ -239,6 +244,9 @@ func TestFrameToDeadRuntimeNode(t *testing.T) {
 	}
 	if f, _, _ := nb.Hello("test", b.Session, librelay.ProtocolVersion); f.Type != librelay.TypeError || errCode(f) != librelay.CodeUnknownInstance {
 		t.Fatalf("hello after the runtime's node died: %+v", f)
+	}
+	if _, code := nb.ReadUntilClosed(); code != relayleg.CloseUnknownInstance {
+		t.Fatalf("after unknown_instance the socket closed %d, want 4404", code)
 	}
 }
 
