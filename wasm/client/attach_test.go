@@ -397,6 +397,7 @@ func TestStoreFailureClosesTheEarlyDial(t *testing.T) {
 // beside it, not the attach: the relay closes that socket, and the client
 // redials as after any transient failure.
 func TestStoreSlowerThanTheHelloWait(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, func(c *relay.Config) { c.Limits.HelloTimeout = 100 * time.Millisecond }, nil)
 	c := clienttest.NewCollector()
 	tr := &gatedTransport{opened: make(chan struct{}), closed: make(chan struct{}, 1)}

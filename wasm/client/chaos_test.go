@@ -26,6 +26,7 @@ const streamRate = 2500
 // relay process restarts once with the same key. The handler sees every seq
 // exactly once, in order, and the transcript matches what it saw.
 func TestChaosNothingLost(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("streams for several seconds")
 	}
@@ -58,6 +59,7 @@ func TestChaosNothingLost(t *testing.T) {
 // detach and a new one attaches with the same Store and name. Across all
 // clients together every frame is delivered exactly once, in order.
 func TestChaosReloads(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("streams for several seconds")
 	}

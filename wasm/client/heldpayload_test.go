@@ -29,6 +29,7 @@ import (
 // no such point: the engine closes a socket that breaks during a delivery
 // at once, and commits what that delivery accepted after.)
 func TestHeldPayloadsOutliveTheirCommits(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("streams for a few seconds")
 	}

@@ -152,6 +152,7 @@ func TestHeartbeatTimeout(t *testing.T) {
 // A relay's retry_after hint delays the next redial (a lower bound, which a
 // slow machine can only make longer).
 func TestRetryAfterHonoured(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, func(cfg *relay.Config) { cfg.RetryAfter = 1 }, nil)
 	c := clienttest.NewCollector()
 	a := s.attach(s.options(client.NewMemoryStore(), c))

@@ -94,6 +94,7 @@ func TestNonResumingChat(t *testing.T) {
 // was away is gone and the loss is reported (not_resumed), and the chat
 // goes on on the same ACP session.
 func TestNonResumingDropAndReload(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, nil, func(c *devruntime.Config) { c.NoResume, c.AgentRate = true, 500 })
 	c := clienttest.NewCollector()
 	store := client.NewMemoryStore()

@@ -82,6 +82,7 @@ func gapWindow(t *testing.T) time.Duration {
 // so a window holds no more resumes than that floor allows (a loaded
 // machine only makes them fewer). The figure, resumes per minute, is logged.
 func TestRepeatedGapBacksOff(t *testing.T) {
+	t.Parallel()
 	s := newScripted(t) // default Backoff: 500ms, 30s
 	_, id := s.expectResume(t)
 	s.resumed(t, id, 1, false)
