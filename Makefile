@@ -9,8 +9,11 @@ DIST    := dist
 GOROOT  := $(shell $(GO) env GOROOT)
 # The race detector where concurrency is the subject; the browser-driving
 # suites run without it (Chromium, not Go, is the busy process there).
+# librelay runs in both: its tests of frames at the size limit, on one
+# goroutine, skip themselves under the race detector, which made them take
+# 20 s (skipUnderRace), and run in the native step.
 RACE_PKGS := ./librelay/... ./wasm/client/... ./demo/...
-NATIVE_PKGS := ./tests/... ./jsbridge/bundle/...
+NATIVE_PKGS := ./librelay/... ./tests/... ./jsbridge/bundle/...
 # The engines the browser suites (tests/browser, tests/e2e) run in; `make
 # test-browser ENGINE=firefox` runs one.
 ENGINES := chromium firefox webkit

@@ -1,0 +1,5 @@
+//go:build !race
+
+package librelay
+
+const raceEnabled = false
