@@ -16,15 +16,15 @@
 // fresh profile, with every tab in a window of its own so that no test's
 // page is hidden behind another's. WebKit has no such context: a test that
 // passed hands its browser on to a later one (classicPool), whose origin,
-// a port of its own, shares nothing with it. On a 2-core machine a browser test is
-// processor-bound more than it waits for its paced streams. Running two at
-// once took the Chromium run from 296 to 225 s on such a machine; sharing
-// the browser process as well, which saves Chromium's start (about two
-// processor-seconds) per test, to 162 s. The streams a test interrupts are
-// paced at 100 chunks a second (streamRate) and sized by how long they last
-// (countLasting): at 500 a second the three engines' runs, one test at a
-// time, took 887 processor-seconds, at 100 787, every interruption landing
-// at the same moment of its stream.
+// a port of its own, shares nothing with it. On a 2-core machine a browser
+// test is processor-bound more than it waits for its paced streams.
+// Running two at once took the Chromium run from 296 to 225 s on such a
+// machine; sharing the browser process as well, which saves Chromium's
+// start (about two processor-seconds) per test, to 162 s. The streams a
+// test interrupts are paced (streamRate says at what rate, and what a
+// faster one cost) and sized by how long they last (countLasting), so
+// every interruption lands at the same moment of its stream whatever the
+// rate.
 //
 // relay.wasm, relay.js and wasm_exec.js come from dist/ when `make wasm` has
 // built them from the current sources; otherwise TestMain builds them into a
