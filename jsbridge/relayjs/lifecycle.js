@@ -8,11 +8,13 @@
 // window. pagehide also remembers the slots held, for the next load of the
 // tab to lock before relay.wasm runs (tabs.js). Nothing else happens on
 // pagehide: no detach, so a reload finds the attachment id still held by
-// the relay and reclaims it. A page back from the back/forward cache
-// (pageshow, persisted) or from being frozen (resume) probes as a visible
-// one does.
+// the relay and reclaims it. A page going into the back/forward cache
+// (pagehide, persisted) lets its slots' locks go, and asks for them again
+// when it is back (pageshow, persisted; tabs.js suspendSlots). A page back
+// from the cache or from being frozen (resume) probes as a visible one
+// does.
 
-import { rememberSlots } from "./tabs.js";
+import { rememberSlots, resumeSlots, suspendSlots } from "./tabs.js";
 
 let listening = false;
 
@@ -21,9 +23,10 @@ export function listenToLifecycle(B) {
   listening = true;
   addEventListener("online", () => B.api.online(true));
   addEventListener("offline", () => B.api.online(false));
-  addEventListener("pagehide", () => {
+  addEventListener("pagehide", (ev) => {
     B.writeAll();
     rememberSlots();
+    if (ev.persisted) suspendSlots();
   });
   // A page restored from the back/forward cache had its socket cut while it
   // was there (Chrome on Android does; WebKit and Firefox close it too):
@@ -31,7 +34,9 @@ export function listenToLifecycle(B) {
   // in the background (Chrome's Page Lifecycle: freeze, then resume), which
   // the relay may have given up on meanwhile.
   addEventListener("pageshow", (ev) => {
-    if (ev.persisted) B.api.probe();
+    if (!ev.persisted) return;
+    resumeSlots();
+    B.api.probe();
   });
   globalThis.document?.addEventListener("freeze", () => B.writeAll());
   globalThis.document?.addEventListener("resume", () => B.api.probe());

@@ -238,7 +238,9 @@ class Connection {
 
 // The lifecycle events the worker cannot see, as worker.js's life names
 // them. pagehide, freeze and hidden write the page's stores at once, here,
-// as lifecycle.js does on the main thread.
+// as lifecycle.js does on the main thread; a pagehide into the back/forward
+// cache has the worker let its slots' locks go (suspend), and pageshow
+// from it has the worker ask for them again (tabs.js suspendSlots).
 function forwardLifecycle(w, c) {
   const send = (ev) => w.postMessage({ t: "life", ev });
   addEventListener("online", () => send("online"));
@@ -247,6 +249,7 @@ function forwardLifecycle(w, c) {
     // A page kept in the back/forward cache keeps its worker, whose
     // commits then still come.
     if (!ev.persisted) for (const a of c.attachments.values()) a._commitTail(c.stores);
+    else send("suspend");
     writeAll();
   });
   addEventListener("pageshow", (ev) => ev.persisted && send("pageshow"));

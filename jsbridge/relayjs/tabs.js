@@ -54,15 +54,64 @@ const REMEMBERED_MS = 30000;
 const REMEMBER_MAX = 8;
 const EARLY_HOLD_MS = 5000;
 
-// held are the slots' locks this page holds, by lock name.
-const held = new Set();
+// held are the slots this page holds, by lock name: each one's release
+// of its lock, which suspendSlots and resumeSlots replace, and whether the
+// lock was let go by suspendSlots.
+const held = new Map();
 
 function holding(lockName, release) {
-  held.add(lockName);
+  const slot = { release, suspended: false };
+  held.set(lockName, slot);
   return () => {
-    held.delete(lockName);
-    return release();
+    if (held.get(lockName) === slot) held.delete(lockName);
+    return slot.release();
   };
+}
+
+// A page kept in the back/forward cache is not running, and engines differ
+// on its locks: Chromium keeps them, and drops the page from the cache when
+// another page asks for one; WebKitGTK 2.50 lets them go, and gives them
+// back to no one when the page is shown again; WPE WebKit 2.38 (Safari 16)
+// keeps them, so the tab's next page, the same chat loaded again by a link,
+// waited RELOAD_WAIT_MS for its own slot and took name#2. So the page lets
+// its slots' locks go itself as it is cached (suspendSlots, at pagehide
+// when persisted) and asks for them again when it is shown from the cache
+// (resumeSlots, at pageshow when persisted). Without that, a page restored
+// in WebKit went on with an attachment whose lock nobody held, and another
+// tab attaching the same stream took slot 1, and with it the same
+// attachment id, instead of name#2 (tests/e2e TestRestoredPageHoldsItsSlot).
+
+/** suspendSlots lets go of the locks of the slots this page holds, which stay its slots. */
+export function suspendSlots() {
+  for (const slot of held.values()) {
+    if (slot.suspended) continue;
+    const release = slot.release;
+    slot.release = async () => {};
+    slot.suspended = true;
+    release();
+  }
+}
+
+/**
+ * resumeSlots asks again for the locks suspendSlots let go, waiting for
+ * each as a reload does (the page that took it meanwhile may still be going
+ * into the cache itself). A lock another tab holds by then stays that
+ * tab's: this page's attachment goes on, and the two may supersede each
+ * other (the code "superseded"); the console says which stream.
+ */
+export async function resumeSlots() {
+  const locks = globalThis.navigator?.locks;
+  if (!locks) return;
+  const suspended = [...held].filter(([, slot]) => slot.suspended);
+  await Promise.all(
+    suspended.map(async ([lockName, slot]) => {
+      slot.suspended = false;
+      const release = await tryLock(locks, lockName, RELOAD_WAIT_MS).catch(() => null);
+      if (held.get(lockName) !== slot) release?.(); // the slot was let go meanwhile
+      else if (release) slot.release = release;
+      else console.warn("relay.js: another tab took this page's stream while the page was in the back/forward cache:", lockName);
+    }),
+  );
 }
 
 /**
@@ -72,7 +121,7 @@ function holding(lockName, release) {
  */
 export function rememberSlots() {
   if (held.size === 0) removeSession(REMEMBERED);
-  else writeSession(REMEMBERED, JSON.stringify({ at: Date.now(), locks: [...held].slice(0, REMEMBER_MAX) }));
+  else writeSession(REMEMBERED, JSON.stringify({ at: Date.now(), locks: [...held.keys()].slice(0, REMEMBER_MAX) }));
 }
 
 // recallSlots takes what the previous load of this tab remembered, once.

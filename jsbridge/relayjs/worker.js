@@ -41,7 +41,7 @@ import { bridge } from "./bridge.js";
 import { loadRelay, RelayError } from "./relay.js";
 import { DELIVERY } from "./remote.js";
 import { visibility } from "./sockets.js";
-import { tabEnv } from "./tabs.js";
+import { resumeSlots, suspendSlots, tabEnv } from "./tabs.js";
 
 const B = bridge();
 const relays = new Map(); // id -> Relay
@@ -215,7 +215,12 @@ const life = {
     visibility.hidden = true;
   },
   resume: () => B.api?.probe(),
-  pageshow: () => B.api?.probe(),
+  // The page going into the back/forward cache and back (lifecycle.js).
+  suspend: () => suspendSlots(),
+  pageshow: () => {
+    resumeSlots();
+    B.api?.probe();
+  },
 };
 
 self.onmessage = ({ data: m }) => {

@@ -129,3 +129,67 @@ func waitHeld(t *testing.T, ctx context.Context, n int) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// A page going into the back/forward cache lets its slots' locks go, and
+// asks for them again when it is shown from the cache (tabs.js
+// suspendSlots and resumeSlots): WPE WebKit 2.38 keeps a cached page's
+// locks, which kept the tab's next page from its own slot, and WebKitGTK
+// 2.50 lets them go and gives them back to no one. While suspended the slot
+// is still the page's (rememberSlots keeps it for the tab's next page); a
+// lock another holder took meanwhile stays that holder's, and the page's
+// release then frees nothing of it. tests/e2e has WebKit really cache a
+// page.
+func TestSlotsLetGoInTheBackForwardCache(t *testing.T) {
+	ctx := testContext(t)
+	tabs := relayjsModule(t, "tabs.js")
+	storage := js.Global().Get("sessionStorage")
+	const key = "relaywasm-slots" // tabs.js REMEMBERED
+	defer storage.Call("removeItem", key)
+	url, instance, name := "ws://limits.test/bfcache", "inst", "s"
+	lockName := "relaywasm:" + url + "\x00" + instance + "\x00" + name
+
+	slot := must(t, ctx, tabs.Call("takeSlot", url, instance, name))
+	waitHeld(t, ctx, 1)
+	tabs.Call("suspendSlots")
+	waitHeld(t, ctx, 0)
+	tabs.Call("rememberSlots")
+	if kept := storage.Call("getItem", key); kept.IsNull() || !strings.Contains(kept.String(), "limits.test/bfcache") {
+		t.Fatalf("rememberSlots while suspended kept %v, want the slot's lock", kept)
+	}
+	// A second suspend, or a pageshow with nothing suspended, changes nothing.
+	tabs.Call("suspendSlots")
+	must(t, ctx, tabs.Call("resumeSlots"))
+	waitHeld(t, ctx, 1)
+	start := time.Now()
+	must(t, ctx, tabs.Call("resumeSlots"))
+	if waited := time.Since(start); waited > time.Second {
+		t.Fatalf("resumeSlots with no slot suspended waited %v for a lock the page holds", waited)
+	}
+	waitHeld(t, ctx, 1)
+
+	// Another holder takes the lock while the page is cached.
+	tabs.Call("suspendSlots")
+	waitHeld(t, ctx, 0)
+	var let js.Value
+	hold := js.FuncOf(func(js.Value, []js.Value) any {
+		return js.Global().Get("Promise").New(js.FuncOf(func(_ js.Value, args []js.Value) any {
+			let = args[0]
+			return nil
+		}))
+	})
+	defer hold.Release()
+	js.Global().Get("navigator").Get("locks").Call("request", lockName, hold)
+	waitHeld(t, ctx, 1)
+	must(t, ctx, tabs.Call("resumeSlots")) // gives up after tabs.js RELOAD_WAIT_MS
+	must(t, ctx, slot.Call("release"))
+	time.Sleep(200 * time.Millisecond)
+	waitHeld(t, ctx, 1)
+	pending := must(t, ctx, js.Global().Get("navigator").Get("locks").Call("query")).Get("pending")
+	for i := range pending.Length() {
+		if n := pending.Index(i).Get("name").String(); n == lockName {
+			t.Fatalf("resumeSlots gave up and its request for %q is still pending", n)
+		}
+	}
+	let.Invoke()
+	waitHeld(t, ctx, 0)
+}

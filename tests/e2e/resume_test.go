@@ -365,6 +365,43 @@ func TestReloadLocksEarly(t *testing.T) {
 	}
 }
 
+// A page restored from the back/forward cache holds its stream's slot again
+// (tabs.js suspendSlots and resumeSlots): WebKit caches the page and lets
+// its Web Locks go while it is there, so without asking for them again the
+// restored page would hold none, and a second tab would take slot 1, and
+// with it the same attachment, instead of name#2. Chromium and Firefox do
+// not cache a page that holds a lock: there the page loads again and takes
+// its slot as a reload does. Either way the page ends up holding its slot
+// and a second tab gets worker-e2e#2. In worker mode the worker holds the
+// locks, and hears of the page's pagehide and pageshow from it.
+func TestRestoredPageHoldsItsSlot(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []string{"main", "worker"} {
+		t.Run(mode, func(t *testing.T) {
+			s := startStackServing(t, workerDir, 0)
+			tb := openTab(t, newBrowser(t), "restored", s.PageURL()+"early.html?"+mode)
+			workerReady(tb, mode)
+			tb.eval(`(window.__shown = [], addEventListener("pageshow", (e) => __shown.push(e.persisted)), true)`, nil)
+			tb.do("leaving the page", func(ctx context.Context) error { return tb.page.navigate(ctx, s.PageURL()+"page.js") })
+			tb.eval(`(history.back(), true)`, nil)
+			tb.waitFor("the page to be back", `location.search === "?`+mode+`" && window.__w && __w.ready`)
+			var restored bool
+			tb.eval(`(window.__shown ?? []).includes(true)`, &restored)
+			t.Logf("restored from the back/forward cache: %v", restored)
+			tb.waitFor("the page to hold its slot", `navigator.locks.query().then((q) => q.held.some((l) => l.name.endsWith("\u0000worker-e2e")))`)
+
+			two := openTab(t, tb.ctx, "second tab", s.PageURL()+"early.html?"+mode)
+			workerReady(two, mode)
+			var names [2]string
+			tb.eval(`__w.att.name`, &names[0])
+			two.eval(`__w.att.name`, &names[1])
+			if names != [2]string{"worker-e2e", "worker-e2e#2"} {
+				t.Errorf("the restored page and a second tab attached as %q, want worker-e2e and worker-e2e#2", names)
+			}
+		})
+	}
+}
+
 // checkEarly checks that the page asked for one relaywasm lock, before
 // page.js called loadRelay when early, after it when not; that on the main
 // thread it made one WebSocket, after loadRelay was called; and that
