@@ -30,6 +30,9 @@ type layout struct {
 	StatusShown   bool    `json:"statusShown"`
 	AtEnd         bool    `json:"atEnd"` // the conversation is scrolled to its newest line
 	Status        string  `json:"status"`
+	// TitleClear says the page's title is shown whole (not cut short) and
+	// ends before the connection state begins.
+	TitleClear bool `json:"titleClear"`
 }
 
 // readLayout reads the layout as the next frame shows it. The page keeps
@@ -44,12 +47,14 @@ const readLayout = `new Promise((resolve) => {
 		const c = document.getElementById("composer").getBoundingClientRect();
 		const s = document.getElementById("status").getBoundingClientRect();
 		const v = document.getElementById("scroller");
+		const h = document.querySelector("h1");
 		resolve({
 			vw: innerWidth, pw: document.documentElement.scrollWidth, vh: innerHeight,
 			composerTop: c.top, composerBottom: c.bottom,
 			statusShown: s.width > 0 && s.right <= innerWidth,
 			status: document.getElementById("status-text").textContent,
 			atEnd: v.scrollHeight - v.scrollTop - v.clientHeight < 2,
+			titleClear: h.scrollWidth <= h.clientWidth && h.getBoundingClientRect().right <= s.left,
 		});
 	});
 	read.observe(transcript);
@@ -58,7 +63,7 @@ const readLayout = `new Promise((resolve) => {
 // Screenshots of the page mid-conversation, at a desktop and a phone
 // viewport (and the phone in the dark scheme), written to out/ on every run.
 // The checks fail when the layout breaks: sideways scrolling, a composer
-// pushed off screen, a hidden connection state.
+// pushed off screen, a hidden connection state, a title cut short.
 func TestScreenshots(t *testing.T) {
 	t.Parallel()
 	s := startStack(t, 40)
@@ -113,6 +118,9 @@ func shoot(t *testing.T, tb *tab, name string, width, height int) {
 	}
 	if !l.StatusShown || l.Status != "Connected" {
 		t.Errorf("%s: the connection state shows %q (on screen: %v), want Connected", name, l.Status, l.StatusShown)
+	}
+	if !l.TitleClear {
+		t.Errorf("%s: the page's title is cut short or runs under the connection state", name)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
