@@ -369,11 +369,12 @@ func TestReloadLocksEarly(t *testing.T) {
 // (tabs.js suspendSlots and resumeSlots): WebKit caches the page and lets
 // its Web Locks go while it is there, so without asking for them again the
 // restored page would hold none, and a second tab would take slot 1, and
-// with it the same attachment, instead of name#2. Chromium and Firefox do
-// not cache a page that holds a lock: there the page loads again and takes
-// its slot as a reload does. Either way the page ends up holding its slot
-// and a second tab gets worker-e2e#2. In worker mode the worker holds the
-// locks, and hears of the page's pagehide and pageshow from it.
+// with it the same attachment, instead of name#2. Chromium keeps a cached
+// page's locks (and drops the page from its cache when another page asks
+// for one); Firefox did not cache the page here, so it loads again and
+// takes its slot as a reload does. Either way the page ends up holding its
+// slot and a second tab gets worker-e2e#2. In worker mode the worker holds
+// the locks, and hears of the page's pagehide and pageshow from it.
 func TestRestoredPageHoldsItsSlot(t *testing.T) {
 	t.Parallel()
 	for _, mode := range []string{"main", "worker"} {
