@@ -39,6 +39,8 @@ type page interface {
 	reload(ctx context.Context) error
 	// navigate loads url in the tab and waits for its load event.
 	navigate(ctx context.Context, url string) error
+	// back goes back one entry in the tab's history (webdriver.Tab's Back).
+	back(ctx context.Context) error
 	// viewport sets the viewport in CSS pixels; phone also asks for a
 	// phone's pixel ratio (and, in Chromium, its touch and user agent).
 	viewport(ctx context.Context, width, height int, phone bool) error
@@ -256,6 +258,7 @@ func (p *wdPage) eval(ctx context.Context, expr string, out any) error {
 	return p.tab.Eval(ctx, expr, out)
 }
 func (p *wdPage) reload(ctx context.Context) error { return p.tab.Reload(ctx) }
+func (p *wdPage) back(ctx context.Context) error   { return p.tab.Back(ctx) }
 func (p *wdPage) navigate(ctx context.Context, url string) error {
 	return p.tab.Navigate(ctx, url)
 }
@@ -350,6 +353,14 @@ func (p *cdpPage) eval(ctx context.Context, expr string, out any) error {
 	return p.do(ctx, evaluate(expr, out))
 }
 func (p *cdpPage) reload(ctx context.Context) error { return p.do(ctx, chromedp.Reload()) }
+
+// back runs history.back() in the page: a page restored from the
+// back/forward cache fires no load event, which chromedp's NavigateBack
+// would wait for. The CDP evaluations that follow are not lost in the
+// navigation as a WebDriver script's can be.
+func (p *cdpPage) back(ctx context.Context) error {
+	return p.do(ctx, chromedp.Evaluate(`history.back()`, nil))
+}
 func (p *cdpPage) navigate(ctx context.Context, url string) error {
 	return p.do(ctx, chromedp.Navigate(url))
 }

@@ -237,7 +237,7 @@ func backForwardCache(t *testing.T, m pageMode) {
 	tb.eval(`(window.__shown = [], addEventListener("pageshow", (e) => __shown.push(e.persisted)), true)`, nil)
 
 	tb.do("leaving the page", func(ctx context.Context) error { return tb.page.navigate(ctx, s.PageURL()+"style.css") })
-	tb.eval(`(history.back(), true)`, nil)
+	tb.do("going back", tb.page.back)
 	tb.waitFor("the page to be back", `location.pathname === "/" && window.__chat && __chat.ready`)
 	var shown []bool
 	tb.eval(`window.__shown ?? null`, &shown)

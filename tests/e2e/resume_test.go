@@ -384,7 +384,7 @@ func TestRestoredPageHoldsItsSlot(t *testing.T) {
 			workerReady(tb, mode)
 			tb.eval(`(window.__shown = [], addEventListener("pageshow", (e) => __shown.push(e.persisted)), true)`, nil)
 			tb.do("leaving the page", func(ctx context.Context) error { return tb.page.navigate(ctx, s.PageURL()+"page.js") })
-			tb.eval(`(history.back(), true)`, nil)
+			tb.do("going back", tb.page.back)
 			tb.waitFor("the page to be back", `location.search === "?`+mode+`" && window.__w && __w.ready`)
 			var restored bool
 			tb.eval(`(window.__shown ?? []).includes(true)`, &restored)

@@ -294,6 +294,10 @@ func (t *bidiTab) Reload(ctx context.Context) error {
 	return t.f.call(ctx, "browsingContext.reload", map[string]any{"context": t.id, "wait": "complete"}, nil)
 }
 
+func (t *bidiTab) Back(ctx context.Context) error {
+	return t.f.call(ctx, "browsingContext.traverseHistory", map[string]any{"context": t.id, "delta": -1}, nil)
+}
+
 func (t *bidiTab) Eval(ctx context.Context, expr string, out any) error {
 	var r struct {
 		Type   string `json:"type"`

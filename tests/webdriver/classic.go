@@ -295,6 +295,10 @@ func (t *classicTab) Reload(ctx context.Context) error {
 	return t.cmd(ctx, http.MethodPost, "/refresh", nil, nil)
 }
 
+func (t *classicTab) Back(ctx context.Context) error {
+	return t.cmd(ctx, http.MethodPost, "/back", nil, nil)
+}
+
 func (t *classicTab) Eval(ctx context.Context, expr string, out any) error {
 	script := `const done = arguments[arguments.length - 1];
 ` + evalWrapper(expr) + `.then((v) => done({v: v}), (e) => done({e: String(e && e.stack ? e.message + "\n" + e.stack : e)}));`

@@ -94,6 +94,12 @@ type Tab interface {
 	Navigate(ctx context.Context, url string) error
 	// Reload reloads the page and waits for its load event.
 	Reload(ctx context.Context) error
+	// Back goes back one entry in the tab's history and waits until the
+	// page is shown, loaded again or restored from the back/forward cache.
+	// A script's history.back() followed by Eval races the navigation: in
+	// WebKit such an Eval, its script started in the page being left, hung
+	// until its deadline.
+	Back(ctx context.Context) error
 	// Eval evaluates a JavaScript expression, awaits it when it is a
 	// Promise, and decodes its value (as JSON.stringify gives it) into out,
 	// which may be nil. A thrown exception or a rejection is an error.
