@@ -170,13 +170,13 @@ func TestSlotsLetGoInTheBackForwardCache(t *testing.T) {
 	// Another holder takes the lock while the page is cached.
 	tabs.Call("suspendSlots")
 	waitHeld(t, ctx, 0)
-	var let js.Value
-	hold := js.FuncOf(func(js.Value, []js.Value) any {
-		return js.Global().Get("Promise").New(js.FuncOf(func(_ js.Value, args []js.Value) any {
-			let = args[0]
-			return nil
-		}))
+	var let js.Value // resolves the other holder's Promise, letting its lock go
+	keep := js.FuncOf(func(_ js.Value, args []js.Value) any {
+		let = args[0]
+		return nil
 	})
+	defer keep.Release()
+	hold := js.FuncOf(func(js.Value, []js.Value) any { return js.Global().Get("Promise").New(keep) })
 	defer hold.Release()
 	js.Global().Get("navigator").Get("locks").Call("request", lockName, hold)
 	waitHeld(t, ctx, 1)
