@@ -26,6 +26,10 @@ export function spy() {
   return { asked, restore() { LockManager.prototype.request = original; } };
 }`)
 
+// rememberedKey is where tabs.js keeps a page's slot locks for the tab's
+// next load (its REMEMBERED).
+const rememberedKey = "relaywasm-slots"
+
 // A reload's early slot locks (tabs.js lockRemembered, README "As files")
 // keep to their limits: what a page remembered is taken once, only within
 // 30 s of its pagehide, at most 8 locks and only relaywasm's; a lock no
@@ -38,11 +42,10 @@ func TestEarlyLockLimits(t *testing.T) {
 	s := lockSpy(t).Call("spy")
 	defer s.Call("restore")
 	storage := js.Global().Get("sessionStorage")
-	const key = "relaywasm-slots" // tabs.js REMEMBERED
 	lock := func(i int) string { return fmt.Sprintf("relaywasm:ws://limits.test/%d\x00inst\x00s", i) }
 	keep := func(age time.Duration, locks ...any) {
 		b, _ := json.Marshal(map[string]any{"at": time.Now().Add(-age).UnixMilli(), "locks": locks})
-		storage.Call("setItem", key, string(b))
+		storage.Call("setItem", rememberedKey, string(b))
 	}
 	asked := func() []string {
 		var out []string
@@ -56,8 +59,8 @@ func TestEarlyLockLimits(t *testing.T) {
 
 	keep(31*time.Second, lock(0))
 	tabs.Call("lockRemembered")
-	if got := asked(); len(got) != 0 || !storage.Call("getItem", key).IsNull() {
-		t.Fatalf("a list 31 s old: asked for %q and left it kept (%v); want nothing asked and the list taken", got, storage.Call("getItem", key))
+	if got := asked(); len(got) != 0 || !storage.Call("getItem", rememberedKey).IsNull() {
+		t.Fatalf("a list 31 s old: asked for %q and left it kept (%v); want nothing asked and the list taken", got, storage.Call("getItem", rememberedKey))
 	}
 
 	keep(time.Second, "other:lock", 7, lock(0))
@@ -98,12 +101,12 @@ func TestEarlyLockLimits(t *testing.T) {
 		t.Fatalf("takeSlot after the early request: asked for %q more and got slot %q; want nothing more asked and slot %q", got, slot.Get("name"), name)
 	}
 	tabs.Call("rememberSlots")
-	if kept := storage.Call("getItem", key); kept.IsNull() || !strings.Contains(kept.String(), "limits.test/take") {
+	if kept := storage.Call("getItem", rememberedKey); kept.IsNull() || !strings.Contains(kept.String(), "limits.test/take") {
 		t.Fatalf("rememberSlots while the slot is held kept %v, want its lock", kept)
 	}
 	must(t, ctx, slot.Call("release"))
 	tabs.Call("rememberSlots")
-	if kept := storage.Call("getItem", key); !kept.IsNull() {
+	if kept := storage.Call("getItem", rememberedKey); !kept.IsNull() {
 		t.Fatalf("rememberSlots with no slot held kept %v, want nothing", kept)
 	}
 }
@@ -143,8 +146,7 @@ func TestSlotsLetGoInTheBackForwardCache(t *testing.T) {
 	ctx := testContext(t)
 	tabs := relayjsModule(t, "tabs.js")
 	storage := js.Global().Get("sessionStorage")
-	const key = "relaywasm-slots" // tabs.js REMEMBERED
-	defer storage.Call("removeItem", key)
+	defer storage.Call("removeItem", rememberedKey)
 	url, instance, name := "ws://limits.test/bfcache", "inst", "s"
 	lockName := "relaywasm:" + url + "\x00" + instance + "\x00" + name
 
@@ -153,7 +155,7 @@ func TestSlotsLetGoInTheBackForwardCache(t *testing.T) {
 	tabs.Call("suspendSlots")
 	waitHeld(t, ctx, 0)
 	tabs.Call("rememberSlots")
-	if kept := storage.Call("getItem", key); kept.IsNull() || !strings.Contains(kept.String(), "limits.test/bfcache") {
+	if kept := storage.Call("getItem", rememberedKey); kept.IsNull() || !strings.Contains(kept.String(), "limits.test/bfcache") {
 		t.Fatalf("rememberSlots while suspended kept %v, want the slot's lock", kept)
 	}
 	// A second suspend, or a pageshow with nothing suspended, changes nothing.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"net/url"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -203,7 +202,6 @@ func silentSocketNoticed(t *testing.T, m pageMode) {
 // The page leaves mid-stream and the person comes back (history.back()).
 // Restored from the back/forward cache (pageshow, persisted), its socket was
 // cut there and the client dials again by itself; not restored (Chromium
-// keeps no page that holds a Web Lock or an open socket in the cache, and
 // says why), the new load gets the same stream back — the old page left
 // nothing holding it: its Web Lock released, its attachment reclaimed — and
 // redraws and resumes it. Either way every chunk is shown once, in order.
@@ -212,6 +210,20 @@ func TestBackForwardCache(t *testing.T) {
 	t.Parallel()
 	skipUnless(t, "Page.backForwardCacheNotUsed (why a page was not cached)")
 	inModes(t, backForwardCache)
+}
+
+// leaveAndComeBack leaves tb's page for away, comes back through history
+// and waits until ready holds. It reports whether the page was restored from
+// the back/forward cache (a pageshow with persisted) rather than loaded
+// again.
+func leaveAndComeBack(tb *tab, away, ready string) (restored bool) {
+	tb.t.Helper()
+	tb.eval(`(window.__shown = [], addEventListener("pageshow", (e) => __shown.push(e.persisted)), true)`, nil)
+	tb.do("leaving the page", func(ctx context.Context) error { return tb.page.navigate(ctx, away) })
+	tb.do("going back", tb.page.back)
+	tb.waitFor("the page to be back", ready)
+	tb.eval(`(window.__shown ?? []).includes(true)`, &restored)
+	return restored
 }
 
 func backForwardCache(t *testing.T, m pageMode) {
@@ -234,14 +246,7 @@ func backForwardCache(t *testing.T, m pageMode) {
 	})
 	startCount(tb, n)
 	before := tb.chat()
-	tb.eval(`(window.__shown = [], addEventListener("pageshow", (e) => __shown.push(e.persisted)), true)`, nil)
-
-	tb.do("leaving the page", func(ctx context.Context) error { return tb.page.navigate(ctx, s.PageURL()+"style.css") })
-	tb.do("going back", tb.page.back)
-	tb.waitFor("the page to be back", `location.pathname === "/" && window.__chat && __chat.ready`)
-	var shown []bool
-	tb.eval(`window.__shown ?? null`, &shown)
-	if slices.Contains(shown, true) {
+	if leaveAndComeBack(tb, s.PageURL()+"style.css", `location.pathname === "/" && window.__chat && __chat.ready`) {
 		t.Log("restored from the back/forward cache")
 		finishCount(tb, n)
 		checkInterrupted(tb, "reconnecting", n)

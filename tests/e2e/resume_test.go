@@ -382,12 +382,7 @@ func TestRestoredPageHoldsItsSlot(t *testing.T) {
 			s := startStackServing(t, workerDir, 0)
 			tb := openTab(t, newBrowser(t), "restored", s.PageURL()+"early.html?"+mode)
 			workerReady(tb, mode)
-			tb.eval(`(window.__shown = [], addEventListener("pageshow", (e) => __shown.push(e.persisted)), true)`, nil)
-			tb.do("leaving the page", func(ctx context.Context) error { return tb.page.navigate(ctx, s.PageURL()+"page.js") })
-			tb.do("going back", tb.page.back)
-			tb.waitFor("the page to be back", `location.search === "?`+mode+`" && window.__w && __w.ready`)
-			var restored bool
-			tb.eval(`(window.__shown ?? []).includes(true)`, &restored)
+			restored := leaveAndComeBack(tb, s.PageURL()+"page.js", `location.search === "?`+mode+`" && window.__w && __w.ready`)
 			t.Logf("restored from the back/forward cache: %v", restored)
 			tb.waitFor("the page to hold its slot", `navigator.locks.query().then((q) => q.held.some((l) => l.name.endsWith("\u0000worker-e2e")))`)
 
