@@ -275,7 +275,10 @@ func (a *attachment) forget() {
 }
 
 // credential asks relay.js for the token (a string, or what the application's
-// token function resolves to), on every dial.
+// token function resolves to), on every dial. relay.js refuses with the code
+// "superseded" when the tab's slot for the stream went to another tab while
+// the page was in the back/forward cache (tabs.js): the attachment then ends
+// with client.ErrSuperseded instead of dialling (Options.Credential).
 func (a *attachment) credential(ctx context.Context) (string, error) {
 	b, err := theBridge()
 	if err != nil {
@@ -289,6 +292,9 @@ func (a *attachment) credential(ctx context.Context) (string, error) {
 	select {
 	case ev := <-events:
 		if ev.kind != boundary.DoneOK {
+			if jsField(ev.value, "code") == client.ErrSuperseded.Code() {
+				return "", client.ErrSuperseded
+			}
 			return "", errors.New("jsbridge: the token function failed: " + jsField(ev.value, "message"))
 		}
 		return jsString(ev.value), nil

@@ -178,6 +178,7 @@ func constants() []constant {
 		{"CODE_STREAM_OPEN", CodeStreamOpen},
 		{"CODE_CANCELED", client.CodeCanceled}, {"CODE_BAD_OPTIONS", client.ErrBadOptions.Code()},
 		{"CODE_BAD_PAYLOAD", client.ErrBadPayload.Code()}, {"CODE_BAD_CURSOR", client.ErrBadCursor.Code()},
+		{"CODE_SUPERSEDED", client.ErrSuperseded.Code()},
 	}
 }
 

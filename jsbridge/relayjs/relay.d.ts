@@ -331,7 +331,7 @@ export type ErrorCode =
   | "unauthorized" // the relay refused the credential
   | "bad_relay_signature" // the relay could not prove it holds the pinned key
   | "unsupported_version" // no protocol version in common
-  | "superseded" // another client reclaimed this attachment
+  | "superseded" // another client reclaimed this attachment, or took the tab's stream while the page was in the back/forward cache
   | "detached" // detach() was called
   | "closed" // the attachment is closed
   // Content is gone for good (att.stream()'s readable errors with them; see Eviction).

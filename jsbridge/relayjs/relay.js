@@ -28,7 +28,7 @@
 // preload.js) ships as one file holding what it imports (jsbridge/bundle).
 
 import { BaseAttachment, checkCursor, meta, sendArgs } from "./attachment.js";
-import { CODE_BAD_OPTIONS, DONE_OK } from "./boundary.js";
+import { CODE_BAD_OPTIONS, CODE_SUPERSEDED, DONE_OK } from "./boundary.js";
 import { bridge } from "./bridge.js";
 import { RelayError, report } from "./errors.js";
 import { listenToLifecycle } from "./lifecycle.js";
@@ -158,6 +158,14 @@ class Attachment extends BaseAttachment {
     super(handle, options);
     this.#slot = slot;
     if (options[DELIVERY]) this._deliver = options[DELIVERY]; // worker.js's: batches go to the page
+  }
+
+  // Before every dial: the slot must still be this page's. A page back from
+  // the back/forward cache whose slot another tab took meanwhile would take
+  // the stream from that tab; its attachment ends instead (tabs.js).
+  async _token() {
+    if (!(await this.#slot.ours())) throw new RelayError(CODE_SUPERSEDED, "another tab took this stream while the page was in the back/forward cache");
+    return super._token();
   }
 
   /** The stream's name as stored: the name asked for, or name#2, #3 … in another tab. */

@@ -14,9 +14,16 @@ const RELOAD_WAIT_MS = 3000;
 // these at what the page sends it.
 export const tabEnv = { read: readSession, write: writeSession, reloading };
 
+/**
+ * takeSlot takes this page's slot for the stream: { name, release, ours }.
+ * name is the stream's name in the slot (name, name#2 …); release lets the
+ * slot go; ours() resolves to whether the slot is still this page's, at
+ * once unless the page is back from the back/forward cache and asking for
+ * its lock again (resumeSlots).
+ */
 export async function takeSlot(url, instance, name) {
   const locks = globalThis.navigator?.locks;
-  if (!locks) return { name, release: async () => {} }; // no Web Locks (an insecure context)
+  if (!locks) return { name, release: async () => {}, ours: async () => true }; // no Web Locks (an insecure context)
   const prefix = `relaywasm:${url}\u0000${instance}\u0000`;
   const memory = `relaywasm-slot:${url}\u0000${instance}\u0000${name}`;
   const preferred = Number(tabEnv.read(memory)) || 1;
@@ -31,7 +38,7 @@ export async function takeSlot(url, instance, name) {
     slot = i;
   }
   tabEnv.write(memory, String(slot));
-  return { name: slotName(slot), release: holding(lockName, release) };
+  return { name: slotName(slot), ...holding(lockName, release) };
 }
 
 // A reload asks for its slots' locks as the page loads, not when the
@@ -55,16 +62,23 @@ const REMEMBER_MAX = 8;
 const EARLY_HOLD_MS = 5000;
 
 // held are the slots this page holds, by lock name: each one's release
-// of its lock, which suspendSlots and resumeSlots replace, and whether the
-// lock was let go by suspendSlots.
+// of its lock, which suspendSlots and resumeSlots replace; whether the lock
+// was let go by suspendSlots; and back, from suspendSlots on, a Promise of
+// whether resumeSlots got the lock again, settled by settle.
 const held = new Map();
 
 function holding(lockName, release) {
-  const slot = { release, suspended: false };
+  const slot = { release, suspended: false, back: null, settle: null };
   held.set(lockName, slot);
-  return () => {
-    if (held.get(lockName) === slot) held.delete(lockName);
-    return slot.release();
+  return {
+    release: () => {
+      if (held.get(lockName) === slot) held.delete(lockName);
+      const settle = slot.settle;
+      slot.settle = null;
+      settle?.(false);
+      return slot.release();
+    },
+    ours: async () => slot.back === null || slot.back,
   };
 }
 
@@ -80,6 +94,14 @@ function holding(lockName, release) {
 // in WebKit went on with an attachment whose lock nobody held, and another
 // tab attaching the same stream took slot 1, and with it the same
 // attachment id, instead of name#2 (tests/e2e TestRestoredPageHoldsItsSlot).
+//
+// Another tab may take the slot while the page is cached, and attach with
+// the slot's attachment id. The restored page must then not dial: its
+// reclaim would supersede that tab. So from suspendSlots on, the slot's
+// ours() waits for resumeSlots, and relay.js asks it before every dial
+// (Attachment's token): a slot lost ends the page's attachment with the
+// code "superseded", and the other tab goes on (tests/e2e
+// TestRestoredPageGivesUpATakenSlot).
 
 /** suspendSlots lets go of the locks of the slots this page holds, which stay its slots. */
 export function suspendSlots() {
@@ -88,6 +110,7 @@ export function suspendSlots() {
     const release = slot.release;
     slot.release = async () => {};
     slot.suspended = true;
+    if (slot.settle === null) slot.back = new Promise((resolve) => (slot.settle = resolve));
     release();
   }
 }
@@ -95,9 +118,9 @@ export function suspendSlots() {
 /**
  * resumeSlots asks again for the locks suspendSlots let go, waiting for
  * each as a reload does (the page that took it meanwhile may still be going
- * into the cache itself). A lock another tab holds by then stays that
- * tab's: this page's attachment goes on, and the two may supersede each
- * other (the code "superseded"); the console says which stream.
+ * into the cache itself), and settles each slot's ours(). A lock another
+ * tab holds by then stays that tab's, and the slot is no longer this
+ * page's: ours() resolves to false.
  */
 export async function resumeSlots() {
   const locks = globalThis.navigator?.locks;
@@ -107,9 +130,14 @@ export async function resumeSlots() {
     suspended.map(async ([lockName, slot]) => {
       slot.suspended = false;
       const release = await tryLock(locks, lockName, RELOAD_WAIT_MS).catch(() => null);
-      if (held.get(lockName) !== slot) release?.(); // the slot was let go meanwhile
-      else if (release) slot.release = release;
-      else console.warn("relay.js: another tab took this page's stream while the page was in the back/forward cache:", lockName);
+      if (held.get(lockName) !== slot || slot.suspended) {
+        release?.(); // let go meanwhile, or cached again: the next resumeSlots settles it
+        return;
+      }
+      if (release) slot.release = release;
+      const settle = slot.settle;
+      slot.settle = null;
+      settle(release !== null);
     }),
   );
 }

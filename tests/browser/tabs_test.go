@@ -138,10 +138,11 @@ func waitHeld(t *testing.T, ctx context.Context, n int) {
 // suspendSlots and resumeSlots): WPE WebKit 2.38 keeps a cached page's
 // locks, which kept the tab's next page from its own slot, and WebKitGTK
 // 2.50 lets them go and gives them back to no one. While suspended the slot
-// is still the page's (rememberSlots keeps it for the tab's next page); a
-// lock another holder took meanwhile stays that holder's, and the page's
-// release then frees nothing of it. tests/e2e has WebKit really cache a
-// page.
+// is still the page's (rememberSlots keeps it for the tab's next page), and
+// whether it is the page's to dial with (ours, which relay.js asks before
+// every dial) waits for resumeSlots; a lock another holder took meanwhile
+// stays that holder's, ours then says false, and the page's release frees
+// nothing of it. tests/e2e has WebKit really cache a page.
 func TestSlotsLetGoInTheBackForwardCache(t *testing.T) {
 	ctx := testContext(t)
 	tabs := relayjsModule(t, "tabs.js")
@@ -152,8 +153,17 @@ func TestSlotsLetGoInTheBackForwardCache(t *testing.T) {
 
 	slot := must(t, ctx, tabs.Call("takeSlot", url, instance, name))
 	waitHeld(t, ctx, 1)
+	if !must(t, ctx, slot.Call("ours")).Bool() {
+		t.Fatal("ours() of a slot just taken is false")
+	}
 	tabs.Call("suspendSlots")
 	waitHeld(t, ctx, 0)
+	ours := settled(slot.Call("ours"))
+	select {
+	case v := <-ours:
+		t.Fatalf("ours() of a suspended slot resolved to %v before resumeSlots", v)
+	case <-time.After(200 * time.Millisecond):
+	}
 	tabs.Call("rememberSlots")
 	if kept := storage.Call("getItem", rememberedKey); kept.IsNull() || !strings.Contains(kept.String(), "limits.test/bfcache") {
 		t.Fatalf("rememberSlots while suspended kept %v, want the slot's lock", kept)
@@ -162,6 +172,9 @@ func TestSlotsLetGoInTheBackForwardCache(t *testing.T) {
 	tabs.Call("suspendSlots")
 	must(t, ctx, tabs.Call("resumeSlots"))
 	waitHeld(t, ctx, 1)
+	if !within(t, ours) || !must(t, ctx, slot.Call("ours")).Bool() {
+		t.Fatal("ours() is false for a slot whose lock resumeSlots got back")
+	}
 	start := time.Now()
 	must(t, ctx, tabs.Call("resumeSlots"))
 	if waited := time.Since(start); waited > time.Second {
@@ -182,7 +195,11 @@ func TestSlotsLetGoInTheBackForwardCache(t *testing.T) {
 	defer hold.Release()
 	js.Global().Get("navigator").Get("locks").Call("request", lockName, hold)
 	waitHeld(t, ctx, 1)
+	ours = settled(slot.Call("ours"))
 	must(t, ctx, tabs.Call("resumeSlots")) // gives up after tabs.js RELOAD_WAIT_MS
+	if within(t, ours) {
+		t.Fatal("ours() is true for a slot whose lock another holder took")
+	}
 	must(t, ctx, slot.Call("release"))
 	time.Sleep(200 * time.Millisecond)
 	waitHeld(t, ctx, 1)
@@ -194,4 +211,40 @@ func TestSlotsLetGoInTheBackForwardCache(t *testing.T) {
 	}
 	let.Invoke()
 	waitHeld(t, ctx, 0)
+
+	// A slot released while suspended is no longer the page's either.
+	other := must(t, ctx, tabs.Call("takeSlot", url, instance, "t"))
+	tabs.Call("suspendSlots")
+	ours = settled(other.Call("ours"))
+	must(t, ctx, other.Call("release"))
+	if within(t, ours) {
+		t.Fatal("ours() is true for a slot released while suspended")
+	}
+	must(t, ctx, tabs.Call("resumeSlots"))
+	waitHeld(t, ctx, 0)
+}
+
+// settled hands over what a Promise of a boolean resolves to.
+func settled(p js.Value) <-chan bool {
+	out := make(chan bool, 1)
+	var then js.Func
+	then = js.FuncOf(func(_ js.Value, args []js.Value) any {
+		then.Release()
+		out <- args[0].Bool()
+		return nil
+	})
+	p.Call("then", then)
+	return out
+}
+
+// within waits up to 15 s for what settled hands over.
+func within(t *testing.T, ch <-chan bool) bool {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(15 * time.Second):
+		t.Fatal("ours() still pending after 15 s")
+		return false
+	}
 }

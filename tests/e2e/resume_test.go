@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -393,6 +394,83 @@ func TestRestoredPageHoldsItsSlot(t *testing.T) {
 			two.eval(`__w.att.name`, &names[1])
 			if names != [2]string{"worker-e2e", "worker-e2e#2"} {
 				t.Errorf("the restored page and a second tab attached as %q, want worker-e2e and worker-e2e#2", names)
+			}
+		})
+	}
+}
+
+// A page restored from the back/forward cache whose slot another tab took
+// meanwhile does not take the stream back: its attachment ends with the
+// code "superseded" without dialling, and the other tab's goes on. A page
+// lets its slots' locks go as it is cached, so a second tab opened then
+// gets slot 1 and reclaims the page's stored attachment id; the restored
+// page's redial would in turn reclaim it from that tab, which the relay
+// would then end as superseded (tabs.js, relay.js's Attachment's token).
+// Without the check before the dial this fails in Chromium, both modes,
+// and in WebKit's main-thread mode: the restored page dials. In worker
+// mode WebKit kept the worker's socket open while the page was cached, so
+// the relay itself ended it. Firefox did not cache the page here: it loads
+// again, and takes worker-e2e#2 as a second tab would.
+func TestRestoredPageGivesUpATakenSlot(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []string{"main", "worker"} {
+		t.Run(mode, func(t *testing.T) {
+			s := startStackServing(t, workerDir, 0)
+			tb := openTab(t, newBrowser(t), "restored", s.PageURL()+"early.html?"+mode)
+			workerReady(tb, mode)
+			// Stored before the page goes (see TestReloadLocksEarly): a
+			// write of the cached page's still running would keep the
+			// second tab's store waiting, and that tab then starts in
+			// memory, with an attachment of its own.
+			tb.eval(`__w.prompt("count 3")`, nil)
+			tb.waitFor("the count", `__w.live.length === 3`)
+			var last int
+			tb.eval(`__w.live[2][0]`, &last)
+			waitStored(tb, last)
+			var first string
+			tb.eval(`(window.__shown = [], addEventListener("pageshow", (e) => __shown.push(e.persisted)), __w.att.session)`, &first)
+			tb.do("leaving the page", func(ctx context.Context) error { return tb.page.navigate(ctx, s.PageURL()+"page.js") })
+
+			two := openTab(t, tb.ctx, "second tab", s.PageURL()+"early.html?"+mode)
+			workerReady(two, mode)
+			var other struct{ Name, Session string }
+			two.eval(`({name: __w.att.name, session: __w.att.session})`, &other)
+			t.Logf("with the page away, a second tab attached as %q on %q (the page's was %q)", other.Name, other.Session, first)
+
+			tb.do("going back", tb.page.back)
+			tb.waitFor("the page to be back", `location.search === "?`+mode+`" && window.__w && (__w.ready || __w.error)`)
+			var restored bool
+			tb.eval(`(window.__shown ?? []).includes(true)`, &restored)
+			t.Logf("restored from the back/forward cache: %v", restored)
+			switch {
+			case restored && other.Name == "worker-e2e":
+				tb.waitFor("the restored page's attachment to end", `__w.ended !== undefined`)
+				var ended string
+				tb.eval(`__w.ended`, &ended)
+				if ended != "superseded" {
+					t.Errorf("the restored page's attachment ended with %q, want superseded", ended)
+				}
+			case restored:
+				t.Logf("restored, and the second tab had a slot of its own: the page goes on")
+			default:
+				var name string
+				tb.eval(`__w.att.name`, &name)
+				if want := map[bool]string{true: "worker-e2e#2", false: "worker-e2e"}[other.Name == "worker-e2e"]; name != want {
+					t.Errorf("loaded again, the page attached as %q, want %q", name, want)
+				}
+			}
+
+			// The second tab was left alone: never closed, the same
+			// attachment, and it still chats.
+			two.eval(`__w.live.length = 0, __w.prompt("count 3")`, nil)
+			two.waitFor("the second tab's count", `__w.live.length === 3 && __w.live[2][1] === "3\n"`)
+			var after struct {
+				States  []string
+				Session string
+			}
+			two.eval(`({states: __w.states, session: __w.att.session})`, &after)
+			if slices.Contains(after.States, "closed") || after.Session != other.Session {
+				t.Errorf("the second tab went through %q and has attachment %q, want it never closed and still on %q", after.States, after.Session, other.Session)
 			}
 		})
 	}

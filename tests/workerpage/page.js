@@ -57,7 +57,10 @@ async function start() {
     name: "worker-e2e",
     history: 10000,
     onMessage,
-    onState: (state) => W.states.push(state),
+    onState: (state, info) => {
+      W.states.push(state);
+      if (state === "closed") W.ended = info.code ?? "";
+    },
   });
   W.sessionId = sessionStorage.getItem(KEPT);
   if (!W.sessionId) {

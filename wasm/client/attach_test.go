@@ -160,6 +160,55 @@ func TestFatalRefusals(t *testing.T) {
 	}
 }
 
+// A Credential that fails with ErrSuperseded ends the attachment with it,
+// code and all, and nothing is dialled: relay.js fails it so when another
+// tab took the page's stream while the page was in the back/forward cache,
+// and a redial would reclaim the attachment id from that tab. A send
+// waiting for the redial fails with it too.
+func TestCredentialSupersededEndsWithoutDialling(t *testing.T) {
+	s := newStack(t, nil, nil)
+	c := clienttest.NewCollector()
+	o := s.options(client.NewMemoryStore(), c)
+	var taken atomic.Bool
+	o.Credential = func(context.Context) (string, error) {
+		if taken.Load() {
+			return "", client.ErrSuperseded
+		}
+		return s.env.ClientToken, nil
+	}
+	o.Backoff = client.Backoff{Initial: time.Second, Max: time.Second}
+	a := s.attach(o)
+	startChat(t, c, a)
+
+	taken.Store(true)
+	s.front.Cut()
+	c.Wait(t, "reconnecting", func(c *clienttest.Collector) bool { return c.States[len(c.States)-1].State == client.Reconnecting })
+	sent := make(chan error, 1)
+	go func() {
+		sent <- a.SendACP(context.Background(), []byte(`{"jsonrpc":"2.0","method":"session/cancel","params":{}}`))
+	}()
+	relaytest.WaitFor(t, "the send to queue", func() bool { return a.Queued() == 1 })
+	a.Probe() // redial now
+	select {
+	case <-a.Done():
+	case <-time.After(guard):
+		t.Fatal("the attachment did not end")
+	}
+	if err := a.Err(); !errors.Is(err, client.ErrSuperseded) || client.Code(err) != "superseded" {
+		t.Fatalf("the attachment ended with %v (code %q), want superseded", err, client.Code(err))
+	}
+	if err := <-sent; !errors.Is(err, client.ErrSuperseded) {
+		t.Fatalf("the queued send failed with %v, want superseded", err)
+	}
+	c.Wait(t, "closed, superseded", func(c *clienttest.Collector) bool {
+		last := c.States[len(c.States)-1]
+		return last.State == client.Closed && client.Code(last.Err) == "superseded"
+	})
+	if n := s.front.Accepted(); n != 1 {
+		t.Fatalf("%d dials, want only the first", n)
+	}
+}
+
 // A relay that selects a version lower than the client speaks is refused,
 // and not redialled. The dev relay always selects min(peer, self), so this
 // peer is a minimal relay of the test's own that answers with version 0.

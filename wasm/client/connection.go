@@ -92,7 +92,10 @@ func dial(ctx context.Context, o *Options) (Conn, error) {
 	ctx, cancel := handshakeContext(ctx, o.HandshakeTimeout)
 	defer cancel()
 	credential, err := o.Credential(ctx)
-	if err != nil {
+	switch {
+	case errors.Is(err, ErrSuperseded):
+		return nil, err // fatal: the attachment ends without dialling
+	case err != nil:
 		return nil, wrap(ErrUnreachable, "the Credential function failed", timedOut(ctx, err))
 	}
 	protocols := []string{relayleg.Subprotocol, relayleg.BearerSubprotocol(credential)}

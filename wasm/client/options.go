@@ -16,6 +16,12 @@ type Options struct {
 	Instance string
 	// Credential returns the bearer credential the relay checks. It is called
 	// on every dial, so a short-lived token can be refreshed between them.
+	// An error that wraps ErrSuperseded ends the attachment with it, and
+	// nothing is dialled: the caller knows the stream is another client's
+	// now (relay.js, when another tab took the page's stream while the page
+	// was in the back/forward cache), and a dial would take it back from
+	// that client. Any other error fails the dial as ErrUnreachable, and the
+	// attachment redials after the backoff.
 	Credential func(ctx context.Context) (string, error)
 	// RelayKey pins the relay's Ed25519 public key. When set, a welcome whose
 	// signature does not verify ends the attachment with ErrBadRelaySignature.
