@@ -559,7 +559,7 @@ function setState(state, info = {}) {
 function closedText(code) {
   switch (code) {
     case "superseded":
-      return "This conversation was opened somewhere else. Reload to take it back.";
+      return "This conversation is open in another tab now: go on there. Reloading here starts a new one.";
     case "unauthorized":
       return "The relay refused the credential.";
     case "bad_relay_signature":
