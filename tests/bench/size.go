@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 )
 
 // wasmBuildFlags are `make wasm`'s (its WASM_FLAGS: the packages off the hot
@@ -19,14 +20,21 @@ var wasmBuildFlags = []string{"-trimpath", "-ldflags=-s -w",
 	"-gcflags=math/rand/v2=-l", "-gcflags=internal/cpu=-l"}
 
 // encodings are how a server would send relay.wasm: as is, or through the
-// compressor command (the file name is appended).
-var encodings = []struct {
+// compressor command (the file name is appended); brotli at the quality
+// Sizes.BrotliQuality says.
+func encodings(brotli int) []struct {
 	name string
 	cmd  []string
-}{
-	{"raw", nil},
-	{"gzip -9", []string{"gzip", "-9", "-c"}},
-	{"brotli -q 11", []string{"brotli", "-q", "11", "-c"}},
+} {
+	q := strconv.Itoa(brotli)
+	return []struct {
+		name string
+		cmd  []string
+	}{
+		{"raw", nil},
+		{"gzip -9", []string{"gzip", "-9", "-c"}},
+		{"brotli -q " + q, []string{"brotli", "-q", q, "-c"}},
+	}
 }
 
 // The issue's size target and goal for relay.wasm under gzip.
@@ -45,7 +53,7 @@ func sizeFigures(ctx context.Context, cfg Config, tmp string) ([]Row, error) {
 		return nil, err
 	}
 	rows := []Row{}
-	for _, enc := range encodings {
+	for _, enc := range encodings(cfg.Sizes.BrotliQuality) {
 		m, err := encodedSize(ctx, module, enc.cmd)
 		if err != nil {
 			return nil, err
