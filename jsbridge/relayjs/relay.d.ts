@@ -104,6 +104,8 @@ export interface AttachOptions {
    * Which stored stream this is. Default "default". Each stream is held by one
    * attachment at a time in the whole browser profile (Web Locks): another tab,
    * or another attach in this page, gets "name#2", "name#3" … (see Attachment.name).
+   * A page back from the back/forward cache whose stream another tab took
+   * meanwhile does not take it back: its attachment ends with "superseded".
    */
   name?: string;
   /** How many transcript entries (both directions) to keep for history(). Default 0. */
