@@ -13,7 +13,8 @@ import (
 //
 //   - hold: the node now holds instance's runtime (epoch: when it took it).
 //   - release: the node's runtime for instance is gone.
-//   - claim: the node now holds the socket of (instance, session).
+//   - claim: the node now holds the socket of (instance, session) (epoch:
+//     when it took it).
 //   - beat: the node is alive, and the runtimes it holds with their epochs;
 //     a beat is the whole truth about its sender, so a missed hold or
 //     release is mended within a heartbeat.
@@ -93,7 +94,7 @@ func (t *Table) control(m *nats.Msg) {
 	case kindRelease:
 		t.releaseLocked(c.Instance, holder{c.Node, c.Epoch}, &fx)
 	case kindClaim:
-		t.claimLocked(route{c.Instance, c.Session}, c.Node, &fx)
+		t.claimLocked(route{c.Instance, c.Session}, holder{c.Node, c.Epoch}, &fx)
 	case kindBeat:
 		held := make(map[string]bool, len(c.Holds))
 		for _, h := range c.Holds {
@@ -222,10 +223,19 @@ func (t *Table) unheard(m *nats.Msg) {
 
 // claimLocked: another node now holds k's socket. A socket for it here is
 // superseded; an attachment that was here is remembered as moved, so that
-// its grace running out here sends no detach.
-func (t *Table) claimLocked(k route, node uint64, fx *effects) {
+// its grace running out here sends no detach. A claim older than the socket
+// here is stale, and changes nothing: claims from different nodes may
+// arrive in any order, and a client that redials quickly, back to this
+// node, may have left the other node's socket before its claim got here
+// (tests/cluster TestChaosAcrossNodes: the client's live socket was
+// superseded, and the attachment ended). That node supersedes its own
+// older socket when this node's claim reaches it.
+func (t *Table) claimLocked(k route, h holder, fx *effects) {
 	now := time.Now().UnixNano()
-	t.claimedLocked(k, node)
+	if la := t.atts[k]; la != nil && la.since.newer(h) {
+		return
+	}
+	t.claimedLocked(k, h.Node)
 	if la := t.atts[k]; la != nil {
 		delete(t.atts, k)
 		la.releaseLocked(t, k.instance)

@@ -34,7 +34,10 @@
 // when it takes an attachment's socket, so that a node still holding an
 // older socket for the id supersedes it (4409) and remembers the id as
 // moved: its grace running out there sends no acp.detach, which would end
-// the session its client resumed elsewhere. Which node holds which socket is
+// the session its client resumed elsewhere. A claim carries an epoch, as a
+// hold does, and a node whose socket for the id is newer than the claim
+// (the client redialled back to it before the claim arrived) leaves it
+// alone. Which node holds which socket is
 // never kept anywhere else: a runtime's node publishes to the attachment's
 // subject and NATS delivers to whichever node subscribed, if any.
 //

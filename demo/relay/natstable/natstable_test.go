@@ -273,12 +273,8 @@ func TestReclaimOnAnotherNode(t *testing.T) {
 	rt := env(c, 0).Connect(t)
 	waitRoutable(t, c, 1, 2)
 	old := env(c, 1).Attach(t, "")
-	// The reclaim comes after node 2 has heard node 1's claim, as a redial
-	// after a drop does. A reclaim racing the attach's own claim across the
-	// bus can lose to it (claims carry no order yet; see the closing note).
-	relaytest.WaitFor(t, "node 2 to hear node 1's claim", func() bool {
-		return c.Node(2).Table().Attachment(old.Instance, old.Session) != nil
-	})
+	// At once: node 1's claim may reach node 2 after the reclaim there, and
+	// is then stale (TestStaleClaimLeavesTheNewerSocket).
 	moved := env(c, 2).Attach(t, old.Session)
 	if moved.Session != old.Session {
 		t.Fatalf("node 2 granted %q, want %q reclaimed", moved.Session, old.Session)
@@ -301,6 +297,35 @@ func TestReclaimOnAnotherNode(t *testing.T) {
 	rt.Send(librelay.Frame{Type: librelay.TypeACPMessage, Instance: "test", Session: moved.Session, Seq: 1, Payload: []byte(`{}`)})
 	if f := readBrowser(t, moved); f.Seq != 1 {
 		t.Fatalf("moved attachment got %+v", f)
+	}
+}
+
+// A claim is ordered by when its node took the socket. One older than the
+// socket here is stale and leaves it alone: claims from two nodes may
+// arrive in any order, and a client that left a node and redialled back
+// here quickly had its live socket superseded by the late claim of the node
+// it had left, which ended its attachment (tests/cluster
+// TestChaosAcrossNodes, under load). A newer claim supersedes it.
+func TestStaleClaimLeavesTheNewerSocket(t *testing.T) {
+	c := cluster(t, nil)
+	rt := env(c, 0).Connect(t)
+	waitRoutable(t, c, 1)
+	b := env(c, 1).Attach(t, "")
+	if err := b.Send(msg(b, `{}`)); err != nil {
+		t.Fatal(err)
+	}
+	readCargo(t, rt)
+	node := c.Node(1).Table()
+	node.HandleControl(natstable.ClaimMessage(99, b.Instance, b.Session, time.Now().Add(-time.Second).UnixNano()))
+	if err := rt.Send(librelay.Frame{Type: librelay.TypeACPMessage, Instance: b.Instance, Session: b.Session, Seq: 1, Payload: []byte(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if f := readBrowser(t, b); f.Seq != 1 {
+		t.Fatalf("after a stale claim the browser got %+v, want seq 1", f)
+	}
+	node.HandleControl(natstable.ClaimMessage(99, b.Instance, b.Session, time.Now().Add(time.Second).UnixNano()))
+	if _, code := b.ReadUntilClosed(); code != relayleg.CloseSuperseded {
+		t.Fatalf("after a newer claim the socket closed %d, want 4409", code)
 	}
 }
 

@@ -138,9 +138,10 @@ type localRuntime struct {
 }
 
 type localAtt struct {
-	ep   relay.Endpoint
-	in   *inbound
-	disp *dispatcher
+	ep    relay.Endpoint
+	since holder // this node, and when it took the socket: a claim older than that is stale
+	in    *inbound
+	disp  *dispatcher
 }
 
 // releaseLocked lets go of the attachment's subscription; with t.mu held.
@@ -379,14 +380,16 @@ func (t *Table) Attachment(instance, session string) relay.Endpoint {
 const maxStreams = 1 << 16
 
 // SetAttachment implements relay.Table: this node holds the socket,
-// subscribes to the attachment's subject, and tells the others, so that a
-// node still holding an older socket for the id supersedes it.
+// subscribes to the attachment's subject, and tells the others with the
+// socket's epoch, so that a node still holding an older socket for the id
+// supersedes it, and one holding a newer socket keeps it.
 func (t *Table) SetAttachment(instance, session string, ep relay.Endpoint) relay.Endpoint {
 	k := route{instance, session}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	old := t.atts[k]
-	la := &localAtt{ep: ep}
+	t.epoch = max(t.epoch+1, time.Now().UnixNano())
+	la := &localAtt{ep: ep, since: holder{t.id, t.epoch}}
 	if old != nil {
 		la.in, la.disp = old.in, old.disp
 	} else {
@@ -408,7 +411,7 @@ func (t *Table) SetAttachment(instance, session string, ep relay.Endpoint) relay
 		delete(t.toAtt, k)
 		t.dropStream(s)
 	}
-	t.publishControl(control{Kind: kindClaim, Instance: instance, Session: session})
+	t.publishControl(control{Kind: kindClaim, Instance: instance, Session: session, Epoch: t.epoch})
 	if old != nil {
 		return old.ep
 	}
