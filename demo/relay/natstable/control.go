@@ -229,10 +229,12 @@ func (t *Table) unheard(m *nats.Msg) {
 // node, may have left the other node's socket before its claim got here
 // (tests/cluster TestChaosAcrossNodes: the client's live socket was
 // superseded, and the attachment ended). That node supersedes its own
-// older socket when this node's claim reaches it.
+// older socket when this node's claim reaches it. A claim with no epoch
+// is from a node of an earlier version, during a rolling upgrade, and wins
+// as every claim did then.
 func (t *Table) claimLocked(k route, h holder, fx *effects) {
 	now := time.Now().UnixNano()
-	if la := t.atts[k]; la != nil && la.since.newer(h) {
+	if la := t.atts[k]; la != nil && h.Epoch != 0 && la.since.newer(h) {
 		return
 	}
 	t.claimedLocked(k, h.Node)
