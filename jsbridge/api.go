@@ -293,7 +293,7 @@ func (a *attachment) credential(ctx context.Context) (string, error) {
 	case ev := <-events:
 		if ev.kind != boundary.DoneOK {
 			if jsField(ev.value, "code") == client.ErrSuperseded.Code() {
-				return "", client.ErrSuperseded
+				return "", &refusal{client.ErrSuperseded, jsField(ev.value, "message")}
 			}
 			return "", errors.New("jsbridge: the token function failed: " + jsField(ev.value, "message"))
 		}
@@ -302,6 +302,17 @@ func (a *attachment) credential(ctx context.Context) (string, error) {
 		return "", ctx.Err()
 	}
 }
+
+// refusal is relay.js's refusal of a dial: a sentinel of the engine's, so
+// that it acts on it and reports its code, with relay.js's words for what
+// happened.
+type refusal struct {
+	sentinel *client.Error
+	why      string
+}
+
+func (e *refusal) Error() string { return e.sentinel.Error() + ": " + e.why }
+func (e *refusal) Unwrap() error { return e.sentinel }
 
 // deliver hands one batch to the application. relay.js holds the parsed
 // object of nearly every message, under the message's Ref (frames.go);

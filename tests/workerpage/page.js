@@ -59,7 +59,7 @@ async function start() {
     onMessage,
     onState: (state, info) => {
       W.states.push(state);
-      if (state === "closed") W.ended = info.code ?? "";
+      if (state === "closed") W.ended = { code: info.code ?? "", message: info.message ?? "" };
     },
   });
   W.sessionId = sessionStorage.getItem(KEPT);
