@@ -90,7 +90,7 @@ type Table struct {
 	streamNo atomic.Uint64
 	clock    atomic.Int64 // unix seconds, advanced by the heartbeat loop
 	gaps     atomic.Int64
-	epoch    int64 // last hold epoch handed out; under mu
+	epoch    int64 // last epoch handed out, to a hold or a claim; under mu
 
 	mu        sync.RWMutex
 	runtimes  map[string]*localRuntime // runtimes connected to this node
@@ -120,8 +120,9 @@ type Table struct {
 
 type route struct{ instance, session string }
 
-// holder is a claim to an instance's runtime: the node holding it and when
-// it took it. A later claim wins; equal epochs are ordered by node id.
+// holder is a claim to an instance's runtime or to an attachment's socket:
+// the node holding it and when it took it. A later claim wins; equal epochs
+// are ordered by node id.
 type holder struct {
 	Node  uint64 `json:"n"`
 	Epoch int64  `json:"e"`
