@@ -19,18 +19,19 @@ var wasmBuildFlags = []string{"-trimpath", "-ldflags=-s -w",
 	"-gcflags=encoding/...=-l", "-gcflags=github.com/hack-pad/safejs/internal/...=-l",
 	"-gcflags=math/rand/v2=-l", "-gcflags=internal/cpu=-l"}
 
+// encoding is a way a server would send relay.wasm: name, and the
+// compressor command (nil: as is).
+type encoding struct {
+	name string
+	cmd  []string
+}
+
 // encodings are how a server would send relay.wasm: as is, or through the
 // compressor command (the file name is appended); brotli at the quality
 // Sizes.BrotliQuality says.
-func encodings(brotli int) []struct {
-	name string
-	cmd  []string
-} {
+func encodings(brotli int) []encoding {
 	q := strconv.Itoa(brotli)
-	return []struct {
-		name string
-		cmd  []string
-	}{
+	return []encoding{
 		{"raw", nil},
 		{"gzip -9", []string{"gzip", "-9", "-c"}},
 		{"brotli -q " + q, []string{"brotli", "-q", q, "-c"}},

@@ -381,14 +381,12 @@ func TestRestoredPageHoldsItsSlot(t *testing.T) {
 	for _, mode := range []string{"main", "worker"} {
 		t.Run(mode, func(t *testing.T) {
 			s := startStackServing(t, workerDir, 0)
-			tb := openTab(t, newBrowser(t), "restored", s.PageURL()+"early.html?"+mode)
-			workerReady(tb, mode)
+			tb := openEarly(t, newBrowser(t), "restored", s, mode)
 			restored := leaveAndComeBack(tb, s.PageURL()+"page.js", `location.search === "?`+mode+`" && window.__w && __w.ready`)
 			t.Logf("restored from the back/forward cache: %v", restored)
 			tb.waitFor("the page to hold its slot", `navigator.locks.query().then((q) => q.held.some((l) => l.name.endsWith("\u0000worker-e2e")))`)
 
-			two := openTab(t, tb.ctx, "second tab", s.PageURL()+"early.html?"+mode)
-			workerReady(two, mode)
+			two := openEarly(t, tb.ctx, "second tab", s, mode)
 			var names [2]string
 			tb.eval(`__w.att.name`, &names[0])
 			two.eval(`__w.att.name`, &names[1])
@@ -416,8 +414,7 @@ func TestRestoredPageGivesUpATakenSlot(t *testing.T) {
 	for _, mode := range []string{"main", "worker"} {
 		t.Run(mode, func(t *testing.T) {
 			s := startStackServing(t, workerDir, 0)
-			tb := openTab(t, newBrowser(t), "restored", s.PageURL()+"early.html?"+mode)
-			workerReady(tb, mode)
+			tb := openEarly(t, newBrowser(t), "restored", s, mode)
 			// Stored before the page goes (see TestReloadLocksEarly): a
 			// write of the cached page's still running would keep the
 			// second tab's store waiting, and that tab then starts in
@@ -431,8 +428,7 @@ func TestRestoredPageGivesUpATakenSlot(t *testing.T) {
 			tb.eval(`(window.__shown = [], addEventListener("pageshow", (e) => __shown.push(e.persisted)), __w.att.session)`, &first)
 			tb.do("leaving the page", func(ctx context.Context) error { return tb.page.navigate(ctx, s.PageURL()+"page.js") })
 
-			two := openTab(t, tb.ctx, "second tab", s.PageURL()+"early.html?"+mode)
-			workerReady(two, mode)
+			two := openEarly(t, tb.ctx, "second tab", s, mode)
 			var other struct{ Name, Session string }
 			two.eval(`({name: __w.att.name, session: __w.att.session})`, &other)
 			t.Logf("with the page away, a second tab attached as %q on %q (the page's was %q)", other.Name, other.Session, first)
@@ -479,6 +475,15 @@ func TestRestoredPageGivesUpATakenSlot(t *testing.T) {
 			}
 		})
 	}
+}
+
+// openEarly opens the worker page that asks for its locks early
+// (early.html) in mode, "main" or "worker", and waits until it is ready.
+func openEarly(t *testing.T, parent context.Context, name string, s *stack.Stack, mode string) *tab {
+	t.Helper()
+	tb := openTab(t, parent, name, s.PageURL()+"early.html?"+mode)
+	workerReady(tb, mode)
+	return tb
 }
 
 // checkEarly checks that the page asked for one relaywasm lock, before

@@ -98,6 +98,22 @@ func readBrowser(t *testing.T, b *relaytest.Browser) librelay.Frame {
 	}
 }
 
+// routed is a runtime on node 0 and a browser attached on node 1 whose
+// first frame reached the runtime. That means NATS has node 1's
+// subscription of the attachment's subject (node 1 sent it first, on the
+// same connection), so a frame for the browser now reaches it.
+func routed(t *testing.T, c *stack.Cluster) (*relaytest.Runtime, *relaytest.Browser) {
+	t.Helper()
+	rt := env(c, 0).Connect(t)
+	waitRoutable(t, c, 1)
+	b := env(c, 1).Attach(t, "")
+	if err := b.Send(msg(b, `{}`)); err != nil {
+		t.Fatal(err)
+	}
+	readCargo(t, rt)
+	return rt, b
+}
+
 // Frames cross nodes both ways, byte for byte, and in order per
 // attachment.
 func TestRoutesAcrossNodes(t *testing.T) {
@@ -308,13 +324,7 @@ func TestReclaimOnAnotherNode(t *testing.T) {
 // TestChaosAcrossNodes, under load). A newer claim supersedes it.
 func TestStaleClaimLeavesTheNewerSocket(t *testing.T) {
 	c := cluster(t, nil)
-	rt := env(c, 0).Connect(t)
-	waitRoutable(t, c, 1)
-	b := env(c, 1).Attach(t, "")
-	if err := b.Send(msg(b, `{}`)); err != nil {
-		t.Fatal(err)
-	}
-	readCargo(t, rt)
+	rt, b := routed(t, c)
 	node := c.Node(1).Table()
 	node.HandleControl(natstable.ClaimMessage(99, b.Instance, b.Session, time.Now().Add(-time.Second).UnixNano()))
 	if err := rt.Send(librelay.Frame{Type: librelay.TypeACPMessage, Instance: b.Instance, Session: b.Session, Seq: 1, Payload: []byte(`{}`)}); err != nil {
@@ -423,16 +433,8 @@ func TestSlowConsumerAcrossNodes(t *testing.T) {
 // and a valid one; the browser gets the two valid ones, in order.
 func TestInvalidFrameFromTheBusNotWritten(t *testing.T) {
 	c := cluster(t, nil)
-	rt := env(c, 0).Connect(t)
-	waitRoutable(t, c, 1)
-	b := env(c, 1).Attach(t, "")
-	// The browser's frame reaching the runtime means NATS has node 1's
-	// subscription of the attachment's subject (node 1 sent it first, on the
-	// same connection); the runtime's answer shows the route works.
-	if err := b.Send(msg(b, `{}`)); err != nil {
-		t.Fatal(err)
-	}
-	readCargo(t, rt)
+	rt, b := routed(t, c)
+	// The runtime's answer shows the route works.
 	if err := rt.Send(librelay.Frame{Type: librelay.TypeACPMessage, Instance: b.Instance, Session: b.Session, Seq: 1, Payload: []byte(`{"n":0}`)}); err != nil {
 		t.Fatal(err)
 	}
