@@ -192,12 +192,29 @@ func (a *Attachment) Detach(ctx context.Context) error {
 // period, so another Attachment with the same Key can resume where this one
 // stopped. It is what a page being unloaded amounts to.
 func (a *Attachment) Close() error {
+	a.Abandon(ErrClosed)
+	return nil
+}
+
+// Abandon ends the attachment as Close does, for cause: the socket closes,
+// the Store keeps the cursor and the relay holds the attachment id, and
+// Err and the last state change report cause. It is for an application
+// that knows the stream is no longer this attachment's to hold: a page
+// whose stream another tab took while the page was away abandons its
+// attachment with ErrSuperseded (jsbridge), so that it neither goes on
+// beside that tab nor takes the stream back from it. A cause that is not
+// one of the errors that end an attachment (ErrSuperseded, ErrUnauthorized
+// …; nil too) ends it as ErrClosed, wrapping cause. Abandon waits for the
+// end; an attachment that had already ended keeps the reason it had.
+func (a *Attachment) Abandon(cause error) {
+	if !fatal(cause) {
+		cause = wrap(ErrClosed, "abandoned", cause)
+	}
 	select {
-	case a.cmds <- closeCmd{}:
+	case a.cmds <- closeCmd{cause}:
 	case <-a.done:
 	}
 	<-a.done
-	return nil
 }
 
 // History returns the local transcript, oldest first: the messages received

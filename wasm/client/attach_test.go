@@ -8,6 +8,7 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -206,6 +207,51 @@ func TestCredentialSupersededEndsWithoutDialling(t *testing.T) {
 	})
 	if n := s.front.Accepted(); n != 1 {
 		t.Fatalf("%d dials, want only the first", n)
+	}
+}
+
+// Abandon ends a live attachment with the cause given, as Close would end
+// it otherwise: the state keeps the cursor, the relay holds the attachment
+// id (a later attach resumes it), and Err, the last state change and a
+// queued send report the cause. jsbridge abandons a page's attachment with
+// ErrSuperseded when another tab took the page's slot while it was away.
+func TestAbandonEndsWithItsCause(t *testing.T) {
+	s := newStack(t, nil, nil)
+	store := client.NewMemoryStore()
+	c := clienttest.NewCollector()
+	o := s.options(store, c)
+	a := s.attach(o)
+	startChat(t, c, a)
+	session, cursor := a.Session(), a.Cursor()
+
+	cause := fmt.Errorf("another tab took it: %w", client.ErrSuperseded)
+	a.Abandon(cause)
+	if err := a.Err(); err != cause || client.Code(err) != "superseded" {
+		t.Fatalf("abandoned, the attachment ended with %v (code %q), want %v", err, client.Code(err), cause)
+	}
+	c.Wait(t, "closed, with the cause", func(c *clienttest.Collector) bool {
+		last := c.States[len(c.States)-1]
+		return last.State == client.Closed && last.Err == cause
+	})
+	if err := a.SendACP(context.Background(), []byte(`{"jsonrpc":"2.0","method":"x"}`)); err != cause {
+		t.Fatalf("a send after the end failed with %v, want the cause", err)
+	}
+	a.Abandon(client.ErrUnauthorized) // ended already: the first reason stays
+	if a.Err() != cause {
+		t.Fatalf("abandoned again, Err is %v, want the first cause", a.Err())
+	}
+	if saved, _ := store.Load(context.Background(), a.Key()); saved.Session != session || saved.Cursor != cursor {
+		t.Fatalf("the store kept %+v, want session %q at cursor %d", saved, session, cursor)
+	}
+	b := s.attach(o)
+	if b.Session() != session {
+		t.Fatalf("attached again on %q, want the abandoned %q, which the relay holds", b.Session(), session)
+	}
+
+	// A cause that is not an end of its own ends the attachment as closed.
+	b.Abandon(errors.New("the page is going"))
+	if err := b.Err(); !errors.Is(err, client.ErrClosed) || client.Code(err) != "closed" || !strings.Contains(err.Error(), "the page is going") {
+		t.Fatalf("abandoned for a plain error, the attachment ended with %v (code %q), want closed, saying why", err, client.Code(err))
 	}
 }
 

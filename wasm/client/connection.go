@@ -299,7 +299,7 @@ func (r *runner) command(c command) error {
 		}
 		return ErrDetached
 	case closeCmd:
-		return ErrClosed
+		return c.cause
 	}
 	return nil
 }

@@ -165,7 +165,7 @@ func (r *runner) idleCommand(c command) error {
 	case detachCmd:
 		return ErrDetached
 	case closeCmd:
-		return ErrClosed
+		return c.cause
 	}
 	return nil
 }

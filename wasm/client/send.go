@@ -12,7 +12,9 @@ type command interface{}
 
 type (
 	detachCmd struct{}
-	closeCmd  struct{}
+	closeCmd  struct {
+		cause error // why: ErrClosed for Close, Abandon's cause
+	}
 	resumeCmd struct {
 		after uint64
 		done  chan error
