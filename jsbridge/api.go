@@ -78,6 +78,7 @@ func Register() error {
 		"history": apiHistory,
 		"detach":  apiDetach,
 		"close":   apiClose,
+		"lose":    apiLose,
 		"cancel":  apiCancel,
 		"online":  apiOnline,
 		"probe":   apiProbe,
@@ -545,6 +546,21 @@ func apiClose(args []Value) any {
 	store := storeOf(jsInt(arg(args, 1)))
 	return withAttachment(args, func(ctx context.Context, att *client.Attachment) (any, error) {
 		att.Close()
+		return nil, store.Flush(ctx)
+	})
+}
+
+// apiLose(callID, handle, why) ends the attachment as close does, with
+// client.ErrSuperseded and relay.js's words why: the page's slot for the
+// stream went to another tab while the page was in the back/forward cache,
+// and the page's socket outlived the cache, so no dial would have been
+// refused (credential). The other tab, attached with an id of its own, goes
+// on; this page must not go on beside it under the same slot.
+func apiLose(args []Value) any {
+	store := storeOf(jsInt(arg(args, 1)))
+	why := jsString(arg(args, 2))
+	return withAttachment(args, func(ctx context.Context, att *client.Attachment) (any, error) {
+		att.Abandon(&refusal{client.ErrSuperseded, why})
 		return nil, store.Flush(ctx)
 	})
 }

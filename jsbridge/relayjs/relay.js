@@ -150,6 +150,9 @@ function normalise(options) {
   };
 }
 
+// Why a page's attachment ended when another tab took its slot (tabs.js).
+const TAKEN = "another tab took this stream while the page was in the back/forward cache";
+
 class Attachment extends BaseAttachment {
   #slot;
   #last = ["connecting", 0, ""]; // state, cursor, session: kept for after the end
@@ -158,13 +161,17 @@ class Attachment extends BaseAttachment {
     super(handle, options);
     this.#slot = slot;
     if (options[DELIVERY]) this._deliver = options[DELIVERY]; // worker.js's: batches go to the page
+    // A slot lost while the socket stayed open: no dial is refused, so the
+    // attachment is ended here. One already ended, or ending by a refused
+    // dial, rejects the call, and that is all.
+    slot.lost.then(() => B.call("lose", [this._handle, TAKEN]).catch(() => {}));
   }
 
   // Before every dial: the slot must still be this page's. A page back from
   // the back/forward cache whose slot another tab took meanwhile would take
   // the stream from that tab; its attachment ends instead (tabs.js).
   async _token() {
-    if (!(await this.#slot.ours())) throw new RelayError(CODE_SUPERSEDED, "another tab took this stream while the page was in the back/forward cache");
+    if (!(await this.#slot.ours())) throw new RelayError(CODE_SUPERSEDED, TAKEN);
     return super._token();
   }
 

@@ -15,15 +15,17 @@ const RELOAD_WAIT_MS = 3000;
 export const tabEnv = { read: readSession, write: writeSession, reloading };
 
 /**
- * takeSlot takes this page's slot for the stream: { name, release, ours }.
- * name is the stream's name in the slot (name, name#2 …); release lets the
- * slot go; ours() resolves to whether the slot is still this page's, at
- * once unless the page is back from the back/forward cache and asking for
- * its lock again (resumeSlots).
+ * takeSlot takes this page's slot for the stream: { name, release, ours,
+ * lost }. name is the stream's name in the slot (name, name#2 …); release
+ * lets the slot go; ours() resolves to whether the slot is still this
+ * page's, at once unless the page is back from the back/forward cache and
+ * asking for its lock again (resumeSlots); lost is a Promise that resolves
+ * when resumeSlots finds another tab holding the slot's lock, and never
+ * otherwise.
  */
 export async function takeSlot(url, instance, name) {
   const locks = globalThis.navigator?.locks;
-  if (!locks) return { name, release: async () => {}, ours: async () => true }; // no Web Locks (an insecure context)
+  if (!locks) return { name, release: async () => {}, ours: async () => true, lost: new Promise(() => {}) }; // no Web Locks (an insecure context)
   const prefix = `relaywasm:${url}\u0000${instance}\u0000`;
   const memory = `relaywasm-slot:${url}\u0000${instance}\u0000${name}`;
   const preferred = Number(tabEnv.read(memory)) || 1;
@@ -63,14 +65,18 @@ const EARLY_HOLD_MS = 5000;
 
 // held are the slots this page holds, by lock name: each one's release
 // of its lock, which suspendSlots and resumeSlots replace; whether the lock
-// was let go by suspendSlots; and back, from suspendSlots on, a Promise of
-// whether resumeSlots got the lock again, settled by settle.
+// was let go by suspendSlots; back, from suspendSlots on, a Promise of
+// whether resumeSlots got the lock again, settled by settle; and lose,
+// which resolves the slot's lost.
 const held = new Map();
 
 function holding(lockName, release) {
-  const slot = { release, suspended: false, back: null, settle: null };
+  let lose;
+  const lost = new Promise((resolve) => (lose = resolve));
+  const slot = { release, suspended: false, back: null, settle: null, lose };
   held.set(lockName, slot);
   return {
+    lost,
     release: () => {
       if (held.get(lockName) === slot) held.delete(lockName);
       const settle = slot.settle;
@@ -101,7 +107,11 @@ function holding(lockName, release) {
 // ours() waits for resumeSlots, and relay.js asks it before every dial
 // (Attachment's token): a slot lost ends the page's attachment with the
 // code "superseded", and the other tab goes on (tests/e2e
-// TestRestoredPageGivesUpATakenSlot).
+// TestRestoredPageGivesUpATakenSlot). A page whose socket outlived the
+// cache (WebKit keeps a worker's open) does not dial, and the other tab may
+// hold an attachment id of its own (its store had fallen back to memory):
+// then nothing would end the page's, and both would go on in one slot. So
+// relay.js also ends the attachment as soon as the slot is lost.
 
 /** suspendSlots lets go of the locks of the slots this page holds, which stay its slots. */
 export function suspendSlots() {
@@ -135,6 +145,7 @@ export async function resumeSlots() {
         return;
       }
       if (release) slot.release = release;
+      else slot.lose();
       const settle = slot.settle;
       slot.settle = null;
       settle(release !== null);

@@ -141,8 +141,9 @@ func waitHeld(t *testing.T, ctx context.Context, n int) {
 // is still the page's (rememberSlots keeps it for the tab's next page), and
 // whether it is the page's to dial with (ours, which relay.js asks before
 // every dial) waits for resumeSlots; a lock another holder took meanwhile
-// stays that holder's, ours then says false, and the page's release frees
-// nothing of it. tests/e2e has WebKit really cache a page.
+// stays that holder's, ours then says false, lost resolves (relay.js then
+// ends the attachment), and the page's release frees nothing of it.
+// tests/e2e has WebKit really cache a page.
 func TestSlotsLetGoInTheBackForwardCache(t *testing.T) {
 	ctx := testContext(t)
 	tabs := relayjsModule(t, "tabs.js")
@@ -152,6 +153,7 @@ func TestSlotsLetGoInTheBackForwardCache(t *testing.T) {
 	lockName := "relaywasm:" + url + "\x00" + instance + "\x00" + name
 
 	slot := must(t, ctx, tabs.Call("takeSlot", url, instance, name))
+	lost := fired(slot.Get("lost"))
 	waitHeld(t, ctx, 1)
 	if !must(t, ctx, slot.Call("ours")).Bool() {
 		t.Fatal("ours() of a slot just taken is false")
@@ -174,6 +176,11 @@ func TestSlotsLetGoInTheBackForwardCache(t *testing.T) {
 	waitHeld(t, ctx, 1)
 	if !within(t, ours) || !must(t, ctx, slot.Call("ours")).Bool() {
 		t.Fatal("ours() is false for a slot whose lock resumeSlots got back")
+	}
+	select {
+	case <-lost:
+		t.Fatal("lost resolved for a slot whose lock resumeSlots got back")
+	default:
 	}
 	start := time.Now()
 	must(t, ctx, tabs.Call("resumeSlots"))
@@ -200,6 +207,11 @@ func TestSlotsLetGoInTheBackForwardCache(t *testing.T) {
 	if within(t, ours) {
 		t.Fatal("ours() is true for a slot whose lock another holder took")
 	}
+	select {
+	case <-lost:
+	case <-time.After(15 * time.Second):
+		t.Fatal("lost still pending after 15 s for a slot whose lock another holder took")
+	}
 	must(t, ctx, slot.Call("release"))
 	time.Sleep(200 * time.Millisecond)
 	waitHeld(t, ctx, 1)
@@ -214,6 +226,7 @@ func TestSlotsLetGoInTheBackForwardCache(t *testing.T) {
 
 	// A slot released while suspended is no longer the page's either.
 	other := must(t, ctx, tabs.Call("takeSlot", url, instance, "t"))
+	lost = fired(other.Get("lost"))
 	tabs.Call("suspendSlots")
 	ours = settled(other.Call("ours"))
 	must(t, ctx, other.Call("release"))
@@ -222,6 +235,24 @@ func TestSlotsLetGoInTheBackForwardCache(t *testing.T) {
 	}
 	must(t, ctx, tabs.Call("resumeSlots"))
 	waitHeld(t, ctx, 0)
+	select {
+	case <-lost:
+		t.Fatal("lost resolved for a slot released, not taken")
+	default:
+	}
+}
+
+// fired is closed when a Promise resolves.
+func fired(p js.Value) <-chan struct{} {
+	out := make(chan struct{})
+	var then js.Func
+	then = js.FuncOf(func(js.Value, []js.Value) any {
+		then.Release()
+		close(out)
+		return nil
+	})
+	p.Call("then", then)
+	return out
 }
 
 // settled hands over what a Promise of a boolean resolves to.

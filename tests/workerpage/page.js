@@ -46,8 +46,12 @@ async function start() {
   if (q.has("hold")) await new Promise((resolve) => setTimeout(resolve, Number(q.get("hold"))));
   W.loadCalled = performance.now();
   // ?window=ms: a commit window so long that only the write at pagehide
-  // stores anything before a reload.
-  const relay = await loadRelay({ worker: !q.has("main"), commitWindowMs: q.has("window") ? Number(q.get("window")) : undefined });
+  // stores anything before a reload. ?memory: the state in memory.
+  const relay = await loadRelay({
+    worker: !q.has("main"),
+    commitWindowMs: q.has("window") ? Number(q.get("window")) : undefined,
+    storage: q.has("memory") ? "memory" : undefined,
+  });
   W.mode = relay.mode;
   W.reason = relay.reason;
   W.att = await relay.attach({
