@@ -29,7 +29,7 @@
 // Every failure a caller sees wraps one of the *Error sentinels, whose Code is
 // stable (the JavaScript API's Error.code); compare with errors.Is. A bad
 // relay signature, an unauthorized credential, an unacceptable protocol
-// version, a superseded attachment, Detach and Close end an attachment; any
+// version, a superseded attachment, Detach, Close and Abandon end an attachment; any
 // other failure ends one connection and the attachment redials with
 // exponential backoff and full jitter.
 package client
