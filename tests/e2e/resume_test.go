@@ -12,6 +12,7 @@ import (
 	"github.com/relaywasm/relaywasm/demo/stack"
 	"github.com/relaywasm/relaywasm/jsbridge/boundary"
 	"github.com/relaywasm/relaywasm/librelay/relayleg"
+	"github.com/relaywasm/relaywasm/tests/webdriver"
 )
 
 // streamRate paces the dev agent in the tests that interrupt a stream, in
@@ -416,7 +417,9 @@ func TestRestoredPageHoldsItsSlot(t *testing.T) {
 // (WebKit's worker) must end its attachment itself once it finds the slot
 // taken (relay.js, slot.lost); without that it goes on beside the second
 // tab in one slot, and this fails in WebKit. Elsewhere the restored page
-// redials, and the check before the dial ends it.
+// redials, and the check before the dial ends it, as in "worker": the
+// case runs in WebKit only (Chromium closed the worker's socket, Firefox
+// did not cache the page), where nothing else covers it.
 func TestRestoredPageGivesUpATakenSlot(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct{ name, mode, second string }{
@@ -425,6 +428,9 @@ func TestRestoredPageGivesUpATakenSlot(t *testing.T) {
 		{"worker, second tab in memory", "worker", "&memory"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			if c.second != "" && engine != webdriver.WebKit && engine != webdriver.WPE {
+				t.Skipf("%s closes a cached page's sockets or does not cache it: %q covers it", engine, "worker")
+			}
 			s := startStackServing(t, workerDir, 0)
 			tb := openEarly(t, newBrowser(t), "restored", s, c.mode, "")
 			// Stored before the page goes (see TestReloadLocksEarly): a
