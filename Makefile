@@ -13,8 +13,6 @@ GOROOT  := $(shell $(GO) env GOROOT)
 # goroutine, skip themselves under the race detector, which made them take
 # 20 s (skipUnderRace), and run in the native step.
 RACE_PKGS := ./librelay/... ./wasm/client/... ./demo/...
-# The packages run natively without it: tests/e2e apart, which runs once
-# per engine (e2e-%).
 NATIVE_PKGS := ./librelay/... ./tests/... ./jsbridge/bundle/...
 # The engines the browser suites (tests/browser, tests/e2e) run in; `make
 # test-browser ENGINE=firefox` runs one.
@@ -23,7 +21,7 @@ ENGINE  ?= chromium
 
 export PATH := /usr/local/go/bin:$(PATH)
 
-.PHONY: all test race native test-browser demo demo-app app wasm npm size fuzz bench vet acpsdk browsers chromium brotli node clean
+.PHONY: all test test-browser demo demo-app app wasm npm size fuzz bench vet acpsdk browsers chromium brotli node clean
 
 all: test
 
@@ -34,29 +32,19 @@ demo: wasm
 ## test: every test — unit, conformance, engine chaos, and the browser suites
 ## (tests/browser and tests/e2e) in Chromium, Firefox and WebKit.
 test: browsers brotli wasm app acpsdk vet
-	@$(MAKE) --no-print-directory -O -j4 $(SUITES)
+	$(GO) test -race -timeout 10m $(RACE_PKGS)
+	ENGINE=chromium $(GO) test -timeout 10m $(NATIVE_PKGS)
+	@$(MAKE) --no-print-directory -O -j4 $(addprefix e2e-,$(filter-out chromium,$(ENGINES))) $(addprefix browser-,$(ENGINES))
 
-# The suites run side by side (make -j), as the tests inside tests/e2e do
-# (t.Parallel): every run and every test has its own stack, ports and
-# browser (or isolated browser context). On two cores they are
+# The other engines' suites run side by side (make -j), as the tests inside
+# tests/e2e do (t.Parallel): every run and every test has its own stack,
+# ports and browser (or isolated browser context). On two cores they are
 # processor-bound, browsers drawing and compiling more than paced streams
 # waiting, so side by side keeps both cores busy. Four at a time, not
 # three: a tests/browser suite (one page, one test after another) left
 # alone at the end kept 1.2 cores busy for its last 50 s; with four the
 # step took 265 s against 284, for the same processor time (516 and 514
-# processor-seconds). The longest start first, so that none is left alone
-# at the end: when the race and native steps ran first, one after the
-# other, and then the rest, both cores were busy 73% of the first minute,
-# and 75% of the last 90 s of the native step, tests/e2e in Chromium alone
-# at its end. Output is grouped per suite (-O).
-SUITES := e2e-firefox e2e-webkit e2e-chromium native race $(addprefix browser-,$(ENGINES))
-
-race:
-	@echo "the race detector's packages"
-	@$(GO) test -race -timeout 10m $(RACE_PKGS)
-native:
-	@echo "the native packages"
-	@ENGINE=chromium $(GO) test -timeout 10m $$($(GO) list $(NATIVE_PKGS) | grep -v '/tests/e2e$$')
+# processor-seconds). Output is grouped per suite (-O).
 e2e-%:
 	@echo "tests/e2e in $*"
 	@ENGINE=$* $(GO) test -timeout 10m ./tests/e2e/
