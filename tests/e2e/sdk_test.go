@@ -323,11 +323,15 @@ func TestSDKPermissionRequest(t *testing.T) {
 // The runtime restarts and forgets the stream: the readable errors with the
 // RelayError, so the SDK's connection closes with its code and the prompt
 // under way rejects with it. The attachment stays: a new stream starts a new
-// ACP session on it.
+// ACP session on it. The count is long (40 s at streamRate) because the
+// restart, not its end, is what stops it, as in TestEvictionStartsNewSession:
+// with every suite of make test run at once (a trial of another schedule),
+// Firefox's page had read fewer than interruptAfter chunks of a count of 4 s
+// when the runtime had sent it all, and the prompt ended before the restart.
 func TestSDKEvictionClosesConnection(t *testing.T) {
 	t.Parallel()
 	s, tb := sdkPage(t, streamRate)
-	tb.eval(fmt.Sprintf(`__acp.promptLater("count %d")`, countLasting(4*time.Second)), nil)
+	tb.eval(fmt.Sprintf(`__acp.promptLater("count %d")`, countLasting(40*time.Second)), nil)
 	sdkWait(tb, "the count to be under way", fmt.Sprintf(`__acp.read.length >= %d`, interruptAfter))
 	restartRuntime(t, s)
 	sdkWait(tb, "the SDK connection to close", `__acp.closed !== null && __acp.answers.length === 1`)
