@@ -542,13 +542,7 @@ func apiDetach(args []Value) any {
 // apiClose(callID, handle) ends the attachment in this page without
 // detaching; the stream stays reclaimable. It resolves once the cursor is
 // stored, so an attach right after it resumes from there.
-func apiClose(args []Value) any {
-	store := storeOf(jsInt(arg(args, 1)))
-	return withAttachment(args, func(ctx context.Context, att *client.Attachment) (any, error) {
-		att.Close()
-		return nil, store.Flush(ctx)
-	})
-}
+func apiClose(args []Value) any { return abandon(args, client.ErrClosed) }
 
 // apiLose(callID, handle, why) ends the attachment as close does, with
 // client.ErrSuperseded and relay.js's words why: the page's slot for the
@@ -557,10 +551,16 @@ func apiClose(args []Value) any {
 // refused (credential). The other tab, attached with an id of its own, goes
 // on; this page must not go on beside it under the same slot.
 func apiLose(args []Value) any {
+	return abandon(args, &refusal{client.ErrSuperseded, jsString(arg(args, 2))})
+}
+
+// abandon ends attachment args[1] for cause without detaching, and
+// resolves call args[0] once the cursor is stored (Attachment.Abandon;
+// Close is Abandon with client.ErrClosed).
+func abandon(args []Value, cause error) any {
 	store := storeOf(jsInt(arg(args, 1)))
-	why := jsString(arg(args, 2))
 	return withAttachment(args, func(ctx context.Context, att *client.Attachment) (any, error) {
-		att.Abandon(&refusal{client.ErrSuperseded, why})
+		att.Abandon(cause)
 		return nil, store.Flush(ctx)
 	})
 }
