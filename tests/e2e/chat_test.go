@@ -187,16 +187,7 @@ func TestStopAnswer(t *testing.T) {
 
 	tb.prompt("count 1000")
 	tb.waitFor("the answer to be under way", lastAgentChunks+" >= 5")
-	tb.click("#stop")
-	tb.waitFor("the answer to end", lastAgentDone)
-	got := tb.transcript()
-	if len(got) != 2 || got[1].Stop != "cancelled" || len(got[1].Seqs) >= 1000 {
-		t.Fatalf("after Stop the transcript is %s, the answer ended with %q after %d chunks; want it cancelled part-way",
-			roles(got), got[len(got)-1].Stop, len(got[len(got)-1].Seqs))
-	}
-	if got[1].Text != countText(len(got[1].Seqs)) {
-		t.Errorf("the stopped answer reads %s, want the count so far", describe(got[1].Text))
-	}
+	stopCount(tb, 1000)
 	var note string
 	tb.eval(`document.querySelector("#transcript [data-role=agent] .note")?.textContent ?? ""`, &note)
 	if note != "Stopped" {

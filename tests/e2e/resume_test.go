@@ -115,6 +115,27 @@ func finishCount(tb *tab, n int) {
 	checkConversation(tb.t, tb.name, tb.transcript(), [2]string{"count " + strconv.Itoa(n), countText(n)})
 }
 
+// stopCount presses Stop while the count is under way and checks that the
+// page shows the count's first part, each chunk once and in order, as the
+// only answer, ended as cancelled before its last line.
+func stopCount(tb *tab, n int) {
+	tb.t.Helper()
+	tb.click("#stop")
+	tb.waitFor("the stopped count to end", lastAgentDone)
+	got := tb.transcript()
+	if len(got) != 2 || got[0].Text != "count "+strconv.Itoa(n) {
+		tb.t.Fatalf("%s: after Stop the transcript is %s, want the prompt count %d and its answer", tb.name, roles(got), n)
+	}
+	cut := got[1]
+	if cut.Stop != "cancelled" || len(cut.Seqs) >= n {
+		tb.t.Fatalf("%s: the answer ended with %q after %d chunks; want it cancelled part-way through %d", tb.name, cut.Stop, len(cut.Seqs), n)
+	}
+	if cut.Text != countText(len(cut.Seqs)) {
+		tb.t.Errorf("%s: the stopped answer reads %s, want the count so far", tb.name, describe(cut.Text))
+	}
+	checkSeqs(tb.t, tb.name, cut.Seqs)
+}
+
 // checkInterrupted fails the test unless the page entered state while the
 // answer was still incomplete (otherwise the interruption tested nothing).
 func checkInterrupted(tb *tab, state string, total int) {
@@ -216,12 +237,14 @@ func setOffline(tb *tab, offline bool) {
 
 // Two tabs stream at once, each in its own conversation (its own stored
 // stream and attachment); reloading one mid-stream does not disturb the
-// other, which never even reconnects. Tab 1's count is long (12 s at
-// streamRate) so that it is still streaming once tab 2 is back, even in an
-// engine slow to reload on a busy machine (WebKitGTK took over 3.6 s in CI).
+// other, which never even reconnects. Tab 1's count is long (60 s at
+// streamRate) so that it is still streaming once tab 2 is back, however
+// slow an engine is to reload on a busy machine (WebKitGTK took over 3.6 s
+// in CI, and under four times make test's load tab 1's 12 s had ended);
+// the Stop button ends it once tab 2 is done, so its length costs nothing.
 func TestTwoTabs(t *testing.T) {
 	t.Parallel()
-	n1, n2 := countLasting(12*time.Second), countLasting(3*time.Second)
+	n1, n2 := countLasting(60*time.Second), countLasting(3*time.Second)
 	s := startStack(t, streamRate)
 	one := openChat(t, newBrowser(t), "tab 1", s.PageURL())
 	two := openChat(t, one.ctx, "tab 2", s.PageURL())
@@ -237,7 +260,7 @@ func TestTwoTabs(t *testing.T) {
 	var oneStillStreaming bool
 	one.eval("!("+lastAgentDone+")", &oneStillStreaming)
 	finishCount(two, n2)
-	finishCount(one, n1)
+	stopCount(one, n1)
 
 	a, b := one.chat(), two.chat()
 	if a.Stream == b.Stream || a.Attachment == b.Attachment {
