@@ -31,9 +31,7 @@ var (
 // the folder of the built app.
 func builtApp(t *testing.T) string {
 	t.Helper()
-	if _, err := os.Stat(filepath.Join(appDir, "node_modules", "relaywasm", "package.json")); err != nil {
-		t.Fatal("demo/app has no relaywasm installed: run `make app` (npm ci, then the packed tarball)")
-	}
+	appInstalled(t)
 	appBuild.Do(func() {
 		dir, err := os.MkdirTemp("", "relaywasm-app-")
 		if err != nil {
@@ -58,6 +56,15 @@ func builtApp(t *testing.T) string {
 		t.Fatal(appBuildFail)
 	}
 	return appOut
+}
+
+// appInstalled fails the test unless `make app` installed relaywasm's
+// tarball into demo/app.
+func appInstalled(t *testing.T) {
+	t.Helper()
+	if _, err := os.Stat(filepath.Join(appDir, "node_modules", "relaywasm", "package.json")); err != nil {
+		t.Fatal("demo/app has no relaywasm installed: run `make app` (npm ci, then the packed tarball)")
+	}
 }
 
 // The built bundle carries the module's files as assets, emitted by the
@@ -122,7 +129,15 @@ func TestDemoAppChats(t *testing.T) {
 }
 
 func appChats(t *testing.T, mode, fragment string) {
-	tb := appPage(t, 0, fragment)
+	appCount(appPage(t, 0, fragment), mode, `/relay-[^/]*\.wasm$`)
+}
+
+// appCount checks that relay.wasm runs in mode in the app, that a count is
+// answered whole and end_turn, and that the page fetched relay.wasm (its
+// path matching wasmPath) once.
+func appCount(tb *tab, mode, wasmPath string) {
+	t := tb.t
+	t.Helper()
 	var got struct{ Mode, Reason string }
 	tb.eval(`({mode: __app.mode, reason: __app.reason})`, &got)
 	if got.Mode != mode {
@@ -140,7 +155,7 @@ func appChats(t *testing.T, mode, fragment string) {
 	// main.ts's first import, relaywasm/preload, had started (and in worker
 	// mode handed the compiled module to the worker).
 	var fetches int
-	tb.eval(`performance.getEntriesByType("resource").filter((e) => /\/relay-[^/]*\.wasm$/.test(new URL(e.name).pathname)).length`, &fetches)
+	tb.eval(`performance.getEntriesByType("resource").filter((e) => new RegExp(`+strconv.Quote(wasmPath)+`).test(new URL(e.name).pathname)).length`, &fetches)
 	if fetches != 1 {
 		t.Errorf("the app fetched relay.wasm %d times, want once", fetches)
 	}
