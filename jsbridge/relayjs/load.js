@@ -60,12 +60,29 @@ async function loadGo(wasmExec) {
 
 /**
  * notBeside adds to an error fetching one of relay.js's files from its
- * default place where that place is. Bundlers that emit
+ * default place where that place is, and what to do. Bundlers that emit
  * new URL("./file", import.meta.url) as an asset (Vite, webpack) put the
  * files there; esbuild and Rollup leave the expression as written, so the
  * files must be copied beside their output, or named by loadRelay's
- * options.
+ * options. Vite's dev server before Vite 8 bundles relay.js into its
+ * dependency cache (node_modules/.vite/deps/relaywasm.js?v=…) and leaves
+ * the files where npm put them, the URLs unrewritten (checked with Vite
+ * 7.3): there one setting keeps relay.js where npm put it, and the error
+ * names it.
  */
 function notBeside(e) {
-  return new Error(`${e?.message ?? e} (relay.js loads relay.wasm, wasm_exec.js and worker.js from beside itself: copy them there from the package where a bundler did not, or name them with loadRelay's wasm and wasmExec)`);
+  const what = inViteCache(import.meta.url)
+    ? `, and Vite's dependency optimizer moved it into its cache without them, as Vite 7 and earlier do: add optimizeDeps: { exclude: ["relaywasm"] } to vite.config`
+    : ": copy them there from the package where a bundler did not, or name them with loadRelay's wasm and wasmExec";
+  return new Error(`${e?.message ?? e} (relay.js loads relay.wasm, wasm_exec.js and worker.js from beside itself${what})`);
+}
+
+/**
+ * inViteCache says whether url is a module of Vite's dependency cache: a
+ * file of its deps folder (or of the deps_temp_… it fills) served with
+ * the cache's version as ?v=, wherever its cacheDir is.
+ */
+function inViteCache(url) {
+  const u = new URL(url);
+  return /\/deps(_temp_[^/]*)?\/[^/]+$/.test(u.pathname) && u.searchParams.has("v");
 }
