@@ -18,17 +18,25 @@ export const go = {
 
 // One MessageChannel message per event-loop turn runs what waits for the
 // turn's end. A microtask would run after each event and give batches of one.
+// The channel is made at the first use, not as the module loads: importing
+// relay.js must leave nothing running, and in Node (a server rendering the
+// app's pages, a test runner) a port that listens keeps the process alive.
 const tasks = [];
-const channel = new MessageChannel();
-channel.port1.onmessage = () => {
-  const run = tasks.splice(0);
-  for (const t of run) t();
-};
+let channel = null;
 
 /** atTurnEnd runs fn once the current event-loop turn has ended. */
 export function atTurnEnd(fn) {
-  if (tasks.length === 0) channel.port2.postMessage(0);
+  if (tasks.length === 0) (channel ??= turnChannel()).port2.postMessage(0);
   tasks.push(fn);
+}
+
+function turnChannel() {
+  const c = new MessageChannel();
+  c.port1.onmessage = () => {
+    const run = tasks.splice(0);
+    for (const t of run) t();
+  };
+  return c;
 }
 
 // The in buffer: JavaScript fills it (a flushed batch of records, a message

@@ -11,6 +11,7 @@ package npm
 import (
 	"archive/tar"
 	"compress/gzip"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -23,6 +24,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	relayjs "github.com/relaywasm/relaywasm/jsbridge/relayjs"
 )
@@ -184,9 +186,19 @@ func TestComputedImportsAreLeftToTheBrowser(t *testing.T) {
 func TestTarballInstallsResolvesAndTypes(t *testing.T) {
 	dir := consumer(t)
 
-	out := run(t, dir, "node", "--input-type=module", "-e",
-		`for (const s of ["relaywasm", "relaywasm/preload", "relaywasm/relay.wasm", "relaywasm/wasm_exec.js", "relaywasm/worker.js"]) console.log(import.meta.resolve(s))`)
+	// Then both entries are imported, as a server rendering the app's pages
+	// or a test runner in Node imports them: node must exit when its script
+	// ends, so they leave nothing running (relay.js made its MessageChannel
+	// as it loaded, and node never exited).
+	out := runWithin(t, time.Minute, dir, "node", "--input-type=module", "-e",
+		`for (const s of ["relaywasm", "relaywasm/preload", "relaywasm/relay.wasm", "relaywasm/wasm_exec.js", "relaywasm/worker.js"]) console.log(import.meta.resolve(s));
+const m = await import("relaywasm");
+await import("relaywasm/preload");
+console.log(Object.keys(m).sort().join(","));`)
 	lines := strings.Fields(out)
+	if exports := lines[len(lines)-1]; exports != "RelayError,loadRelay" {
+		t.Errorf("relaywasm imported in Node exports %s, want RelayError,loadRelay", exports)
+	}
 	for i, want := range []string{"relay.js", "preload.js", "relay.wasm", "wasm_exec.js", "worker.js"} {
 		p := filepath.Join(dir, "node_modules", "relaywasm", want)
 		if i >= len(lines) || lines[i] != "file://"+p {
@@ -298,9 +310,21 @@ func npm(t *testing.T, dir string, args ...string) {
 
 func run(t *testing.T, dir, name string, args ...string) string {
 	t.Helper()
-	cmd := exec.Command(name, args...)
+	return runWithin(t, 5*time.Minute, dir, name, args...)
+}
+
+// runWithin runs name in dir and returns what it printed; it fails the test
+// if the command fails or has not exited within limit.
+func runWithin(t *testing.T, limit time.Duration, dir, name string, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Dir = dir
 	out, err := cmd.Output()
+	if ctx.Err() != nil {
+		t.Fatalf("%s %s: still running after %v\n%s", name, strings.Join(args, " "), limit, out)
+	}
 	if err != nil {
 		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), stderrOf(err), out)
 	}
