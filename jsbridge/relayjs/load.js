@@ -35,8 +35,20 @@ export async function start(B, options) {
     exited.then(() => console.error(new RelayError(CODE_WASM_EXITED, "relay.wasm exited")));
   } catch (e) {
     if (e instanceof RelayError) throw e;
-    throw new RelayError(CODE_WASM_LOAD_FAILED, `could not start relay.wasm: ${e?.message ?? e}`);
+    const why = String(e?.message ?? e);
+    throw new RelayError(CODE_WASM_LOAD_FAILED, `could not start relay.wasm: ${why}${refusedByPolicy(why) ? POLICY_CURE : ""}`);
   }
+}
+
+// POLICY_CURE is what a page whose Content-Security-Policy refused
+// relay.wasm must change. The engines' own words do not all say it:
+// Chromium's name only 'unsafe-eval' (far more than WebAssembly needs), and
+// Firefox's only "blocked by CSP"; WebKit's name both.
+const POLICY_CURE = " (the Content-Security-Policy must allow 'wasm-unsafe-eval' in script-src; WebAssembly needs no more, not 'unsafe-eval')";
+
+/** refusedByPolicy says whether an engine's error is a Content-Security-Policy's refusal. */
+function refusedByPolicy(why) {
+  return /\bCSP\b|Content.Security.Policy/i.test(why);
 }
 
 /**
