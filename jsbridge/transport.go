@@ -5,6 +5,7 @@ package jsbridge
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 
 	"github.com/relaywasm/relaywasm/jsbridge/boundary"
@@ -61,7 +62,10 @@ func dial(ctx context.Context, url string, protocols []string, mode, att int) (*
 	h, err := call(b, "dial", url, protos, mode, att)
 	if err != nil {
 		sockets.mu.Unlock()
-		return nil, err
+		// WebSocket's constructor threw: a URL it does not take, or one the
+		// page may not open (a secure page's ws://, a blocked port). No
+		// redial would be let through, so the attachment ends.
+		return nil, fmt.Errorf("%w: the browser will not open a WebSocket to %q: %w", client.ErrBadOptions, url, err)
 	}
 	c.handle = jsInt(h)
 	sockets.m[c.handle] = c

@@ -92,7 +92,12 @@ export interface Relay {
 export type Storage = "indexeddb" | "memory";
 
 export interface AttachOptions {
-  /** The relay's browser leg, e.g. "wss://relay.example/v1/attach". */
+  /**
+   * The relay's browser leg, e.g. "wss://relay.example/v1/attach": an
+   * absolute ws:// or wss:// URL (what every engine's WebSocket takes).
+   * Anything else, or a URL the browser will not open a socket to at all
+   * (a secure page's ws://), rejects attach with "bad_options".
+   */
   url: string;
   /** The runtime instance to reach. */
   instance: string;
@@ -342,7 +347,7 @@ export type ErrorCode =
   | "session_replaced"
   | "not_resumed" // the runtime does not resume: what it sent while the page was away is gone
   // One operation failed.
-  | "bad_options"
+  | "bad_options" // an option is not what it must be, or the browser will not open a socket to url
   | "bad_payload" // sendACP: not a single JSON value
   | "bad_cursor" // resume: not a seq that was delivered
   | "send_queue_full"

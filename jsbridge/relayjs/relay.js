@@ -128,6 +128,7 @@ function normalise(options) {
   if (typeof options !== "object" || options === null) bad("attach needs an options object");
   const { url, instance, token, relayKey, name = "default", history = 0 } = options;
   if (typeof url !== "string" || url === "") bad("url is required");
+  if (!webSocketURL(url)) bad(`url must be an absolute ws:// or wss:// URL, not ${JSON.stringify(url)}`);
   if (typeof instance !== "string" || instance === "") bad("instance is required");
   if (typeof token !== "string" && typeof token !== "function") bad("token must be a string or a function");
   if (typeof options.onMessage !== "function") bad("onMessage is required");
@@ -148,6 +149,18 @@ function normalise(options) {
     heartbeatTimeoutMs: ms(options.heartbeat?.timeoutMs),
     sendQueue: options.sendQueue ?? 0,
   };
+}
+
+// webSocketURL says whether url is one every engine's WebSocket takes:
+// absolute, ws: or wss:. Newer engines also take http(s) and relative URLs,
+// which older Safari refuses, and a URL refused is no dial to retry.
+function webSocketURL(url) {
+  try {
+    const { protocol } = new URL(url);
+    return protocol === "ws:" || protocol === "wss:";
+  } catch {
+    return false;
+  }
 }
 
 // Why a page's attachment ended when another tab took its slot (tabs.js).

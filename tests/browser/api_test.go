@@ -8,6 +8,7 @@ import (
 	_ "embed"
 	"errors"
 	"strconv"
+	"strings"
 	"syscall/js"
 	"testing"
 	"time"
@@ -339,6 +340,15 @@ func TestAPIRefusals(t *testing.T) {
 
 	rejects(t, ctx, relay.Call("attach", attachOptions(t, r, "refused", map[string]any{"relayKey": "not a key"})), "bad_options")
 	rejects(t, ctx, relay.Call("attach", map[string]any{"url": env(t, "RELAY_ATTACH_URL")}), "bad_options")
+	// A URL every engine's WebSocket takes, or none: older Safari throws on
+	// http(s) and relative ones, and every engine on a port out of range.
+	for _, url := range []string{"relay.example/v1/attach", "/v1/attach", "https://relay.example/v1/attach", "ws://127.0.0.1:99999/v1/attach"} {
+		_, err := await(ctx, relay.Call("attach", attachOptions(t, r, "refused", map[string]any{"url": url})))
+		var je *JSError
+		if !errors.As(err, &je) || je.Code != "bad_options" || !strings.Contains(je.Message, "url must be an absolute ws:// or wss:// URL") {
+			t.Errorf("attach to %q: %v, want bad_options saying what a url must be", url, err)
+		}
+	}
 
 	// A token function that fails: the credential cannot be had.
 	calls := 0

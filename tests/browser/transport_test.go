@@ -279,6 +279,26 @@ func TestTransportDialRefused(t *testing.T) {
 	}
 }
 
+// A URL the browser's WebSocket will not take (its constructor throws: a
+// port out of range here; a secure page's ws:// is another) ends the
+// attach with ErrBadOptions at once, saying why: no redial would be let
+// through. Before, the engine redialled it with backoff for as long as the
+// attach's context allowed.
+func TestAttachToAURLTheBrowserRefuses(t *testing.T) {
+	ctx, cancel := context.WithTimeout(testContext(t), 20*time.Second)
+	defer cancel()
+	const url = "ws://127.0.0.1:99999/v1/attach"
+	_, err := client.Attach(ctx, client.Options{
+		URL: url, Instance: env(t, "RELAY_INSTANCE"),
+		Credential: func(context.Context) (string, error) { return env(t, "RELAY_TOKEN"), nil },
+		Store:      client.NewMemoryStore(), Transport: jsbridge.Transport{},
+		OnMessage: func(client.Message) error { return nil },
+	})
+	if !errors.Is(err, client.ErrBadOptions) || client.Code(err) != "bad_options" || !strings.Contains(err.Error(), url) {
+		t.Fatalf("attaching to %s: %v (code %s), want bad_options naming the URL", url, err, client.Code(err))
+	}
+}
+
 // JavaScript can throw any value; relay.js makes it an Error before Go sees
 // it (safejs, through which jsbridge calls JavaScript, reads an exception's
 // message and cannot describe a string or a BigInt). A dial whose WebSocket

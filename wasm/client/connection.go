@@ -104,6 +104,9 @@ func dial(ctx context.Context, o *Options) (Conn, error) {
 		if ce, ok := errors.AsType[*CloseError](err); ok {
 			return nil, closeError(ce)
 		}
+		if errors.Is(err, ErrBadOptions) {
+			return nil, err // fatal: the Transport will never dial this URL
+		}
 		return nil, wrap(ErrUnreachable, "", timedOut(ctx, err))
 	}
 	return conn, nil

@@ -69,7 +69,8 @@ var (
 	ErrClosed             = define("closed", "the attachment is closed")
 )
 
-// Failures reported to the caller of one operation.
+// Failures reported to the caller of one operation. ErrBadOptions also ends
+// an attachment whose Transport will never dial its URL (Transport.Dial).
 var (
 	ErrBadOptions    = define("bad_options", "invalid options")
 	ErrBadPayload    = define("bad_payload", "payload is not a single JSON value")
@@ -152,7 +153,7 @@ func Code(err error) string {
 
 // fatal reports whether err ends the attachment instead of one connection.
 func fatal(err error) bool {
-	for _, s := range []*Error{ErrUnauthorized, ErrBadRelaySignature, ErrUnsupportedVersion, ErrSuperseded, ErrDetached, ErrClosed} {
+	for _, s := range []*Error{ErrUnauthorized, ErrBadRelaySignature, ErrUnsupportedVersion, ErrSuperseded, ErrDetached, ErrClosed, ErrBadOptions} {
 		if errors.Is(err, s) {
 			return true
 		}

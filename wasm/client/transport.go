@@ -18,7 +18,10 @@ import (
 type Transport interface {
 	// Dial opens a WebSocket to url offering protocols and returns once it is
 	// open. A refusal before the socket opens (a 403 for the Origin, a refused
-	// TCP connection) is an error that is not a *CloseError.
+	// TCP connection) is an error that is not a *CloseError, and is retried.
+	// An error wrapping ErrBadOptions says that no dial of url can succeed
+	// (a browser that will not open a socket to it at all): it ends the
+	// attachment.
 	Dial(ctx context.Context, url string, protocols []string) (Conn, error)
 }
 
