@@ -37,7 +37,8 @@ type Attachment struct {
 // It returns once the relay has welcomed the client (and the welcome has
 // verified against RelayKey, when one is pinned); messages may already be on
 // their way to the handler by then. A refusal that no redial can cure
-// (ErrUnauthorized, ErrBadRelaySignature, ErrUnsupportedVersion) is returned
+// (ErrUnauthorized, ErrBadRelaySignature, ErrUnsupportedVersion, or
+// ErrBadOptions from a Transport that will never dial the URL) is returned
 // as an error. A transient failure (the relay unreachable, the runtime not
 // connected) is retried with backoff until it succeeds or ctx ends; ctx bounds
 // only the attach, not the life of the Attachment.
