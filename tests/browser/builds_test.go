@@ -81,9 +81,9 @@ func TestMissingFilesSayWhere(t *testing.T) {
 	// Vite 7's dev server as measured (7.3.8, by hand): relay.js bundled
 	// (here: as it ships, one file) into node_modules/.vite/deps and
 	// imported with the cache's version (?v=), its new URL(…)s left as
-	// written, and
-	// nothing beside it there (wasm_exec.js, whose import comes first, is
-	// not found). Vite 8 rewrites them (tests/e2e TestDemoAppInViteDevServer).
+	// written, and nothing beside it there (wasm_exec.js, whose import
+	// comes first, is not found). Vite 8 rewrites them (tests/e2e
+	// TestDemoAppInViteDevServer).
 	const viteDeps = "node_modules/.vite/deps/"
 	inViteCache := strings.Replace(loadPage, `"./relay.js"`, `"./`+viteDeps+`relay.js?v=d3e8b02e"`, 1)
 	named := strings.Replace(loadPage, `storage: "memory"`, `storage: "memory", wasm: "./elsewhere.wasm"`, 1)

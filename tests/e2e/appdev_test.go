@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 
@@ -73,21 +72,21 @@ func viteDevServer(t *testing.T) string {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	var (
-		mu   sync.Mutex
-		said strings.Builder
-		read = make(chan struct{})
-	)
+	// The reader keeps reading to the end (vite says where it serves again
+	// if it restarts), and said is read only once it has stopped (read).
+	var said strings.Builder
+	read := make(chan struct{})
 	found := make(chan string, 1)
 	go func() {
 		defer close(read)
 		lines := bufio.NewScanner(out)
 		for lines.Scan() {
-			mu.Lock()
 			said.WriteString(lines.Text() + "\n")
-			mu.Unlock()
 			if m := viteLocal.FindStringSubmatch(lines.Text()); m != nil {
-				found <- m[1]
+				select {
+				case found <- m[1]:
+				default: // the first one was taken
+				}
 			}
 		}
 	}()

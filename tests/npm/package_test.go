@@ -186,10 +186,10 @@ func TestComputedImportsAreLeftToTheBrowser(t *testing.T) {
 func TestTarballInstallsResolvesAndTypes(t *testing.T) {
 	dir := consumer(t)
 
-	// Then both entries are imported, as a server rendering the app's pages
-	// or a test runner in Node imports them: node must exit when its script
-	// ends, so they leave nothing running (relay.js made its MessageChannel
-	// as it loaded, and node never exited).
+	// After the specifiers resolve, both entries are imported, as a server
+	// rendering the app's pages or a test runner in Node imports them: node
+	// must exit when its script ends, so they leave nothing running
+	// (relay.js made its MessageChannel as it loaded, and node never exited).
 	out := runWithin(t, time.Minute, dir, "node", "--input-type=module", "-e",
 		`for (const s of ["relaywasm", "relaywasm/preload", "relaywasm/relay.wasm", "relaywasm/wasm_exec.js", "relaywasm/worker.js"]) console.log(import.meta.resolve(s));
 const m = await import("relaywasm");
