@@ -164,7 +164,7 @@ func (a *devAgent) stream(ctx context.Context, id acp.SessionId, sp *spoken) err
 			}
 		}
 		select {
-		case <-a.pause.wait():
+		case <-a.pause.wait(i):
 		case <-ctx.Done():
 			return ctx.Err()
 		}

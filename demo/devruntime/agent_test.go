@@ -177,7 +177,7 @@ func TestAgentPause(t *testing.T) {
 	if _, m := p.call(3, "session/prompt", prompt("count 1")); string(m.Result) != `{"stopReason":"end_turn"}` {
 		t.Fatalf("count 1 answered %s %s", m.Result, m.Error)
 	}
-	release := p.pause.hold()
+	release := p.pause.hold(0)
 	p.send(`{"jsonrpc":"2.0","id":4,"method":"session/prompt","params":` + prompt("count 5") + `}`)
 	for id := 5; id < 10; id++ { // unpaused, five chunks would come before these answers
 		if chunks, m := p.call(id, EchoMethod, `{"n":1}`); len(chunks) != 0 || string(m.Result) != `{"n":1}` {
@@ -196,6 +196,39 @@ func TestAgentPause(t *testing.T) {
 	}
 	if strings.Join(chunks, "") != "1\n2\n3\n4\n5\n" {
 		t.Fatalf("released, the agent streamed %q", chunks)
+	}
+}
+
+// Paused from a turn's chunk number 2 on, the agent sends the turn's first
+// two chunks and holds before the third (a turn with fewer is not held),
+// and released it sends the rest, in order.
+func TestAgentPauseAt(t *testing.T) {
+	p := newAgentPeer(t, 0)
+	p.chat()
+	release := p.pause.hold(2)
+	if chunks, m := p.call(3, "session/prompt", prompt("count 2")); strings.Join(chunks, "") != "1\n2\n" || string(m.Result) != `{"stopReason":"end_turn"}` {
+		t.Fatalf("count 2, paused from its third chunk, streamed %q and answered %s %s", chunks, m.Result, m.Error)
+	}
+	p.send(`{"jsonrpc":"2.0","id":4,"method":"session/prompt","params":` + prompt("count 5") + `}`)
+	var chunks []string
+	for len(chunks) < 2 {
+		chunks = append(chunks, chunkOf(t, p.read()))
+	}
+	for id := 5; id < 10; id++ { // unpaused, the third chunk would come before these answers
+		if more, m := p.call(id, EchoMethod, `{"n":1}`); len(more) != 0 || string(m.Result) != `{"n":1}` {
+			t.Fatalf("paused from the third chunk, the agent streamed %q after %q before answering the echo with %s", more, chunks, m.Result)
+		}
+	}
+	release()
+	for {
+		m := p.read()
+		if m.ID != nil && *m.ID == 4 {
+			break
+		}
+		chunks = append(chunks, chunkOf(t, m))
+	}
+	if strings.Join(chunks, "") != "1\n2\n3\n4\n5\n" {
+		t.Fatalf("paused from the third chunk and released, the agent streamed %q", chunks)
 	}
 }
 

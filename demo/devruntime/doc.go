@@ -70,7 +70,7 @@
 // one slow browser, so an unpaced stream can run ahead of a browser: by more
 // than the relay's send queue and the browser is shed and resumes, by more
 // than the retention and the client reports the frames as evicted.
-// Runtime.Pause holds every agent between two chunks until released, so a
-// test can interrupt a stream it knows is unfinished, however slow the
-// browser under test.
+// Runtime.PauseAt holds every agent before a turn's chunk number n until
+// released, so a test can interrupt a stream it knows is under way and
+// unfinished, however slow the browser under test.
 package devruntime

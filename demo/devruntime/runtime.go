@@ -184,10 +184,14 @@ func (r *Runtime) backoff(attempt, retryAfter int) time.Duration {
 	return rand.N(ceiling + 1)
 }
 
-// Pause holds every agent's stream before its next chunk until release is
-// called; nothing is dropped, the chunks are only late. Tests use it to
-// interrupt a stream that is sure to be under way (see pause).
-func (r *Runtime) Pause() (release func()) { return r.pause.hold() }
+// PauseAt holds every agent's stream before its turn's chunk number chunk
+// (counting from 0) and each after, until release is called; nothing is
+// dropped, the chunks are only late. Tests arm it before a prompt so that
+// the stream is under way, and not over, when they interrupt it, however far
+// the browser lags behind: on a loaded machine a page seconds behind a
+// runtime sending at a fixed rate saw a whole answer before the
+// interruption came (see pause).
+func (r *Runtime) PauseAt(chunk int) (release func()) { return r.pause.hold(chunk) }
 
 // Connected returns a channel that is closed while the runtime holds a
 // welcomed connection (a snapshot: call again after a drop).

@@ -67,7 +67,7 @@ func TestNonResumingRuntimeChatAndReloadInWorker(t *testing.T) {
 }
 
 func nonResumingChatAndReload(t *testing.T, m pageMode) {
-	_, tb := nonResumingChat(t, m.query)
+	s, tb := nonResumingChat(t, m.query)
 	m.check(tb)
 	var banner string
 	tb.eval(`document.getElementById("banner").hidden ? "" : document.getElementById("banner-text").textContent`, &banner)
@@ -76,10 +76,11 @@ func nonResumingChatAndReload(t *testing.T, m pageMode) {
 	}
 
 	n := countLasting(4 * time.Second)
-	startCount(tb, n) // under way: interruptAfter chunks shown
+	goOn := startCountHeld(tb, s, n) // under way: interruptAfter chunks shown
 	// What the page shows when it goes away is in the store's last write
 	// (WebKit abandons that one at the reload; its spill carries it over).
 	tb.eval(`addEventListener("pagehide", () => sessionStorage.setItem("e2e.shown", String(`+lastAgentChunks+`))), true`, nil)
+	goOn()
 	tb.reload()
 	tb.waitFor("the loss reported", `__chat.evictions.some(e => e.reason === "not_resumed")`)
 	var shown int
@@ -160,7 +161,8 @@ func TestNonResumingRuntimeRelayRestart(t *testing.T) {
 
 	n := countLasting(4 * time.Second)
 	before := tb.chat().Chunks // pong's
-	startCount(tb, n)
+	goOn := startCountHeld(tb, s, n)
+	goOn()
 	restartRelay(tb, s)
 	tb.waitFor("the loss reported", `__chat.evictions.some(e => e.reason === "not_resumed")`)
 	shown := -1

@@ -134,8 +134,9 @@ func frozenPageResumes(t *testing.T, m pageMode) {
 	s := startStackWith(t, streamRate, fastHeartbeat, slog.New(gaveUp))
 	tb := openChat(t, newBrowser(t), "tab", s.PageURL()+m.query)
 	m.check(tb)
-	startCount(tb, n)
+	goOn := startCountHeld(tb, s, n)
 
+	goOn()
 	tb.run(cdppage.SetWebLifecycleState(cdppage.SetWebLifecycleStateStateFrozen))
 	gaveUp.wait(t, "the relay to give up on the frozen page")
 	tb.run(cdppage.SetWebLifecycleState(cdppage.SetWebLifecycleStateStateActive))
@@ -244,8 +245,9 @@ func backForwardCache(t *testing.T, m pageMode) {
 			mu.Unlock()
 		}
 	})
-	startCount(tb, n)
+	goOn := startCountHeld(tb, s, n)
 	before := tb.chat()
+	goOn()
 	if leaveAndComeBack(tb, s.PageURL()+"style.css", `location.pathname === "/" && window.__chat && __chat.ready`) {
 		t.Log("restored from the back/forward cache")
 		finishCount(tb, n)

@@ -130,14 +130,14 @@ func workerReload(t *testing.T, query string) workerChunks {
 	workerReady(tb, "worker")
 	var before int
 	tb.eval(storedCursor, &before)
+	goOn := s.Runtime().PauseAt(interruptAfter) // as startCountHeld
+	t.Cleanup(goOn)
 	tb.eval(fmt.Sprintf(`__w.prompt("count %d")`, n), nil)
 	tb.waitFor("the count to be under way", `__w.live.length >= `+strconv.Itoa(interruptAfter))
 	if query == "" { // as countUnderWay: the worker's windowed writes have landed some
-		goOn := s.Runtime().Pause()
-		t.Cleanup(goOn)
 		waitStored(tb, before+2)
-		goOn()
 	}
+	goOn()
 	tb.do("reloading", tb.page.reload)
 	workerReady(tb, "worker")
 	tb.waitFor("the whole count after the reload", fmt.Sprintf(`__w.hist.length + __w.live.length >= %d && (__w.live.at(-1) ?? __w.hist.at(-1))[1] === "%d\n"`, n, n))
