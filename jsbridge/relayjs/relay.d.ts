@@ -95,8 +95,11 @@ export interface AttachOptions {
   /**
    * The relay's browser leg, e.g. "wss://relay.example/v1/attach": an
    * absolute ws:// or wss:// URL (what every engine's WebSocket takes).
-   * Anything else, or a URL the browser will not open a socket to at all
-   * (a secure page's ws://), rejects attach with "bad_options".
+   * Anything else, or a URL the browser will not open a socket to at all,
+   * rejects attach with "bad_options": among them a ws:// URL on a page
+   * served over https: (mixed content), but to this machine (localhost,
+   * 127.0.0.0/8, [::1]), which Chromium and Firefox let through and WebKit
+   * fails as it would an unreachable relay.
    */
   url: string;
   /** The runtime instance to reach. */

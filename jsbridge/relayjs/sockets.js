@@ -32,15 +32,36 @@ const sockets = new Map(); // handle -> socket record
 let nextSocket = 1;
 const decoder = new TextDecoder();
 
+// refuseMixedContent throws, as Chromium's and Firefox's WebSocket
+// constructors do, for a ws:// URL on a page (or in its worker) served over
+// https:, unless it is to this machine (localhost, 127.0.0.0/8, [::1]: the
+// engines let those through). WebKit, every iOS webview's engine, makes the
+// socket and fails it with a bare error event, which is also what an
+// unreachable relay gives, so the attachment was redialled for ever.
+function refuseMixedContent(url) {
+  // origin, not location: a worker made from a blob: URL has its page's.
+  if (!String(globalThis.origin).startsWith("https:")) return;
+  let u;
+  try {
+    u = new URL(url);
+  } catch {
+    return; // WebSocket's constructor says what is wrong with it
+  }
+  const h = u.hostname;
+  if (u.protocol !== "ws:" || h === "localhost" || h.endsWith(".localhost") || h === "[::1]" || /^127\.\d+\.\d+\.\d+$/.test(h)) return;
+  throw new DOMException("a page served over https: may open only wss:// WebSockets, except to this machine (mixed content)", "SecurityError");
+}
+
 /**
  * dial opens a WebSocket whose messages go to Go in mode (MODE_*), and
- * returns its handle. Throws (a SyntaxError) for a URL or subprotocol the
- * browser refuses outright. The socket is known by its handle until Go
+ * returns its handle. Throws (a SyntaxError, a SecurityError) for a URL or
+ * subprotocol the browser refuses outright. The socket is known by its handle until Go
  * closes it (close), or until it closes unopened: Go may still deliver its
  * messages after the close event. In MODE_PARSE_HOLD the payloads' texts
  * wait in the queue of attachment (Go's handle of it; held.js).
  */
 export function dial(url, protocols, mode, attachment) {
+  refuseMixedContent(url);
   const ws = new WebSocket(url, protocols);
   ws.binaryType = "arraybuffer";
   const handle = nextSocket++;

@@ -53,7 +53,13 @@ func sharedChromium(t *testing.T) *chromium.Browser {
 	return chromiumShared.get(t, func(profile string) (*chromium.Browser, func(), error) {
 		b, err := chromium.Start(chromium.Options{
 			Profile: profile, Scratch: os.TempDir(), Width: windowWidth, Height: windowHeight,
-			Extra: []chromedp.ExecAllocatorOption{chromedp.Flag("hide-scrollbars", true)},
+			Extra: []chromedp.ExecAllocatorOption{
+				chromedp.Flag("hide-scrollbars", true),
+				// TestSecurePage's https: server has a certificate of its
+				// own, as the WebDriver engines' sessions accept
+				// (acceptInsecureCerts).
+				chromedp.Flag("ignore-certificate-errors", true),
+			},
 		})
 		if err != nil {
 			return nil, nil, err

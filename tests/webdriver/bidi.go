@@ -130,7 +130,7 @@ func startFirefox(ctx context.Context, o Options) (Browser, error) {
 			BrowserVersion string `json:"browserVersion"`
 		} `json:"capabilities"`
 	}
-	if err := f.call(ctx, "session.new", map[string]any{"capabilities": map[string]any{}}, &sess); err != nil {
+	if err := f.call(ctx, "session.new", map[string]any{"capabilities": map[string]any{"alwaysMatch": map[string]any{"acceptInsecureCerts": true}}}, &sess); err != nil {
 		f.kill()
 		return nil, err
 	}

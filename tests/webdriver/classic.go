@@ -121,6 +121,7 @@ func startClassic(ctx context.Context, o Options, fl classicFlavour) (Browser, e
 			"binary": "cog", "args": []string{"--automation", "--platform=headless"},
 		}}
 	}
+	opts["acceptInsecureCerts"] = true // a test's own https: server (package doc)
 	caps := map[string]any{"capabilities": map[string]any{"alwaysMatch": opts}}
 	var sess struct {
 		SessionID    string `json:"sessionId"`

@@ -18,7 +18,10 @@
 //     software GL, so a page paints each frame while its screenshot is
 //     taken, or an idle page's screenshot never comes;
 //   - WebKit has no log endpoint: console errors and unhandled rejections
-//     are caught by the page itself (Recorder), and Tab.Problems reads them.
+//     are caught by the page itself (Recorder), and Tab.Problems reads them;
+//   - both sessions accept certificates they cannot check
+//     (acceptInsecureCerts), so a test can serve a page over https: from a
+//     server of its own (httptest's), as tests/e2e's TestSecurePage does.
 //
 // Every folder a browser writes to is under Options.Scratch, which the
 // caller owns and removes.

@@ -55,7 +55,7 @@ async function start() {
   W.mode = relay.mode;
   W.reason = relay.reason;
   W.att = await relay.attach({
-    url: `ws://${location.host}/v1/attach`,
+    url: q.get("relay") ?? `ws://${location.host}/v1/attach`, // ?relay=: a relay elsewhere
     instance: "demo",
     token: async () => "dev-token", // a function: the worker asks the page
     name: "worker-e2e",

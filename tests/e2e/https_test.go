@@ -1,0 +1,69 @@
+package e2e
+
+import (
+	"io"
+	"log"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/relaywasm/relaywasm/demo/stack"
+	"github.com/relaywasm/relaywasm/librelay/relayleg"
+	"github.com/relaywasm/relaywasm/tests/webdriver"
+)
+
+// A page served over https: chats over wss://, as a site does, with
+// relay.wasm on its thread and in a worker, and over ws:// to a relay on
+// this machine in the engines that allow that mixed content (not WebKit,
+// which fails it as it does every ws:// from such a page). Given a ws:// URL
+// to another host, the attach ends with bad_options saying to use wss://,
+// in every engine: Chromium's and Firefox's WebSocket refuse such a URL
+// when made, and WebKit's (every iOS webview's) fails it with a bare error
+// event, an unreachable relay's, and had it redialled for ever.
+func TestSecurePage(t *testing.T) {
+	t.Parallel()
+	const elsewhere = "ws://relay.invalid/v1/attach"
+	for _, c := range []struct{ mode, query string }{{"main", "?main&relay="}, {"worker", "?relay="}} {
+		t.Run(c.mode, func(t *testing.T) {
+			// A stack and origin each: WebKit's tests share one browser.
+			s := startStackServing(t, workerDir, 0)
+			origin := secureProxy(t, s)
+			page := "https://" + origin + "/"
+			relays := []string{"wss://" + origin + relayleg.AttachPath}
+			if engine != webdriver.WebKit && engine != webdriver.WPE {
+				relays = append(relays, "ws://"+s.Addr()+relayleg.AttachPath)
+			}
+			b := newBrowser(t)
+			for _, r := range relays {
+				t.Logf("relay at %s", r)
+				cspChats(openTab(t, b, "https", page+c.query+url.QueryEscape(r)), c.mode)
+			}
+			tb := openTab(t, b, "https", page+c.query+url.QueryEscape(elsewhere))
+			tb.waitFor("the attach to fail", `window.__w && (__w.ready || __w.error)`)
+			var e struct{ Code, Message string }
+			tb.eval(`__w.error ?? {}`, &e)
+			if e.Code != "bad_options" || !strings.Contains(e.Message, elsewhere) || !strings.Contains(e.Message, "wss://") {
+				t.Fatalf("attaching to %s from a page served over https: ended %+v; want bad_options naming the URL and wss://", elsewhere, e)
+			}
+		})
+	}
+}
+
+// secureProxy serves s's pages and relay over https: and wss:, from a proxy
+// of the test's own whose certificate the engines are told to accept, and
+// returns its host. Only the scheme differs: the proxy asks for each page
+// and upgrade as the stack's own host.
+func secureProxy(t *testing.T, s *stack.Stack) string {
+	t.Helper()
+	target, err := url.Parse(s.HTTPURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := httptest.NewUnstartedServer(&httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) { r.SetURL(target) }})
+	p.Config.ErrorLog = log.New(io.Discard, "", 0) // an engine's probing connections
+	p.StartTLS()
+	t.Cleanup(p.Close)
+	return p.Listener.Addr().String()
+}
