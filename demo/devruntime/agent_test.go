@@ -105,6 +105,13 @@ func (p *agentPeer) read() rpc {
 func (p *agentPeer) call(id int, method, params string) ([]string, rpc) {
 	p.t.Helper()
 	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`, id, method, params))
+	return p.until(id)
+}
+
+// until reads up to the response to the request id, and returns the chunk
+// texts streamed before it, and the response.
+func (p *agentPeer) until(id int) ([]string, rpc) {
+	p.t.Helper()
 	var chunks []string
 	for {
 		m := p.read()
@@ -186,15 +193,7 @@ func TestAgentPause(t *testing.T) {
 	}
 	release()
 	release() // a second call is harmless
-	var chunks []string
-	for {
-		m := p.read()
-		if m.ID != nil && *m.ID == 4 {
-			break
-		}
-		chunks = append(chunks, chunkOf(t, m))
-	}
-	if strings.Join(chunks, "") != "1\n2\n3\n4\n5\n" {
+	if chunks, _ := p.until(4); strings.Join(chunks, "") != "1\n2\n3\n4\n5\n" {
 		t.Fatalf("released, the agent streamed %q", chunks)
 	}
 }
@@ -220,14 +219,8 @@ func TestAgentPauseAt(t *testing.T) {
 		}
 	}
 	release()
-	for {
-		m := p.read()
-		if m.ID != nil && *m.ID == 4 {
-			break
-		}
-		chunks = append(chunks, chunkOf(t, m))
-	}
-	if strings.Join(chunks, "") != "1\n2\n3\n4\n5\n" {
+	rest, _ := p.until(4)
+	if chunks = append(chunks, rest...); strings.Join(chunks, "") != "1\n2\n3\n4\n5\n" {
 		t.Fatalf("paused from the third chunk and released, the agent streamed %q", chunks)
 	}
 }
