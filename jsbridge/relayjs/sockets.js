@@ -55,10 +55,11 @@ function refuseMixedContent(url) {
 /**
  * dial opens a WebSocket whose messages go to Go in mode (MODE_*), and
  * returns its handle. Throws (a SyntaxError, a SecurityError) for a URL or
- * subprotocol the browser refuses outright. The socket is known by its handle until Go
- * closes it (close), or until it closes unopened: Go may still deliver its
- * messages after the close event. In MODE_PARSE_HOLD the payloads' texts
- * wait in the queue of attachment (Go's handle of it; held.js).
+ * subprotocol the browser refuses outright. The socket is known by its
+ * handle until Go closes it (close), or until it closes unopened: Go may
+ * still deliver its messages after the close event. In MODE_PARSE_HOLD the
+ * payloads' texts wait in the queue of attachment (Go's handle of it;
+ * held.js).
  */
 export function dial(url, protocols, mode, attachment) {
   refuseMixedContent(url);

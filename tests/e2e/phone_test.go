@@ -135,7 +135,6 @@ func frozenPageResumes(t *testing.T, m pageMode) {
 	tb := openChat(t, newBrowser(t), "tab", s.PageURL()+m.query)
 	m.check(tb)
 	goOn := startCountHeld(tb, s, n)
-
 	goOn()
 	tb.run(cdppage.SetWebLifecycleState(cdppage.SetWebLifecycleStateStateFrozen))
 	gaveUp.wait(t, "the relay to give up on the frozen page")
