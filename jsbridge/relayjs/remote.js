@@ -30,6 +30,9 @@ export const DELIVERY = Symbol("relaywasm: the delivery of a worker's attachment
 
 // Why a worker failed when the engine does not say.
 const UNLOADED = "worker.js did not load (not found beside relay.js, a Content-Security-Policy without worker-src, or no module workers)";
+// What a worker.js of another origin than the page's needs (makeWorker).
+const elsewhere = (url) =>
+  `worker.js is at ${url}, another origin than the page's: it loads in a blob: worker, so its server must allow the page's origin by CORS (as for relay.js) and a Content-Security-Policy must allow worker-src blob:`;
 
 // How long a worker may take to run its module; past that it counts as one
 // that cannot start. A hang guard only: a loaded phone takes well under it.
@@ -104,31 +107,31 @@ async function portable(wasm) {
 
 function connect() {
   return new Promise((resolve, reject) => {
-    let w;
+    let made;
     try {
-      // Written out like this so that bundlers emit worker.js and its imports.
-      w = new Worker(new URL("./worker.js", import.meta.url), { type: "module" });
+      made = makeWorker();
     } catch (e) {
       reject(e);
       return;
     }
+    const w = made.worker;
     const fail = (why) => {
       clearTimeout(timer);
       w.terminate();
+      made.started();
       reject(new Error(why));
     };
     const timer = setTimeout(() => fail("the worker did not start"), START_LIMIT_MS);
     w.onerror = (ev) => {
       ev.preventDefault?.();
       // The engines' event has no message for a script that did not load,
-      // whatever the cause. Its URL cannot be asked for here: a second
-      // new URL("./worker.js", import.meta.url) has bundlers emit the file
-      // once more, and a bundled worker is not there anyway.
-      fail(`the worker failed: ${ev.message || UNLOADED}`);
+      // whatever the cause.
+      fail(`the worker failed: ${ev.message || made.unloaded}`);
     };
     w.onmessage = ({ data }) => {
       if (data?.t !== "up") return;
       clearTimeout(timer);
+      made.started();
       const c = new Connection(w);
       w.onerror = (ev) => console.error("relay.js: the worker failed:", ev.message ?? ev);
       w.onmessage = ({ data: m }) => c.receive(m);
@@ -136,6 +139,48 @@ function connect() {
       resolve(c);
     };
   });
+}
+
+// makeWorker starts worker.js. The engines run a worker's script only
+// from the page's own origin: where relay.js, or the bundle holding it, is
+// served from another (a CDN's), they refuse it, Chromium and WebKit by
+// throwing and Firefox by failing the worker later. There the worker is
+// made from a blob: URL, which is the page's, holding one line that loads
+// worker.js, which its server then serves by CORS as it serves relay.js.
+// started is called once the worker ran or failed.
+function makeWorker() {
+  const { url, options } = workerSource();
+  if (new URL(url).origin === globalThis.origin) return { worker: new Worker(url, options), unloaded: UNLOADED, started() {} };
+  const load = options?.type === "module" ? `import ${JSON.stringify(url)};` : `importScripts(${JSON.stringify(url)});`;
+  const blob = URL.createObjectURL(new Blob([load], { type: "text/javascript" }));
+  const started = () => URL.revokeObjectURL(blob);
+  try {
+    return { worker: new Worker(blob, options), unloaded: `worker.js did not load (${elsewhere(url)})`, started };
+  } catch (e) {
+    started();
+    throw new Error(`the worker failed: ${e?.message ?? e} (${elsewhere(url)})`);
+  }
+}
+
+// workerSource is the URL and options of the one new Worker(...) below, as
+// written or as a bundler rewrote them (Vite and webpack put the URL of the
+// file they emitted there, and webpack options of its own). Bundlers know
+// the call only in this form, and its URL must be known before a worker is
+// made from it, so it runs with a stand-in for Worker that records what it
+// is given; nothing else can run before the engine's Worker is back.
+function workerSource() {
+  const engine = globalThis.Worker;
+  let source;
+  globalThis.Worker = function record(url, options) {
+    source = { url: String(url), options };
+  };
+  try {
+    // Written out like this so that bundlers emit worker.js and its imports.
+    new Worker(new URL("./worker.js", import.meta.url), { type: "module" });
+  } finally {
+    globalThis.Worker = engine;
+  }
+  return source;
 }
 
 // Connection is the page's end of the worker's messages.

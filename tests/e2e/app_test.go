@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -39,23 +40,34 @@ func builtApp(t *testing.T) string {
 			return
 		}
 		appOut = dir
-		bin := filepath.Join(appDir, "node_modules", ".bin")
-		for _, args := range [][]string{
-			{filepath.Join(bin, "tsc"), "--noEmit"},
-			{filepath.Join(bin, "vite"), "build", "--outDir", dir, "--emptyOutDir", "--logLevel", "warn"},
-		} {
-			cmd := exec.Command(args[0], args[1:]...)
-			cmd.Dir = appDir
-			if out, err := cmd.CombinedOutput(); err != nil {
-				appBuildFail = strings.Join(args, " ") + ": " + err.Error() + "\n" + string(out)
-				return
-			}
+		if err := appTool("tsc", "--noEmit"); err != nil {
+			appBuildFail = err.Error()
+			return
+		}
+		if err := viteBuild(dir); err != nil {
+			appBuildFail = err.Error()
 		}
 	})
 	if appBuildFail != "" {
 		t.Fatal(appBuildFail)
 	}
 	return appOut
+}
+
+// viteBuild runs vite build of demo/app into the folder out, with flags
+// added.
+func viteBuild(out string, flags ...string) error {
+	return appTool("vite", append([]string{"build", "--outDir", out, "--emptyOutDir", "--logLevel", "warn"}, flags...)...)
+}
+
+// appTool runs one of demo/app's npm tools in demo/app.
+func appTool(name string, args ...string) error {
+	cmd := exec.Command(filepath.Join(appDir, "node_modules", ".bin", name), args...)
+	cmd.Dir = appDir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+	return nil
 }
 
 // appInstalled fails the test unless `make app` installed relaywasm's
