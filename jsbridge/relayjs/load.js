@@ -60,7 +60,7 @@ function refusedByPolicy(why) {
  * what has them emit wasm_exec.js.
  */
 async function loadGo(wasmExec) {
-  const url = String(wasmExec ?? new URL("./wasm_exec.js", import.meta.url));
+  const url = String(wasmExec ?? wasmExecBeside());
   try {
     await import(/* webpackIgnore: true */ /* @vite-ignore */ url);
   } catch (e) {
@@ -68,6 +68,14 @@ async function loadGo(wasmExec) {
     const why = `wasm_exec.js did not load from ${url}: ${e?.message ?? e}`;
     throw wasmExec === undefined ? notBeside(why) : new Error(why);
   }
+}
+
+/**
+ * wasmExecBeside is wasm_exec.js's default URL: beside relay.js, or where
+ * a bundler emitted it.
+ */
+export function wasmExecBeside() {
+  return new URL("./wasm_exec.js", import.meta.url);
 }
 
 /**

@@ -19,6 +19,7 @@ import { CODE_BAD_OPTIONS, CODE_CANCELED, DONE_FAILED, DONE_OK } from "./boundar
 import { compileSource, handBack, preloaded } from "./compile.js";
 import { packEntry } from "./entries.js";
 import { RelayError, report } from "./errors.js";
+import { wasmExecBeside } from "./load.js";
 import { concat, openEarly, Stores, writeAll } from "./store.js";
 import { PAUSED } from "./stream.js";
 
@@ -79,6 +80,11 @@ async function startIn(options, early) {
   const o = { ...options, worker: false, signal: undefined };
   if (wasm !== undefined) o.wasm = wasm;
   if (options.wasmExec !== undefined) o.wasmExec = String(new URL(String(options.wasmExec), location.href));
+  // A worker made from a blob: URL has that URL for its location, and a
+  // bundler's code that finds its files from there (webpack's automatic
+  // publicPath) looks for wasm_exec.js on the page's origin; the page
+  // knows where it is.
+  else if (w.fromBlob) o.wasmExec = String(wasmExecBeside());
   try {
     const { id, storage } = await w.call("relay", [o]);
     w.used = true;
@@ -132,7 +138,7 @@ function connect() {
       if (data?.t !== "up") return;
       clearTimeout(timer);
       made.started();
-      const c = new Connection(w);
+      const c = new Connection(w, made.fromBlob);
       w.onerror = (ev) => console.error("relay.js: the worker failed:", ev.message ?? ev);
       w.onmessage = ({ data: m }) => c.receive(m);
       forwardLifecycle(w, c);
@@ -150,12 +156,12 @@ function connect() {
 // started is called once the worker ran or failed.
 function makeWorker() {
   const { url, options } = workerSource();
-  if (new URL(url).origin === globalThis.origin) return { worker: new Worker(url, options), unloaded: UNLOADED, started() {} };
+  if (new URL(url).origin === globalThis.origin) return { worker: new Worker(url, options), unloaded: UNLOADED, fromBlob: false, started() {} };
   const load = options?.type === "module" ? `import ${JSON.stringify(url)};` : `importScripts(${JSON.stringify(url)});`;
   const blob = URL.createObjectURL(new Blob([load], { type: "text/javascript" }));
   const started = () => URL.revokeObjectURL(blob);
   try {
-    return { worker: new Worker(blob, options), unloaded: `worker.js did not load (${elsewhere(url)})`, started };
+    return { worker: new Worker(blob, options), unloaded: `worker.js did not load (${elsewhere(url)})`, fromBlob: true, started };
   } catch (e) {
     started();
     throw new Error(`the worker failed: ${e?.message ?? e} (${elsewhere(url)})`);
@@ -185,8 +191,9 @@ function workerSource() {
 
 // Connection is the page's end of the worker's messages.
 class Connection {
-  constructor(worker) {
+  constructor(worker, fromBlob) {
     this.worker = worker;
+    this.fromBlob = fromBlob; // made from a blob: URL (makeWorker)
     this.calls = new Map();
     this.nextCall = 1;
     this.attachments = new Map(); // handle -> RemoteAttachment
