@@ -54,16 +54,19 @@ export interface LoadOptions {
    * a reloaded page is live sooner, a round trip is quicker and, where cores
    * are few, more frames arrive per second (README, "Worker mode"). A page
    * whose main thread must stay free (a phone drawing a long chat) asks for
-   * the worker. The API is the same: messages reach
-   * onMessage on the main thread in batches (one postMessage per batch), a
-   * Promise onMessage returns still holds the cursor, a token function is
-   * called on the page, and the page forwards its lifecycle (pagehide makes
-   * the worker write its stores at once). att.stream() works as well. A
-   * worker that cannot start (a Content-Security-Policy without worker-src,
-   * no module workers, relay.wasm failing to load in it) falls back to the
-   * main thread: the Relay's mode is then "main" and reason says why.
-   * state, cursor and session of an Attachment are then what the worker
-   * last reported, not read from the engine at the moment of the call.
+   * the worker. The API is the same: messages reach onMessage on the main
+   * thread in batches (one postMessage per batch), a Promise onMessage
+   * returns still holds the cursor, a token function is called on the page,
+   * and the page forwards its lifecycle (pagehide makes the worker write its
+   * stores at once). att.stream() works as well. A worker.js of another
+   * origin than the page's (a CDN's) runs in a worker made from a blob: URL,
+   * as the engines refuse it otherwise. A worker that cannot start (a
+   * Content-Security-Policy without worker-src, or without blob: for such a
+   * worker.js, no module workers, relay.wasm failing to load in it) falls
+   * back to the main thread: the Relay's mode is then "main" and reason
+   * says why. state, cursor and session of an Attachment are then what the
+   * worker last reported, not read from the engine at the moment of the
+   * call.
    */
   worker?: boolean;
 }
