@@ -8,7 +8,8 @@
 //
 //   - chromedp's defaults (headless, no first run, no background networking,
 //     no sync) and, as root, its --no-sandbox, which chromedp adds by itself;
-//   - --host-resolver-rules mapping every name but 127.0.0.1 to NOTFOUND,
+//   - --host-resolver-rules mapping every name but 127.0.0.1 (and
+//     127.0.0.2, another site on this machine for tests/e2e) to NOTFOUND,
 //     because Chromium still tries to reach Google's hosts with background
 //     networking off, and a test or a measurement must see loopback traffic
 //     only; component updates off for the same reason;
@@ -101,7 +102,7 @@ func Start(o Options) (*Browser, error) {
 		chromedp.ExecPath(exe),
 		chromedp.UserDataDir(o.Profile),
 		// Nothing but loopback: Chromium still tries to reach Google's hosts.
-		chromedp.Flag("host-resolver-rules", "MAP * ~NOTFOUND , EXCLUDE 127.0.0.1"),
+		chromedp.Flag("host-resolver-rules", "MAP * ~NOTFOUND , EXCLUDE 127.0.0.1, EXCLUDE 127.0.0.2"),
 		chromedp.Flag("disable-component-update", true),
 		chromedp.Env(
 			"XDG_CONFIG_HOME="+filepath.Join(o.Scratch, "xdg-config"),

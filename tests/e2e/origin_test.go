@@ -132,10 +132,18 @@ func startPageLoading(t *testing.T, cdn string) string {
 // of its own, and returns its URL; html may set headers.
 func servePage(t *testing.T, html func(r *http.Request, h http.Header) []byte) string {
 	t.Helper()
-	p := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	ln := listenLoopback(t)
+	servePageOn(t, ln, html)
+	return "http://" + ln.Addr().String() + "/"
+}
+
+// servePageOn is servePage on ln.
+func servePageOn(t *testing.T, ln net.Listener, html func(r *http.Request, h http.Header) []byte) {
+	t.Helper()
+	p := &httptest.Server{Listener: ln, Config: &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		w.Write(html(r, w.Header()))
-	}))
+	})}}
+	p.Start()
 	t.Cleanup(p.Close)
-	return p.URL + "/"
 }

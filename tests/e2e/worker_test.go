@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/relaywasm/relaywasm/demo/stack"
 )
 
 // Worker mode, loadRelay({worker: true}), in the page tests/workerpage: the
@@ -124,22 +126,37 @@ func TestWorkerModeReloadWritesAtPagehide(t *testing.T) {
 }
 
 func workerReload(t *testing.T, query string) workerChunks {
-	n := countLasting(4 * time.Second)
 	s := startStackServing(t, workerDir, streamRate)
 	tb := openTab(t, newBrowser(t), "worker", s.PageURL()+query)
 	workerReady(tb, "worker")
-	var before int
-	tb.eval(storedCursor, &before)
+	var stored func()
+	if query == "" { // as countUnderWay: the worker's windowed writes have landed some
+		var before int
+		tb.eval(storedCursor, &before)
+		stored = func() { waitStored(tb, before+2) }
+	}
+	return reloadMidCount(tb, s, "worker", stored)
+}
+
+// reloadMidCount has the worker page in tb (ready, relay.wasm running in
+// mode) ask s's runtime for a count, reloads it while the count is under
+// way, after stored returns if it is not nil, and checks that the reloaded
+// page's transcript and what it is delivered after hold the whole count,
+// each chunk once and in order.
+func reloadMidCount(tb *tab, s *stack.Stack, mode string, stored func()) workerChunks {
+	t := tb.t
+	t.Helper()
+	n := countLasting(4 * time.Second)
 	goOn := s.Runtime().PauseAt(interruptAfter) // as startCountHeld
 	t.Cleanup(goOn)
 	tb.eval(fmt.Sprintf(`__w.prompt("count %d")`, n), nil)
 	tb.waitFor("the count to be under way", `__w.live.length >= `+strconv.Itoa(interruptAfter))
-	if query == "" { // as countUnderWay: the worker's windowed writes have landed some
-		waitStored(tb, before+2)
+	if stored != nil {
+		stored()
 	}
 	goOn()
 	tb.do("reloading", tb.page.reload)
-	workerReady(tb, "worker")
+	workerReady(tb, mode)
 	tb.waitFor("the whole count after the reload", fmt.Sprintf(`__w.hist.length + __w.live.length >= %d && (__w.live.at(-1) ?? __w.hist.at(-1))[1] === "%d\n"`, n, n))
 	w := workerState(tb)
 	if len(w.Live) == 0 {

@@ -1,0 +1,58 @@
+package e2e
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"testing"
+
+	"github.com/relaywasm/relaywasm/librelay/relayleg"
+)
+
+// otherSite is an address of this machine that is another site than
+// 127.0.0.1's: for an IP address the site is the address itself. The run's
+// Chromium resolves it (tests/chromium).
+const otherSite = "127.0.0.2"
+
+// A chat embedded in another site's page, in a frame, as a chat widget is:
+// the engines partition such a frame's IndexedDB, Web Locks and
+// sessionStorage under the site holding it (each in its own way), and the
+// chat must still work as on a page of its own. A reload of the site's page
+// in the middle of a count loses and doubles nothing, with relay.wasm on the
+// frame's thread and in its worker.
+func TestEmbeddedInAnotherSite(t *testing.T) {
+	t.Parallel()
+	inModes(t, func(t *testing.T, m pageMode) {
+		// A stack and sites each: WebKit's tests share one browser.
+		s := startStackServing(t, workerDir, streamRate)
+		query := "?relay=" + url.QueryEscape("ws://"+s.Addr()+relayleg.AttachPath)
+		if m == mainThread {
+			query += "&main"
+		}
+		tb := openTab(t, newBrowser(t), "site", startSiteFraming(t, s.PageURL()+"frame.html"+query))
+		workerReady(tb, m.name)
+		if w := reloadMidCount(tb, s, m.name, nil); len(w.Hist) == 0 {
+			t.Errorf("after the reload the frame's transcript holds no chunk of the count: its stored stream was not found")
+		}
+	})
+}
+
+// startSiteFraming serves, at otherSite, a page holding frame in a frame,
+// and returns its URL. Its window.__w mirrors the frame's (frame.js posts
+// it); its __w.prompt posts the prompt to the frame.
+func startSiteFraming(t *testing.T, frame string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", net.JoinHostPort(otherSite, "0"))
+	if err != nil {
+		t.Fatalf("listening on %s, another site on this machine: %v", otherSite, err)
+	}
+	page := fmt.Appendf(nil, `<!doctype html><html lang="en"><title>another site</title>
+<iframe id="chat" title="chat" src="%s" width="600" height="400"></iframe>
+<script>
+window.__w = { prompt: (text) => chat.contentWindow.postMessage({ prompt: text }, "*") };
+addEventListener("message", (ev) => ev.source === chat.contentWindow && Object.assign(__w, ev.data));
+</script></html>`, frame)
+	servePageOn(t, ln, func(*http.Request, http.Header) []byte { return page })
+	return "http://" + ln.Addr().String() + "/"
+}
