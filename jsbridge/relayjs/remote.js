@@ -80,10 +80,6 @@ async function startIn(options, early) {
   const o = { ...options, worker: false, signal: undefined };
   if (wasm !== undefined) o.wasm = wasm;
   if (options.wasmExec !== undefined) o.wasmExec = String(new URL(String(options.wasmExec), location.href));
-  // A worker made from a blob: URL has that URL for its location, and a
-  // bundler's code that finds its files from there (webpack's automatic
-  // publicPath) looks for wasm_exec.js on the page's origin; the page
-  // knows where it is.
   else if (w.fromBlob) o.wasmExec = String(wasmExecBeside());
   try {
     const { id, storage } = await w.call("relay", [o]);
@@ -193,7 +189,11 @@ function workerSource() {
 class Connection {
   constructor(worker, fromBlob) {
     this.worker = worker;
-    this.fromBlob = fromBlob; // made from a blob: URL (makeWorker)
+    // Made from a blob: URL (makeWorker): the worker's location is then
+    // that URL, and a bundler's code that finds its files from there
+    // (webpack's automatic publicPath) looks for wasm_exec.js on the
+    // page's origin, so the page, which knows where it is, says.
+    this.fromBlob = fromBlob;
     this.calls = new Map();
     this.nextCall = 1;
     this.attachments = new Map(); // handle -> RemoteAttachment
