@@ -67,6 +67,17 @@ function isWasm(response) {
   return type.split(";")[0].trim().toLowerCase() === "application/wasm";
 }
 
+/**
+ * pageURL is url, a URL given to loadRelay, made absolute as the page's
+ * own fetch() would make it: against the document's base URL (a <base
+ * href> sets it), or a worker's location in a worker. relay.js's fetch of
+ * relay.wasm resolves so by itself; wasm_exec.js's import() and what
+ * crosses to a worker must be made absolute first.
+ */
+export function pageURL(url) {
+  return String(new URL(String(url), globalThis.document?.baseURI ?? location.href));
+}
+
 // EARLY names the compile preload started, { href, compiled }, until a
 // loadRelay for the same URL takes it. It is kept on globalThis, not in this
 // module, because preload.js and relay.js each ship as one file holding
@@ -93,7 +104,7 @@ export function preloaded(source) {
   const early = globalThis[EARLY];
   if (early === undefined || source instanceof Response || source instanceof WebAssembly.Module) return false;
   try {
-    return String(new URL(String(source), location.href)) === early.href;
+    return pageURL(source) === early.href;
   } catch {
     return false; // not a URL: compile reports it
   }
@@ -105,7 +116,7 @@ export function preloaded(source) {
  * start serves the main thread instead.
  */
 export function handBack(source, compiled) {
-  globalThis[EARLY] = { href: String(new URL(String(source), location.href)), compiled };
+  globalThis[EARLY] = { href: pageURL(source), compiled };
 }
 
 /**

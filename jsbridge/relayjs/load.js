@@ -1,7 +1,7 @@
 // load.js: instantiating and starting relay.wasm, once per page (compile.js fetches and compiles it).
 
 import { CODE_WASM_EXITED, CODE_WASM_LOAD_FAILED } from "./boundary.js";
-import { compileSource, Missing } from "./compile.js";
+import { compileSource, Missing, pageURL } from "./compile.js";
 import { RelayError } from "./errors.js";
 
 /**
@@ -60,7 +60,7 @@ function refusedByPolicy(why) {
  * what has them emit wasm_exec.js.
  */
 async function loadGo(wasmExec) {
-  const url = String(wasmExec ?? wasmExecBeside());
+  const url = wasmExec === undefined ? String(wasmExecBeside()) : pageURL(wasmExec);
   try {
     await import(/* webpackIgnore: true */ /* @vite-ignore */ url);
   } catch (e) {

@@ -19,12 +19,14 @@ export function loadRelay(options?: LoadOptions): Promise<Relay>;
 export interface LoadOptions {
   /**
    * relay.wasm: a URL, a fetched Response or a compiled module. Default:
-   * relay.wasm beside relay.js. When the page loaded "relaywasm/preload"
+   * relay.wasm beside relay.js. A relative URL (here and in wasmExec) is
+   * the page's, resolved as its fetch() resolves one: against the
+   * document's base URL. When the page loaded "relaywasm/preload"
    * (preload.js) in a script ahead of its own, the compile it started for
    * the same URL is taken rather than fetching again.
    */
   wasm?: string | URL | Response | WebAssembly.Module;
-  /** wasm_exec.js of the Go that built relay.wasm, when globalThis.Go is not defined yet. Default: beside relay.js. */
+  /** wasm_exec.js of the Go that built relay.wasm, when globalThis.Go is not defined yet. Default: beside relay.js. A relative URL is the page's, as in wasm. */
   wasmExec?: string | URL;
   /** IndexedDB database for stream state. Default "relaywasm". */
   database?: string;

@@ -16,7 +16,7 @@
 
 import { BaseAttachment, checkCursor, meta, sendArgs } from "./attachment.js";
 import { CODE_BAD_OPTIONS, CODE_CANCELED, DONE_FAILED, DONE_OK } from "./boundary.js";
-import { compileSource, handBack, preloaded } from "./compile.js";
+import { compileSource, handBack, pageURL, preloaded } from "./compile.js";
 import { packEntry } from "./entries.js";
 import { RelayError, report } from "./errors.js";
 import { wasmExecBeside } from "./load.js";
@@ -79,7 +79,7 @@ async function startIn(options, early) {
   const wasm = (await early) ?? (await portable(options.wasm));
   const o = { ...options, worker: false, signal: undefined };
   if (wasm !== undefined) o.wasm = wasm;
-  if (options.wasmExec !== undefined) o.wasmExec = String(new URL(String(options.wasmExec), location.href));
+  if (options.wasmExec !== undefined) o.wasmExec = pageURL(options.wasmExec);
   else if (w.fromBlob) o.wasmExec = String(wasmExecBeside());
   try {
     const { id, storage } = await w.call("relay", [o]);
@@ -104,7 +104,7 @@ export const FINAL = Symbol("relaywasm: the worker's own answer");
 async function portable(wasm) {
   if (wasm === undefined || wasm instanceof WebAssembly.Module) return wasm;
   if (wasm instanceof Response) return new Uint8Array(await wasm.clone().arrayBuffer()); // the body stays for a fall back
-  return String(new URL(String(wasm), location.href));
+  return pageURL(wasm);
 }
 
 function connect() {

@@ -122,6 +122,35 @@ window.loaded = loadRelay({ storage: "memory", worker: true }).then(
 	}
 }
 
+// The URLs a page names its files with (loadRelay's wasm and wasmExec)
+// resolve as the page's own fetch() resolves them: against the document's
+// base URL, which a <base href> sets, on the page's thread and in worker
+// mode alike. Here the page is at /app/, its base /lib/, where the files
+// are. wasmExec had been imported as it was given, and "wasm_exec.js" is a
+// module specifier the engines refuse ("Failed to resolve module
+// specifier"); in worker mode the page had resolved it against its
+// location, /app/, where it is not.
+func TestNamedFilesResolveAgainstThePage(t *testing.T) {
+	wasm, b := moduleBrowser(t)
+	for _, mode := range []string{"main", "worker"} {
+		t.Run(mode, func(t *testing.T) {
+			page := `<!doctype html><base href="/lib/"><script type="module">
+import { loadRelay } from "./relay.js";
+window.loaded = loadRelay({ storage: "memory", worker: ` + strconv.FormatBool(mode == "worker") + `, wasm: "relay.wasm", wasmExec: "wasm_exec.js" }).then(
+  (r) => r.mode + (r.reason && ": " + r.reason),
+  (e) => e.code + ": " + e.message);
+</script>`
+			srv := httptest.NewServer(modulePage(t, served{wasm: wasm, page: page, pageFor: "app/", dir: "lib/"}))
+			defer srv.Close()
+			var got string
+			evalPage(t, b, srv.URL+"/app", "window.loaded", &got)
+			if got != mode {
+				t.Fatalf("loadRelay settled with %q, want relay.wasm running in %q", strings.ReplaceAll(got, srv.URL, "SERVER"), mode)
+			}
+		})
+	}
+}
+
 // moduleBrowser builds relay.wasm from this tree and starts a Chromium to
 // load it in, or skips the test when there is no Chromium.
 func moduleBrowser(t *testing.T) (wasm string, b *chromium.Browser) {
