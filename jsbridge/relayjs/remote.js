@@ -126,9 +126,7 @@ function connect() {
     const timer = setTimeout(() => fail("the worker did not start"), START_LIMIT_MS);
     w.onerror = (ev) => {
       ev.preventDefault?.();
-      // The engines' event has no message for a script that did not load,
-      // whatever the cause.
-      fail(`the worker failed: ${ev.message || made.unloaded}`);
+      fail(`the worker failed: ${made.failed(ev.message)}`);
     };
     w.onmessage = ({ data }) => {
       if (data?.t !== "up") return;
@@ -149,15 +147,23 @@ function connect() {
 // throwing and Firefox by failing the worker later. There the worker is
 // made from a blob: URL, which is the page's, holding one line that loads
 // worker.js, which its server then serves by CORS as it serves relay.js.
-// started is called once the worker ran or failed.
+// That worker is a classic one, which import()s a module worker.js: on a
+// page of no origin of its own (a sandboxed frame) Chromium runs no module
+// worker from a blob: URL. The import's failure is thrown again, uncaught,
+// for the page to hear it as the worker's error. failed says why the
+// worker failed, given the engine's message (none, for a script that did
+// not load, whatever the cause); started is called once it ran or failed.
 function makeWorker() {
   const { url, options } = workerSource();
-  if (new URL(url).origin === globalThis.origin) return { worker: new Worker(url, options), unloaded: UNLOADED, fromBlob: false, started() {} };
-  const load = options?.type === "module" ? `import ${JSON.stringify(url)};` : `importScripts(${JSON.stringify(url)});`;
+  if (new URL(url).origin === globalThis.origin) {
+    return { worker: new Worker(url, options), failed: (m) => m || UNLOADED, fromBlob: false, started() {} };
+  }
+  const load = options?.type === "module" ? `import(${JSON.stringify(url)}).catch((e) => setTimeout(() => { throw e; }));` : `importScripts(${JSON.stringify(url)});`;
   const blob = URL.createObjectURL(new Blob([load], { type: "text/javascript" }));
   const started = () => URL.revokeObjectURL(blob);
   try {
-    return { worker: new Worker(blob, options), unloaded: `worker.js did not load (${elsewhere(url)})`, fromBlob: true, started };
+    const worker = new Worker(blob, { ...options, type: "classic" });
+    return { worker, failed: (m) => `${m || "worker.js did not load"} (${elsewhere(url)})`, fromBlob: true, started };
   } catch (e) {
     started();
     throw new Error(`the worker failed: ${e?.message ?? e} (${elsewhere(url)})`);

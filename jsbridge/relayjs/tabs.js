@@ -25,13 +25,19 @@ export const tabEnv = { read: readSession, write: writeSession, reloading };
  */
 export async function takeSlot(url, instance, name) {
   const locks = globalThis.navigator?.locks;
-  if (!locks) return { name, release: async () => {}, ours: async () => true, lost: new Promise(() => {}) }; // no Web Locks (an insecure context)
+  if (!locks) return unlocked(name); // no Web Locks (an insecure context)
   const prefix = `relaywasm:${url}\u0000${instance}\u0000`;
   const memory = `relaywasm-slot:${url}\u0000${instance}\u0000${name}`;
   const preferred = Number(tabEnv.read(memory)) || 1;
   const slotName = (i) => (i === 1 ? name : `${name}#${i}`);
   let lockName = prefix + slotName(preferred);
-  let release = await (takeEarly(lockName) ?? tryLock(locks, lockName, tabEnv.reloading() ? RELOAD_WAIT_MS : 0));
+  let release;
+  try {
+    release = await (takeEarly(lockName) ?? tryLock(locks, lockName, tabEnv.reloading() ? RELOAD_WAIT_MS : 0));
+  } catch (e) {
+    if (e?.name === "SecurityError") return unlocked(name);
+    throw e;
+  }
   let slot = preferred;
   for (let i = 1; !release; i++) {
     if (i === preferred) continue;
@@ -211,6 +217,15 @@ export function releaseEarly(lockNames) {
     early.delete(lockName);
     request.then((release) => release?.());
   }
+}
+
+// unlocked is the slot of a page without Web Locks: an insecure context
+// has none, and a page of no origin of its own (a sandboxed frame, a
+// file: page in some webviews) is refused them with a SecurityError. Such
+// a page has no storage another page shares either (store.js falls back
+// to memory there), so there is nothing for a lock to keep two tabs from.
+function unlocked(name) {
+  return { name, release: async () => {}, ours: async () => true, lost: new Promise(() => {}) };
 }
 
 function takeEarly(lockName) {

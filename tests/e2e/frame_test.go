@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"testing"
 
+	"github.com/relaywasm/relaywasm/demo/relay"
 	"github.com/relaywasm/relaywasm/librelay/relayleg"
 )
 
@@ -30,7 +31,7 @@ func TestEmbeddedInAnotherSite(t *testing.T) {
 		if m == mainThread {
 			query += "&main"
 		}
-		tb := openTab(t, newBrowser(t), "site", startSiteFraming(t, s.PageURL()+"frame.html"+query))
+		tb := openTab(t, newBrowser(t), "site", startSiteFraming(t, s.PageURL()+"frame.html"+query, ""))
 		workerReady(tb, m.name)
 		if w := reloadMidCount(tb, s, m.name, nil); len(w.Hist) == 0 {
 			t.Errorf("after the reload the frame's transcript holds no chunk of the count: its stored stream was not found")
@@ -38,21 +39,50 @@ func TestEmbeddedInAnotherSite(t *testing.T) {
 	})
 }
 
-// startSiteFraming serves, at otherSite, a page holding frame in a frame,
-// and returns its URL. Its window.__w mirrors the frame's (frame.js posts
-// it); its __w.prompt posts the prompt to the frame.
-func startSiteFraming(t *testing.T, frame string) string {
+// A chat in a sandboxed frame (sandbox="allow-scripts", without
+// allow-same-origin), as some sites embed what they do not trust: the frame
+// has no origin of its own (its Origin is "null"), so no IndexedDB,
+// sessionStorage or Web Locks, and its module scripts load by CORS. The
+// engines refuse it Web Locks with a SecurityError, and every attach had
+// failed with it, in every engine; it now chats with its state in memory,
+// on the frame's thread and in its worker (made from a blob: URL, as for a
+// CDN: no script URL is of an opaque origin). The relay must accept the
+// Origin null.
+func TestInASandboxedFrame(t *testing.T) {
+	t.Parallel()
+	inModes(t, func(t *testing.T, m pageMode) {
+		s := startStackOf(t, workerDir, 0, func(c *relay.Config) { c.OriginPatterns = append(c.OriginPatterns, relay.NullOrigin) }, logger())
+		query := "?relay=" + url.QueryEscape("ws://"+s.Addr()+relayleg.AttachPath)
+		if m == mainThread {
+			query += "&main"
+		}
+		tb := openTab(t, newBrowser(t), "site", startSiteFraming(t, startCDN(t)+"/frame.html"+query, `sandbox="allow-scripts"`))
+		tb.waitFor("the frame to start", `window.__w && (__w.ready || __w.error)`)
+		var origin string
+		tb.eval(`__w.origin`, &origin)
+		if origin != relay.NullOrigin {
+			t.Fatalf("the sandboxed frame's origin is %q, want %q", origin, relay.NullOrigin)
+		}
+		cspChats(tb, m.name)
+	})
+}
+
+// startSiteFraming serves, at otherSite, a page holding frame in a frame
+// (with attrs, the frame's further attributes), and returns its URL. Its
+// window.__w mirrors the frame's (frame.js posts it); its __w.prompt posts
+// the prompt to the frame.
+func startSiteFraming(t *testing.T, frame, attrs string) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", net.JoinHostPort(otherSite, "0"))
 	if err != nil {
 		t.Fatalf("listening on %s, another site on this machine: %v", otherSite, err)
 	}
 	page := fmt.Appendf(nil, `<!doctype html><html lang="en"><title>another site</title>
-<iframe id="chat" title="chat" src="%s" width="600" height="400"></iframe>
+<iframe id="chat" title="chat" src="%s" %s width="600" height="400"></iframe>
 <script>
 window.__w = { prompt: (text) => chat.contentWindow.postMessage({ prompt: text }, "*") };
 addEventListener("message", (ev) => ev.source === chat.contentWindow && Object.assign(__w, ev.data));
-</script></html>`, frame)
+</script></html>`, frame, attrs)
 	servePageOn(t, ln, func(*http.Request, http.Header) []byte { return page })
 	return "http://" + ln.Addr().String() + "/"
 }

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -78,17 +79,18 @@ func TestDemoAppFromAnotherOrigin(t *testing.T) {
 }
 
 // startCDN serves relay.js and the files beside it, and the worker page's
-// page.js, from an origin of their own, as a CDN does, and returns its URL.
+// (page.js, frame.html …), from an origin of their own, as a CDN does, and
+// returns its URL.
 func startCDN(t *testing.T) string {
 	t.Helper()
-	files := http.FileServer(http.Dir(moduleDir))
+	module, page := http.FileServer(http.Dir(moduleDir)), http.FileServer(http.Dir(workerDir))
 	ln := listenLoopback(t)
 	serveCDN(t, ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/page.js" {
-			http.ServeFile(w, r, filepath.Join(workerDir, "page.js"))
+		if _, err := os.Stat(filepath.Join(workerDir, filepath.FromSlash(path.Clean(r.URL.Path)))); err == nil && r.URL.Path != "/" {
+			page.ServeHTTP(w, r)
 			return
 		}
-		files.ServeHTTP(w, r)
+		module.ServeHTTP(w, r)
 	}))
 	return "http://" + ln.Addr().String()
 }

@@ -10,5 +10,5 @@ addEventListener("message", (ev) => {
 
 setInterval(() => {
   const { ready, error, mode, reason, hist, live, states } = W;
-  parent.postMessage({ ready, error, mode, reason, hist, live, states }, "*");
+  parent.postMessage({ ready, error, mode, reason, hist, live, states, origin: globalThis.origin }, "*");
 }, 50);

@@ -40,6 +40,16 @@ function onMessage(m, meta) {
   });
 }
 
+// kept is the tab's sessionStorage, or null in a frame of no origin of its
+// own (sandboxed), which has none.
+function kept() {
+  try {
+    return sessionStorage;
+  } catch {
+    return null;
+  }
+}
+
 async function start() {
   const q = new URLSearchParams(location.search);
   // ?hold=ms: loadRelay waits that long after the page's modules ran.
@@ -66,12 +76,12 @@ async function start() {
       if (state === "closed") W.ended = { code: info.code ?? "", message: info.message ?? "" };
     },
   });
-  W.sessionId = sessionStorage.getItem(KEPT);
+  W.sessionId = kept()?.getItem(KEPT);
   if (!W.sessionId) {
     await request("initialize", { protocolVersion: 1, clientCapabilities: {} });
     const s = await request("session/new", { cwd: "/", mcpServers: [] });
     W.sessionId = s.result.sessionId;
-    sessionStorage.setItem(KEPT, W.sessionId);
+    kept()?.setItem(KEPT, W.sessionId);
   }
   W.ready = true;
 }
