@@ -72,7 +72,7 @@ func nonResumingChatAndReload(t *testing.T, m pageMode) {
 	var banner string
 	tb.eval(`document.getElementById("banner").hidden ? "" : document.getElementById("banner-text").textContent`, &banner)
 	if !strings.Contains(banner, "whatever it sends meanwhile is lost") {
-		t.Fatalf("the page does not say what a reload costs; banner %q", banner)
+		t.Fatalf("the page does not say what a reload costs; banner %q (page: %s)", banner, tb.snapshot())
 	}
 
 	n := countLasting(4 * time.Second)
@@ -142,7 +142,7 @@ func TestNonResumingRuntimePromptBeforeLossReported(t *testing.T) {
 
 	got := tb.transcript()
 	if len(got) != 4 || got[2].Text != "count "+strconv.Itoa(n) {
-		t.Fatalf("the page shows %s; want ping, pong, the count and one answer", roles(got))
+		t.Fatalf("the page shows %s; want ping, pong, the count and one answer (page: %s)", roles(got), tb.snapshot())
 	}
 	a := got[3]
 	if a.Role != "agent" || a.ID != got[2].ID || a.Stop != "end_turn" || a.Text != countText(n) || len(a.Gaps) != 0 {
