@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/relaywasm/relaywasm/demo/relay"
+	"github.com/relaywasm/relaywasm/demo/stack"
 	"github.com/relaywasm/relaywasm/librelay/relayleg"
 )
 
@@ -27,11 +28,7 @@ func TestEmbeddedInAnotherSite(t *testing.T) {
 	inModes(t, func(t *testing.T, m pageMode) {
 		// A stack and sites each: WebKit's tests share one browser.
 		s := startStackServing(t, workerDir, streamRate)
-		query := "?relay=" + url.QueryEscape("ws://"+s.Addr()+relayleg.AttachPath)
-		if m == mainThread {
-			query += "&main"
-		}
-		tb := openTab(t, newBrowser(t), "site", startSiteFraming(t, s.PageURL()+"frame.html"+query, ""))
+		tb := openTab(t, newBrowser(t), "site", startSiteFraming(t, s.PageURL()+"frame.html"+frameQuery(s, m), ""))
 		workerReady(tb, m.name)
 		if w := reloadMidCount(tb, s, m.name, nil); len(w.Hist) == 0 {
 			t.Errorf("after the reload the frame's transcript holds no chunk of the count: its stored stream was not found")
@@ -52,11 +49,7 @@ func TestInASandboxedFrame(t *testing.T) {
 	t.Parallel()
 	inModes(t, func(t *testing.T, m pageMode) {
 		s := startStackOf(t, workerDir, 0, func(c *relay.Config) { c.OriginPatterns = append(c.OriginPatterns, relay.NullOrigin) }, logger())
-		query := "?relay=" + url.QueryEscape("ws://"+s.Addr()+relayleg.AttachPath)
-		if m == mainThread {
-			query += "&main"
-		}
-		tb := openTab(t, newBrowser(t), "site", startSiteFraming(t, startCDN(t)+"/frame.html"+query, `sandbox="allow-scripts"`))
+		tb := openTab(t, newBrowser(t), "site", startSiteFraming(t, startCDN(t, s)+"/frame.html"+frameQuery(s, m), `sandbox="allow-scripts"`))
 		tb.waitFor("the frame to start", `window.__w && (__w.ready || __w.error)`)
 		var origin string
 		tb.eval(`__w.origin`, &origin)
@@ -65,6 +58,17 @@ func TestInASandboxedFrame(t *testing.T) {
 		}
 		cspChats(tb, m.name)
 	})
+}
+
+// frameQuery is frame.html's query for a frame on another origin than s's
+// relay, with relay.wasm running in mode m: the relay's URL, and ?main for
+// the frame's thread.
+func frameQuery(s *stack.Stack, m pageMode) string {
+	q := "?relay=" + url.QueryEscape("ws://"+s.Addr()+relayleg.AttachPath)
+	if m == mainThread {
+		q += "&main"
+	}
+	return q
 }
 
 // startSiteFraming serves, at otherSite, a page holding frame in a frame

@@ -57,13 +57,21 @@ func TestSecurePage(t *testing.T) {
 // and upgrade as the stack's own host.
 func secureProxy(t *testing.T, s *stack.Stack) string {
 	t.Helper()
-	target, err := url.Parse(s.HTTPURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := httptest.NewUnstartedServer(&httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) { r.SetURL(target) }})
+	p := httptest.NewUnstartedServer(stackProxy(t, s))
 	p.Config.ErrorLog = log.New(io.Discard, "", 0) // an engine's probing connections
 	p.StartTLS()
 	t.Cleanup(p.Close)
 	return p.Listener.Addr().String()
+}
+
+// stackProxy passes every request, upgrades included, to s's own server
+// (its pages, the module's files and the relay), for a server of a test's
+// own to serve them at another origin.
+func stackProxy(t *testing.T, s *stack.Stack) *httputil.ReverseProxy {
+	t.Helper()
+	target, err := url.Parse(s.HTTPURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) { r.SetURL(target) }}
 }

@@ -7,11 +7,11 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
-	"path"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/relaywasm/relaywasm/demo/stack"
 	"github.com/relaywasm/relaywasm/librelay/relayleg"
 )
 
@@ -27,19 +27,22 @@ import (
 // the policy must allow.
 func TestPackageFromAnotherOrigin(t *testing.T) {
 	t.Parallel()
-	for _, c := range []struct{ name, query, mode string }{
-		{"main", "?main&relay=", "main"},
-		{"worker", "?relay=", "worker"},
-		{"worker refused by the policy", "?policy&relay=", "main"},
+	for _, c := range []struct {
+		name, query, mode string
+		refused           bool // the page's policy refuses the blob: worker
+	}{
+		{"main", "?main&relay=", "main", false},
+		{"worker", "?relay=", "worker", false},
+		{"worker refused by the policy", "?policy&relay=", "main", true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			// A stack and origins each: WebKit's tests share one browser,
 			// and the stream a page stores is its origin's.
 			s := startStackServing(t, workerDir, 0)
-			cdn := startCDN(t)
+			cdn := startCDN(t, s)
 			page := startPageLoading(t, cdn)
 			tb := openTab(t, newBrowser(t), "another origin", page+c.query+url.QueryEscape("ws://"+s.Addr()+relayleg.AttachPath))
-			if c.name == "worker refused by the policy" {
+			if c.refused {
 				// Firefox reports the refusal as an error of the page: the
 				// one report this page is for.
 				tb.page = allowing{tb.page, "worker-src"}
@@ -78,20 +81,13 @@ func TestDemoAppFromAnotherOrigin(t *testing.T) {
 	appCount(tb, "worker", `/relay-[^/]*\.wasm$`)
 }
 
-// startCDN serves relay.js and the files beside it, and the worker page's
-// (page.js, frame.html …), from an origin of their own, as a CDN does, and
+// startCDN serves what s serves (the worker page's files and relay.js
+// with the files beside it) from an origin of its own, as a CDN does, and
 // returns its URL.
-func startCDN(t *testing.T) string {
+func startCDN(t *testing.T, s *stack.Stack) string {
 	t.Helper()
-	module, page := http.FileServer(http.Dir(moduleDir)), http.FileServer(http.Dir(workerDir))
 	ln := listenLoopback(t)
-	serveCDN(t, ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, err := os.Stat(filepath.Join(workerDir, filepath.FromSlash(path.Clean(r.URL.Path)))); err == nil && r.URL.Path != "/" {
-			page.ServeHTTP(w, r)
-			return
-		}
-		module.ServeHTTP(w, r)
-	}))
+	serveCDN(t, ln, stackProxy(t, s))
 	return "http://" + ln.Addr().String()
 }
 
@@ -106,6 +102,8 @@ func serveCDN(t *testing.T, ln net.Listener, h http.Handler) {
 	t.Cleanup(s.Close)
 }
 
+// listenLoopback is a listener on a port of its own of 127.0.0.1: an origin
+// of its own once served.
 func listenLoopback(t *testing.T) net.Listener {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
