@@ -62,13 +62,15 @@ export interface LoadOptions {
    * and the page forwards its lifecycle (pagehide makes the worker write its
    * stores at once). att.stream() works as well. A worker.js of another
    * origin than the page's (a CDN's) runs in a worker made from a blob: URL,
-   * as the engines refuse it otherwise. A worker that cannot start (a
-   * Content-Security-Policy without worker-src, or without blob: for such a
-   * worker.js, no module workers, relay.wasm failing to load in it) falls
-   * back to the main thread: the Relay's mode is then "main" and reason
-   * says why. state, cursor and session of an Attachment are then what the
-   * worker last reported, not read from the engine at the moment of the
-   * call.
+   * as the engines refuse it otherwise. On a page that requires Trusted
+   * Types, the worker's URL is made by relay.js's policy, relaywasm, which
+   * the page's trusted-types directive must allow. A worker that cannot
+   * start (a Content-Security-Policy without worker-src, or without blob:
+   * for such a worker.js, or without relaywasm among its trusted-types, no
+   * module workers, relay.wasm failing to load in it) falls back to the
+   * main thread: the Relay's mode is then "main" and reason says why.
+   * state, cursor and session of an Attachment are then what the worker
+   * last reported, not read from the engine at the moment of the call.
    */
   worker?: boolean;
 }

@@ -156,17 +156,68 @@ function connect() {
 function makeWorker() {
   const { url, options } = workerSource();
   if (new URL(url).origin === globalThis.origin) {
-    return { worker: new Worker(url, options), failed: (m) => m || UNLOADED, fromBlob: false, started() {} };
+    return { worker: newWorker(url, options), failed: (m) => m || UNLOADED, fromBlob: false, started() {} };
   }
-  const load = options?.type === "module" ? `import(${JSON.stringify(url)}).catch((e) => setTimeout(() => { throw e; }));` : `importScripts(${JSON.stringify(url)});`;
-  const blob = URL.createObjectURL(new Blob([load], { type: "text/javascript" }));
+  const blob = URL.createObjectURL(new Blob([loader(url, options)], { type: "text/javascript" }));
   const started = () => URL.revokeObjectURL(blob);
   try {
-    const worker = new Worker(blob, { ...options, type: "classic" });
+    const worker = newWorker(blob, { ...options, type: "classic" });
     return { worker, failed: (m) => `${m || "worker.js did not load"} (${elsewhere(url)})`, fromBlob: true, started };
   } catch (e) {
     started();
     throw new Error(`the worker failed: ${e?.message ?? e} (${elsewhere(url)})`);
+  }
+}
+
+// loader is the script of makeWorker's blob: worker, which loads worker.js
+// from url: import() for a module worker.js, importScripts for a classic
+// one (webpack's). The blob: worker has the page's policy, so where the
+// page requires Trusted Types (newWorker) importScripts takes url only as a
+// TrustedScriptURL, from a policy of the worker's own under the same name
+// that vouches for url alone; import() is not one of the checked calls.
+function loader(url, options) {
+  const u = JSON.stringify(url);
+  if (options?.type === "module") return `import(${u}).catch((e) => setTimeout(() => { throw e; }));`;
+  const name = JSON.stringify(POLICY);
+  return `const u = ${u}; importScripts(self.trustedTypes ? trustedTypes.createPolicy(${name}, { createScriptURL: () => u }).createScriptURL(u) : u);`;
+}
+
+// POLICY is the name of relay.js's Trusted Types policy (newWorker): a page
+// that requires Trusted Types lists it in its Content-Security-Policy's
+// trusted-types directive for worker mode.
+const POLICY = "relaywasm";
+
+let policy = null; // POLICY, once made; only this module holds it
+
+// newWorker is new Worker(url, options), on pages that require Trusted
+// Types too (require-trusted-types-for 'script'). There the engines take a
+// worker's URL only as a TrustedScriptURL, made by a policy whose name the
+// page's trusted-types directive allows, and refuse a string: worker mode
+// fell back to the main thread in all three engines. Where the engine has
+// Trusted Types, the URL is made one by relay.js's own policy, so a page
+// that requires them gets no violation report for it. The policy vouches
+// for whatever it is given, but no other code can reach it: it is given
+// worker.js's URL, as the bundler wrote it, and the blob: URL made here. A
+// page whose directive does not allow the name (or a second copy of
+// relay.js, which cannot make it again) gets the string: the Worker is then
+// refused only where Trusted Types are required, and the error says what
+// the directive must allow.
+function newWorker(url, options) {
+  let refused = null;
+  if (globalThis.trustedTypes !== undefined) {
+    try {
+      policy ??= trustedTypes.createPolicy(POLICY, { createScriptURL: (u) => u });
+      return new Worker(policy.createScriptURL(url), options);
+    } catch (e) {
+      if (policy !== null) throw e;
+      refused = e;
+    }
+  }
+  try {
+    return new Worker(url, options);
+  } catch (e) {
+    if (refused === null || !(e instanceof TypeError)) throw e;
+    throw new Error(`${e.message} (the page requires Trusted Types: for worker mode its Content-Security-Policy's trusted-types must allow the policy ${POLICY}; making it failed: ${refused.message})`);
   }
 }
 

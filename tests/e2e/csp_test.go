@@ -2,8 +2,11 @@ package e2e
 
 import (
 	"fmt"
+	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/relaywasm/relaywasm/librelay/relayleg"
 )
 
 // A page with as strict a Content-Security-Policy as relaywasm allows
@@ -47,6 +50,49 @@ func TestContentSecurityPolicyWithoutWasm(t *testing.T) {
 		tb.page = allowing{tb.page, "wasm-unsafe-eval"}
 		cspChats(tb, "worker")
 	})
+}
+
+// A page that requires Trusted Types (require-trusted-types-for 'script')
+// and allows relay.js's policy (trusted-types relaywasm) chats with
+// relay.wasm on its thread and in a worker, made from worker.js's URL
+// (tests/workerpage/trusted.html) or, for a worker.js of another origin,
+// from a blob: URL (the page of TestPackageFromAnotherOrigin). There the
+// engines take a worker's URL only as a TrustedScriptURL: worker mode had
+// fallen back to the main thread in all three. A violation would be
+// reported as an error of the page, which fails the test. Where the page's
+// directive does not allow the policy, worker mode falls back to the main
+// thread, chats there, and the reason names what the directive must allow.
+func TestTrustedTypesRequired(t *testing.T) {
+	t.Parallel()
+	const cure = "trusted-types must allow the policy relaywasm"
+	for _, c := range []struct {
+		name, page, mode string
+		cdn, refused     bool
+	}{
+		{"main", "trusted.html?main", "main", false, false},
+		{"worker", "trusted.html", "worker", false, false},
+		{"worker from another origin", "?trusted=relaywasm&relay=", "worker", true, false},
+		{"worker with the policy not allowed", "?trusted=%27none%27&relay=", "main", true, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := startStackServing(t, workerDir, 0)
+			u := s.PageURL() + c.page
+			if c.cdn {
+				u = startPageLoading(t, startCDN(t, s)) + c.page + url.QueryEscape("ws://"+s.Addr()+relayleg.AttachPath)
+			}
+			tb := openTab(t, newBrowser(t), "trusted types", u)
+			if c.refused {
+				// The refused policy and Worker, reported as the page's
+				// errors where the engine does (Firefox).
+				tb.page = allowing{tb.page, "trusted-types"}
+				tb.waitFor("the page to start", `window.__w && (__w.ready || __w.error)`)
+				if w := workerState(tb); !strings.Contains(w.Reason, cure) {
+					t.Fatalf("loadRelay({worker: true}) fell back with the reason %q; want one saying %s", w.Reason, cure)
+				}
+			}
+			cspChats(tb, c.mode)
+		})
+	}
 }
 
 // cspChats checks that the worker page is ready with relay.wasm in mode and

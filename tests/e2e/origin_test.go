@@ -116,12 +116,17 @@ func listenLoopback(t *testing.T) net.Listener {
 // startPageLoading serves, at its own origin, a page whose scripts are
 // preload.js and page.js from cdn, and returns its URL. With ?policy the
 // page has a Content-Security-Policy that allows scripts and workers from
-// cdn only.
+// cdn only; with ?trusted=names one that requires Trusted Types and allows
+// the policies named.
 func startPageLoading(t *testing.T, cdn string) string {
 	t.Helper()
 	return servePage(t, func(r *http.Request, h http.Header) []byte {
-		if r.URL.Query().Has("policy") {
+		q := r.URL.Query()
+		if q.Has("policy") {
 			h.Set("Content-Security-Policy", fmt.Sprintf("script-src %[1]s 'wasm-unsafe-eval'; worker-src %[1]s", cdn))
+		}
+		if q.Has("trusted") {
+			h.Set("Content-Security-Policy", "require-trusted-types-for 'script'; trusted-types "+q.Get("trusted"))
 		}
 		return fmt.Appendf(nil, `<!doctype html><html lang="en"><title>relaywasm from another origin</title>`+
 			`<script type="module" src="%[1]s/preload.js"></script><script type="module" src="%[1]s/page.js"></script></html>`, cdn)
