@@ -64,7 +64,9 @@ export interface LoadOptions {
    * origin than the page's (a CDN's) runs in a worker made from a blob: URL,
    * as the engines refuse it otherwise. On a page that requires Trusted
    * Types, the worker's URL is made by relay.js's policy, relaywasm, which
-   * the page's trusted-types directive must allow. A worker that cannot
+   * the page's trusted-types directive must allow. On a cross-origin
+   * isolated page, a worker.js served without a Cross-Origin-Embedder-Policy
+   * of its own is loaded from a blob: URL too. A worker that cannot
    * start (a Content-Security-Policy without worker-src, or without blob:
    * for such a worker.js, or without relaywasm among its trusted-types, no
    * module workers, relay.wasm failing to load in it) falls back to the

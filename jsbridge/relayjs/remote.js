@@ -35,6 +35,11 @@ const UNLOADED = "worker.js did not load (not found beside relay.js, a Content-S
 const elsewhere = (url) =>
   `worker.js is at ${url}, another origin than the page's: it loads in a blob: worker, so its server must allow the page's origin by CORS (as for relay.js) and a Content-Security-Policy must allow worker-src blob:`;
 
+// What a worker.js of the page's origin needs on a cross-origin isolated
+// page (connect).
+const isolated = (url) =>
+  `the page is cross-origin isolated, and worker.js (${url}) did not load as a worker of its own: its server must send a Cross-Origin-Embedder-Policy as the page's does; nor from a blob: URL, which has the page's: a Content-Security-Policy must allow worker-src blob:`;
+
 // How long a worker may take to run its module; past that it counts as one
 // that cannot start. A hang guard only: a loaded phone takes well under it.
 const START_LIMIT_MS = 20000;
@@ -107,25 +112,40 @@ async function portable(wasm) {
   return pageURL(wasm);
 }
 
-function connect() {
+// connect starts worker.js and resolves to the Connection once its module
+// runs. On a cross-origin isolated page (a Cross-Origin-Embedder-Policy,
+// for SharedArrayBuffer) the engines refuse a worker script served without
+// a policy of its own, all three saying only that it did not load; a
+// worker made from a blob: URL has the page's policy. So there a worker.js
+// of the page's origin that did not load is made again that way, once
+// (viaBlob, makeWorker).
+function connect(viaBlob = false) {
   return new Promise((resolve, reject) => {
     let made;
     try {
-      made = makeWorker();
+      made = makeWorker(viaBlob);
     } catch (e) {
       reject(e);
       return;
     }
     const w = made.worker;
-    const fail = (why) => {
+    const end = () => {
       clearTimeout(timer);
       w.terminate();
       made.started();
+    };
+    const fail = (why) => {
+      end();
       reject(new Error(why));
     };
     const timer = setTimeout(() => fail("the worker did not start"), START_LIMIT_MS);
     w.onerror = (ev) => {
       ev.preventDefault?.();
+      if (!ev.message && !made.fromBlob && globalThis.crossOriginIsolated === true) {
+        end();
+        resolve(connect(true));
+        return;
+      }
       fail(`the worker failed: ${made.failed(ev.message)}`);
     };
     w.onmessage = ({ data }) => {
@@ -153,19 +173,22 @@ function connect() {
 // for the page to hear it as the worker's error. failed says why the
 // worker failed, given the engine's message (none, for a script that did
 // not load, whatever the cause); started is called once it ran or failed.
-function makeWorker() {
+// viaBlob makes it from a blob: URL whatever worker.js's origin (connect).
+function makeWorker(viaBlob) {
   const { url, options } = workerSource();
-  if (new URL(url).origin === globalThis.origin) {
+  const mine = new URL(url).origin === globalThis.origin;
+  if (mine && !viaBlob) {
     return { worker: newWorker(url, options), failed: (m) => m || UNLOADED, fromBlob: false, started() {} };
   }
+  const needs = mine ? isolated(url) : elsewhere(url);
   const blob = URL.createObjectURL(new Blob([loader(url, options)], { type: "text/javascript" }));
   const started = () => URL.revokeObjectURL(blob);
   try {
     const worker = newWorker(blob, { ...options, type: "classic" });
-    return { worker, failed: (m) => `${m || "worker.js did not load"} (${elsewhere(url)})`, fromBlob: true, started };
+    return { worker, failed: (m) => `${m || "worker.js did not load"} (${needs})`, fromBlob: true, started };
   } catch (e) {
     started();
-    throw new Error(`the worker failed: ${e?.message ?? e} (${elsewhere(url)})`);
+    throw new Error(`the worker failed: ${e?.message ?? e} (${needs})`);
   }
 }
 

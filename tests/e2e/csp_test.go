@@ -2,10 +2,13 @@ package e2e
 
 import (
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
 
+	"github.com/relaywasm/relaywasm/demo/stack"
 	"github.com/relaywasm/relaywasm/librelay/relayleg"
 )
 
@@ -93,6 +96,71 @@ func TestTrustedTypesRequired(t *testing.T) {
 			cspChats(tb, c.mode)
 		})
 	}
+}
+
+// A cross-origin isolated page (Cross-Origin-Opener-Policy and
+// -Embedder-Policy, as a page that uses SharedArrayBuffer has) chats with
+// relay.wasm on its thread and in a worker. The engines run a worker's
+// script there only if its own response carries an embedder policy too,
+// and say nothing but that it did not load: worker mode fell back to the
+// main thread, in all three, where the server sent the policy with the page
+// alone, as servers that set it for HTML do. relay.js then makes the worker
+// again from a blob: URL, which has the page's policy. Where the page's
+// Content-Security-Policy refuses that too, the page falls back to its
+// thread, chats there, and the reason says what each way needs.
+func TestCrossOriginIsolatedPage(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name, query, mode string
+		every             bool // the embedder policy sent with every file, not the page alone
+		refused           bool // and no blob: worker
+	}{
+		{"main", "?main", "main", false, false},
+		{"worker, the policy sent with the page alone", "", "worker", false, false},
+		{"worker, the policy sent with every file", "", "worker", true, false},
+		{"worker, and no blob: workers", "", "main", false, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := startStackServing(t, workerDir, 0)
+			tb := openTab(t, newBrowser(t), "isolated", startIsolated(t, s, c.every, c.refused)+c.query)
+			var isolated bool
+			tb.eval(`crossOriginIsolated`, &isolated)
+			if !isolated {
+				t.Fatal("the page is not cross-origin isolated")
+			}
+			if c.refused {
+				tb.page = allowing{tb.page, "worker-src"}
+				tb.waitFor("the page to start", `window.__w && (__w.ready || __w.error)`)
+				if w := workerState(tb); !strings.Contains(w.Reason, "Cross-Origin-Embedder-Policy") || !strings.Contains(w.Reason, "worker-src blob:") {
+					t.Fatalf("loadRelay({worker: true}) fell back with the reason %q; want one naming Cross-Origin-Embedder-Policy and worker-src blob:", w.Reason)
+				}
+			}
+			cspChats(tb, c.mode)
+		})
+	}
+}
+
+// startIsolated serves s's worker page, the module's files and relay from an
+// origin of its own whose page is cross-origin isolated, and returns the
+// page's URL. every sends the embedder policy with every file, not the page
+// alone; blobless gives the page a Content-Security-Policy allowing workers
+// of its own origin only.
+func startIsolated(t *testing.T, s *stack.Stack, every, blobless bool) string {
+	t.Helper()
+	p := stackProxy(t, s)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		page := r.URL.Path == "/"
+		if page || every {
+			w.Header().Set("Cross-Origin-Opener-Policy", "same-origin")
+			w.Header().Set("Cross-Origin-Embedder-Policy", "require-corp")
+		}
+		if page && blobless {
+			w.Header().Set("Content-Security-Policy", "worker-src 'self'")
+		}
+		p.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL + "/"
 }
 
 // cspChats checks that the worker page is ready with relay.wasm in mode and
