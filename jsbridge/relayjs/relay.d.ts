@@ -121,6 +121,9 @@ export interface AttachOptions {
    * Which stored stream this is. Default "default". Each stream is held by one
    * attachment at a time in the whole browser profile (Web Locks): another tab,
    * or another attach in this page, gets "name#2", "name#3" … (see Attachment.name).
+   * An attach made while this page's attachment of the stream is being let
+   * go (its attach aborted, detach() or close() not yet resolved, as React's
+   * StrictMode does in development) waits for it and gets the same name.
    * A page back from the back/forward cache whose stream another tab took
    * meanwhile does not take it back: its attachment ends with "superseded".
    */

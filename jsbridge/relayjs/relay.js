@@ -107,7 +107,7 @@ class Relay {
   async attach(options) {
     const o = normalise(options);
     listenToLifecycle(B);
-    const slot = await takeSlot(o.url, o.instance, o.name);
+    const slot = await takeSlot(o.url, o.instance, o.name, options.signal);
     const a = new Attachment(B.nextHandle++, slot, options);
     B.attachments.set(a._handle, a);
     try {
@@ -242,6 +242,7 @@ class Attachment extends BaseAttachment {
   }
 
   async #end(op) {
+    this.#slot.leave(); // another attach of this page may wait for it (tabs.js)
     try {
       if (B.attachments.has(this._handle)) await B.call(op, [this._handle]);
     } finally {

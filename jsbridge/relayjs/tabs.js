@@ -15,38 +15,79 @@ const RELOAD_WAIT_MS = 3000;
 export const tabEnv = { read: readSession, write: writeSession, reloading };
 
 /**
- * takeSlot takes this page's slot for the stream: { name, release, ours,
- * lost }. name is the stream's name in the slot (name, name#2 …); release
- * lets the slot go; ours() resolves to whether the slot is still this
- * page's, at once unless the page is back from the back/forward cache and
- * asking for its lock again (resumeSlots); lost is a Promise that resolves
- * when resumeSlots finds another tab holding the slot's lock, and never
- * otherwise.
+ * takeSlot takes this page's slot for the stream: { name, release, leave,
+ * ours, lost }. name is the stream's name in the slot (name, name#2 …);
+ * release lets the slot go; leave says the attachment is letting it go
+ * (detach or close called), before release can; ours() resolves to whether
+ * the slot is still this page's, at once unless the page is back from the
+ * back/forward cache and asking for its lock again (resumeSlots); lost is a
+ * Promise that resolves when resumeSlots finds another tab holding the
+ * slot's lock, and never otherwise. signal is the attach's.
  */
-export async function takeSlot(url, instance, name) {
+export async function takeSlot(url, instance, name, signal) {
   const locks = globalThis.navigator?.locks;
   if (!locks) return unlocked(name); // no Web Locks (an insecure context)
   const prefix = `relaywasm:${url}\u0000${instance}\u0000`;
   const memory = `relaywasm-slot:${url}\u0000${instance}\u0000${name}`;
   const preferred = Number(tabEnv.read(memory)) || 1;
   const slotName = (i) => (i === 1 ? name : `${name}#${i}`);
+  const left = { now: false };
+  const going = () => left.now || signal?.aborted === true;
   let lockName = prefix + slotName(preferred);
-  let release;
+  let got;
   try {
-    release = await (takeEarly(lockName) ?? tryLock(locks, lockName, tabEnv.reloading() ? RELOAD_WAIT_MS : 0));
+    got = await claim(lockName, going, () => takeEarly(lockName) ?? tryLock(locks, lockName, tabEnv.reloading() ? RELOAD_WAIT_MS : 0));
   } catch (e) {
     if (e?.name === "SecurityError") return unlocked(name);
     throw e;
   }
   let slot = preferred;
-  for (let i = 1; !release; i++) {
+  for (let i = 1; !got; i++) {
     if (i === preferred) continue;
     lockName = prefix + slotName(i);
-    release = await tryLock(locks, lockName, 0);
+    const next = lockName;
+    got = await claim(next, going, () => tryLock(locks, next, 0));
     slot = i;
   }
   tabEnv.write(memory, String(slot));
-  return { name: slotName(slot), ...holding(lockName, release) };
+  const h = holding(lockName, got.release);
+  return { ...h, name: slotName(slot), leave: () => (left.now = true), release: () => h.release().finally(got.end) };
+}
+
+// own maps the lock name of each slot this page holds, or is asking for,
+// to that attach's claim: going() says whether the attachment is letting
+// the slot go (its attach aborted, detach or close called), and gone
+// resolves once it has, or never got it. Another attach of this page waits
+// for a slot that is going, rather than taking the next one. React's
+// StrictMode, in development, mounts a component, unmounts it and mounts
+// it again at once: the second attach took name#2 while the first, aborted
+// or detached, was still letting name go, and the chat of every tab moved
+// to name#2. A slot this page holds and is not letting go is another
+// attachment's of this page, and is skipped as before.
+const own = new Map();
+
+// claim asks for lockName with ask(), as this attach's claim on it, once an
+// earlier claim of this page on it that is going has gone (at most
+// RELOAD_WAIT_MS: a detach ends without waiting for the network). It
+// resolves to { release, end } with the lock, end to be called when the
+// attachment lets the slot go, or to null without it.
+async function claim(lockName, going, ask) {
+  const before = own.get(lockName);
+  let gone;
+  const mine = { going, gone: new Promise((resolve) => (gone = resolve)) };
+  const end = () => {
+    if (own.get(lockName) === mine) own.delete(lockName);
+    gone();
+  };
+  own.set(lockName, mine);
+  if (before?.going()) await Promise.race([before.gone, new Promise((resolve) => setTimeout(resolve, RELOAD_WAIT_MS))]);
+  let release = null;
+  try {
+    release = await ask();
+  } finally {
+    if (!release) end();
+  }
+  return release ? { release, end } : null;
 }
 
 // A reload asks for its slots' locks as the page loads, not when the
@@ -225,7 +266,7 @@ export function releaseEarly(lockNames) {
 // a page has no storage another page shares either (store.js falls back
 // to memory there), so there is nothing for a lock to keep two tabs from.
 function unlocked(name) {
-  return { name, release: async () => {}, ours: async () => true, lost: new Promise(() => {}) };
+  return { name, release: async () => {}, leave() {}, ours: async () => true, lost: new Promise(() => {}) };
 }
 
 function takeEarly(lockName) {

@@ -584,3 +584,65 @@ func checkEarly(tb *tab, when string, early, main bool) {
 		}
 	}
 }
+
+// Attaching a stream again at once, while this page's attachment of it is
+// being let go, as React's StrictMode has a component do in development
+// (its effect set up, cleaned up and set up again, synchronously): the
+// second attach gets the same slot, where it took name#2 before, and the
+// chat of every tab moved to name#2. Checked, each without awaiting the
+// first: an attach aborted by its signal while it waits, a detach, and a
+// close, whose stream the second attach takes up again with the same
+// attachment id. An attachment of the page that is not going keeps its
+// slot, and the second gets name#2 as before. React is not among what the
+// tests may depend on; the page makes the calls StrictMode's effects would.
+func TestAttachAgainAtOnce(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ mode, query string }{{"main", "?main"}, {"worker", ""}} {
+		t.Run(c.mode, func(t *testing.T) {
+			s := startStackServing(t, workerDir, 0)
+			tb := openTab(t, newBrowser(t), "again", s.PageURL()+c.query)
+			workerReady(tb, c.mode)
+			tb.eval(`(async () => {
+				const { loadRelay } = await import("/relay.js");
+				const relay = await loadRelay({ worker: location.search !== "?main" });
+				const o = (name, signal) => ({ url: "ws://" + location.host + "/v1/attach", instance: "demo", token: "dev-token", name, onMessage() {}, signal });
+				const got = {};
+				const ac = new AbortController();
+				const first = relay.attach(o("aborted", ac.signal));
+				ac.abort();
+				const again = relay.attach(o("aborted"));
+				got.aborted = [await first.then(() => "attached", (e) => e.code), (await again).name];
+				for (const end of ["detach", "close"]) {
+					const a = await relay.attach(o(end));
+					const ending = a[end]();
+					const b = await relay.attach(o(end));
+					got[end] = [a.name, b.name, a.session === b.session];
+					await ending;
+				}
+				const kept = await relay.attach(o("kept"));
+				got.kept = [kept.name, (await relay.attach(o("kept"))).name];
+				return got;
+			})().then((got) => (window.__again = got), (e) => (window.__again = { error: String(e) })), true`, nil)
+			tb.waitFor("the attaches", `window.__again !== undefined`)
+			var got struct {
+				Aborted, Kept []string
+				Detach, Close []any
+				Error         string
+			}
+			tb.eval(`__again`, &got)
+			want := struct{ aborted, kept, detach, close string }{
+				`[canceled aborted]`, `[kept kept#2]`, `[detach detach false]`, `[close close true]`,
+			}
+			for _, c := range []struct{ what, got, want string }{
+				{"an attach after one aborted", fmt.Sprint(got.Aborted), want.aborted},
+				{"an attach beside a live one", fmt.Sprint(got.Kept), want.kept},
+				{"an attach after a detach", fmt.Sprint(got.Detach), want.detach},
+				{"an attach after a close", fmt.Sprint(got.Close), want.close},
+			} {
+				if c.got != c.want {
+					t.Errorf("%s: %s, want %s (%s)", c.what, c.got, c.want, got.Error)
+				}
+			}
+		})
+	}
+}
