@@ -240,7 +240,7 @@ function newWorker(url, options) {
     return new Worker(url, options);
   } catch (e) {
     if (refused === null || !(e instanceof TypeError)) throw e;
-    throw new Error(`${e.message} (the page requires Trusted Types: for worker mode its Content-Security-Policy's trusted-types must allow the policy ${POLICY}; making it failed: ${refused.message})`);
+    throw new Error(`${e.message} (the page requires Trusted Types: for worker mode its Content-Security-Policy's trusted-types must allow the policy ${POLICY}, with 'allow-duplicates' where the page holds two copies of relay.js; making it failed: ${refused.message})`);
   }
 }
 
