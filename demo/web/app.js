@@ -687,7 +687,7 @@ function wireComposer() {
     }
   });
   ui.prompt.addEventListener("keydown", (ev) => {
-    if (ev.key === "Enter" && !ev.shiftKey && !ev.isComposing) {
+    if (ev.key === "Enter" && !ev.shiftKey && !composing(ev)) {
       ev.preventDefault();
       ui.composer.requestSubmit();
     }
@@ -837,4 +837,14 @@ function readConfig(loc) {
   };
 }
 
+// composing says whether a keydown belongs to an input method's composition
+// (Japanese, Chinese, Korean): its Enter confirms a word, and must not send
+// the prompt. WebKit (Safari, every iOS webview) ends the composition before
+// that keydown, so isComposing is false there, and marks the keydown with
+// keyCode 229 alone (WebKit bug 165004).
+function composing(ev) {
+  return ev.isComposing || ev.keyCode === 229;
+}
+
 main();
+

@@ -204,3 +204,34 @@ func TestStopAnswer(t *testing.T) {
 		t.Errorf("after Stop, a new prompt got %s, want pong", roles(got))
 	}
 }
+
+// The Enter that confirms an input method's word (Japanese, Chinese,
+// Korean) does not send the prompt. WebKit (Safari, every iOS webview)
+// ends the composition before that Enter's keydown, so isComposing is
+// already false there, and marks the keydown with keyCode 229 alone
+// (WebKit bug 165004): the demo page sent a half-typed prompt at every word
+// confirmed with Enter. No engine here has an input method to drive, so
+// the page is given the keydown WebKit makes; the next Enter, a real one,
+// sends the prompt.
+func TestEnterConfirmingAWordDoesNotSend(t *testing.T) {
+	t.Parallel()
+	s := startStack(t, 0)
+	tb := openChat(t, newBrowser(t), "tab", s.PageURL())
+	tb.waitFor("the empty conversation's suggestions", `!document.getElementById("empty").hidden`)
+
+	var sent int
+	tb.eval(`(() => {
+		const p = document.getElementById("prompt");
+		p.value = "こんにちは";
+		p.dispatchEvent(new InputEvent("input", { bubbles: true }));
+		p.dispatchEvent(new KeyboardEvent("keydown", { key: "Enter", keyCode: 229, bubbles: true, cancelable: true }));
+		return document.querySelectorAll("#transcript [data-role=user]").length;
+	})()`, &sent)
+	var left string
+	tb.eval(`document.getElementById("prompt").value`, &left)
+	if sent != 0 || left != "こんにちは" {
+		t.Fatalf("after the Enter that confirms a word: %d prompts sent, %q left in the composer; want none sent, the word left", sent, left)
+	}
+	tb.eval(`document.getElementById("prompt").value = ""`, nil)
+	tb.prompt("こんにちは")
+}
