@@ -33,6 +33,10 @@ type layout struct {
 	// TitleClear says the page's title is shown whole (not cut short) and
 	// ends before the connection state begins.
 	TitleClear bool `json:"titleClear"`
+	// PromptFont is the composer's text size in CSS px. Safari on iOS zooms
+	// the page into a field whose text is smaller than 16 px when it is
+	// focused, and leaves it zoomed: every tap on the composer did that.
+	PromptFont float64 `json:"promptFont"`
 }
 
 // readLayout reads the layout as the next frame shows it. The page keeps
@@ -55,6 +59,7 @@ const readLayout = `new Promise((resolve) => {
 			status: document.getElementById("status-text").textContent,
 			atEnd: v.scrollHeight - v.scrollTop - v.clientHeight < 2,
 			titleClear: h.scrollWidth <= h.clientWidth && h.getBoundingClientRect().right <= s.left,
+			promptFont: parseFloat(getComputedStyle(document.getElementById("prompt")).fontSize),
 		});
 	});
 	read.observe(transcript);
@@ -121,6 +126,9 @@ func shoot(t *testing.T, tb *tab, name string, width, height int) {
 	}
 	if !l.TitleClear {
 		t.Errorf("%s: the page's title is cut short or runs under the connection state", name)
+	}
+	if l.PromptFont < 16 {
+		t.Errorf("%s: the composer's text is %.4g px; under 16 px Safari on iOS zooms the page in at every tap on it", name, l.PromptFont)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
