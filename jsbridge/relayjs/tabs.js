@@ -70,13 +70,18 @@ const own = new Map();
 // earlier claim of this page on it that is going has gone (at most
 // RELOAD_WAIT_MS: a detach ends without waiting for the network). It
 // resolves to { release, end } with the lock, end to be called when the
-// attachment lets the slot go, or to null without it.
+// attachment lets the slot go, or to null without it; the earlier claim,
+// if it has not ended, is then the slot's again.
 async function claim(lockName, going, ask) {
   const before = own.get(lockName);
   let gone;
-  const mine = { going, gone: new Promise((resolve) => (gone = resolve)) };
+  const mine = { going, gone: new Promise((resolve) => (gone = resolve)), ended: false };
   const end = () => {
-    if (own.get(lockName) === mine) own.delete(lockName);
+    mine.ended = true;
+    if (own.get(lockName) === mine) {
+      if (before !== undefined && !before.ended) own.set(lockName, before);
+      else own.delete(lockName);
+    }
     gone();
   };
   own.set(lockName, mine);

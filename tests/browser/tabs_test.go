@@ -279,3 +279,71 @@ func within(t *testing.T, ch <-chan bool) bool {
 		return false
 	}
 }
+
+// Within a page, a slot an attachment of the page is letting go (leave:
+// detach or close called, or its attach's signal aborted) is waited for
+// by the page's next attach of the stream, which then takes it, instead of
+// the next slot: React's StrictMode sets a component's effect up, cleans it
+// up and sets it up again at once (tests/e2e TestAttachAgainAtOnce). A slot
+// the page holds and is not letting go is skipped, and stays its holder's
+// to be waited for once that one lets it go.
+func TestSlotBeingLetGoIsWaitedFor(t *testing.T) {
+	ctx := testContext(t)
+	tabs := relayjsModule(t, "tabs.js")
+	const url, instance = "ws://limits.test/again", "inst"
+	take := func(name string, signal ...any) js.Value {
+		return tabs.Call("takeSlot", append([]any{url, instance, name}, signal...)...)
+	}
+	// waits checks that the slot p takes is still pending while its holder
+	// has not let it go, lets it go, and checks that p then takes it.
+	waits := func(what string, p js.Value, holder js.Value) {
+		t.Helper()
+		taken := named(p)
+		select {
+		case name := <-taken:
+			t.Fatalf("%s: took %s while the page was still letting %s go", what, name, holder.Get("name"))
+		case <-time.After(300 * time.Millisecond):
+		}
+		must(t, ctx, holder.Call("release"))
+		select {
+		case name := <-taken:
+			if want := holder.Get("name").String(); name != want {
+				t.Fatalf("%s: took %s, want %s, the slot let go", what, name, want)
+			}
+		case <-time.After(15 * time.Second):
+			t.Fatalf("%s: still waiting 15 s after the slot was let go", what)
+		}
+	}
+
+	first := must(t, ctx, take("s"))
+	beside := must(t, ctx, take("s"))
+	if a, b := first.Get("name").String(), beside.Get("name").String(); a != "s" || b != "s#2" {
+		t.Fatalf("two slots of the page taken as %s and %s, want s and s#2", a, b)
+	}
+	first.Call("leave")
+	again := take("s")
+	waits("after leave", again, first)
+	must(t, ctx, beside.Call("release"))
+	must(t, ctx, must(t, ctx, again).Call("release"))
+
+	abort := js.Global().Get("AbortController").New()
+	aborted := must(t, ctx, take("u", abort.Get("signal")))
+	abort.Call("abort")
+	retaken := take("u")
+	waits("after an abort", retaken, aborted)
+	must(t, ctx, must(t, ctx, retaken).Call("release"))
+	waitHeld(t, ctx, 0)
+}
+
+// named hands over the name of the slot a Promise of takeSlot resolves to.
+func named(p js.Value) <-chan string {
+	out := make(chan string, 1)
+	var then js.Func
+	then = js.FuncOf(func(_ js.Value, args []js.Value) any {
+		then.Release()
+		out <- args[0].Get("name").String()
+		return nil
+	})
+	p.Call("then", then)
+	return out
+}

@@ -593,7 +593,8 @@ func checkEarly(tb *tab, when string, early, main bool) {
 // first: an attach aborted by its signal while it waits, a detach, and a
 // close, whose stream the second attach takes up again with the same
 // attachment id. An attachment of the page that is not going keeps its
-// slot, and the second gets name#2 as before. React is not among what the
+// slot, and the second gets name#2 as before; once the first is closed,
+// a third attach waits for it and gets name. React is not among what the
 // tests may depend on; the page makes the calls StrictMode's effects would.
 func TestAttachAgainAtOnce(t *testing.T) {
 	t.Parallel()
@@ -620,7 +621,10 @@ func TestAttachAgainAtOnce(t *testing.T) {
 					await ending;
 				}
 				const kept = await relay.attach(o("kept"));
-				got.kept = [kept.name, (await relay.attach(o("kept"))).name];
+				const beside = await relay.attach(o("kept"));
+				const closing = kept.close();
+				got.kept = [kept.name, beside.name, (await relay.attach(o("kept"))).name];
+				await closing;
 				return got;
 			})().then((got) => (window.__again = got), (e) => (window.__again = { error: String(e) })), true`, nil)
 			tb.waitFor("the attaches", `window.__again !== undefined`)
@@ -631,11 +635,11 @@ func TestAttachAgainAtOnce(t *testing.T) {
 			}
 			tb.eval(`__again`, &got)
 			want := struct{ aborted, kept, detach, close string }{
-				`[canceled aborted]`, `[kept kept#2]`, `[detach detach false]`, `[close close true]`,
+				`[canceled aborted]`, `[kept kept#2 kept]`, `[detach detach false]`, `[close close true]`,
 			}
 			for _, c := range []struct{ what, got, want string }{
 				{"an attach after one aborted", fmt.Sprint(got.Aborted), want.aborted},
-				{"an attach beside a live one", fmt.Sprint(got.Kept), want.kept},
+				{"attaches beside a live one, then after its close", fmt.Sprint(got.Kept), want.kept},
 				{"an attach after a detach", fmt.Sprint(got.Detach), want.detach},
 				{"an attach after a close", fmt.Sprint(got.Close), want.close},
 			} {
