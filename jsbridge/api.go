@@ -110,11 +110,17 @@ func start(callID int, op func(ctx context.Context) (any, error)) {
 	}()
 }
 
-// settle resolves or rejects call callID in relay.js.
+// settle resolves or rejects call callID in relay.js. A call its
+// AbortSignal ended says so in relay.js's words (boundary.Aborted), not
+// context.Canceled's.
 func settle(callID int, v any, err error) {
 	b, _ := theBridge()
 	if err != nil {
-		_, _ = call(b, "reject", callID, client.Code(err), err.Error())
+		message := err.Error()
+		if err == context.Canceled {
+			message = boundary.Aborted
+		}
+		_, _ = call(b, "reject", callID, client.Code(err), message)
 		return
 	}
 	_, _ = call(b, "resolve", callID, v)

@@ -143,6 +143,11 @@ const (
 	CodeStreamOpen     = "stream_open"      // att.stream(): the attachment has a stream open already
 )
 
+// Aborted is the message of a call an AbortSignal ended (code "canceled"),
+// whether relay.js saw the signal first or Go's context ended with it:
+// context.Canceled's own words ("context canceled") say nothing to a page.
+const Aborted = "the operation was aborted"
+
 // LoaderCodes are the codes only relay.js defines.
 var LoaderCodes = []string{CodeWasmLoadFailed, CodeWasmExited, CodeStreamOpen}
 
@@ -176,7 +181,8 @@ func constants() []constant {
 		{"FALLBACK_FAILED", FallbackFailed}, {"FALLBACK_QUOTA", FallbackQuota},
 		{"CODE_WASM_LOAD_FAILED", CodeWasmLoadFailed}, {"CODE_WASM_EXITED", CodeWasmExited},
 		{"CODE_STREAM_OPEN", CodeStreamOpen},
-		{"CODE_CANCELED", client.CodeCanceled}, {"CODE_BAD_OPTIONS", client.ErrBadOptions.Code()},
+		{"CODE_CANCELED", client.CodeCanceled}, {"ABORTED", Aborted},
+		{"CODE_BAD_OPTIONS", client.ErrBadOptions.Code()},
 		{"CODE_BAD_PAYLOAD", client.ErrBadPayload.Code()}, {"CODE_BAD_CURSOR", client.ErrBadCursor.Code()},
 		{"CODE_SUPERSEDED", client.ErrSuperseded.Code()},
 	}

@@ -40,6 +40,7 @@ export const CODE_WASM_LOAD_FAILED = "wasm_load_failed";
 export const CODE_WASM_EXITED = "wasm_exited";
 export const CODE_STREAM_OPEN = "stream_open";
 export const CODE_CANCELED = "canceled";
+export const ABORTED = "the operation was aborted";
 export const CODE_BAD_OPTIONS = "bad_options";
 export const CODE_BAD_PAYLOAD = "bad_payload";
 export const CODE_BAD_CURSOR = "bad_cursor";

@@ -10,7 +10,7 @@
 // so a relay.js and a relay.wasm from different builds never misread each
 // other; loadRelay rejects with wasm_load_failed.
 
-import { BRIDGE_GLOBAL, CODE_CANCELED, CODE_WASM_LOAD_FAILED, DONE_FAILED, DONE_OK, VERSION } from "./boundary.js";
+import { ABORTED, BRIDGE_GLOBAL, CODE_CANCELED, CODE_WASM_LOAD_FAILED, DONE_FAILED, DONE_OK, VERSION } from "./boundary.js";
 import { go, outbuf, outBuffer, text } from "./crossing.js";
 import { unhold } from "./entries.js";
 import { asError, guarded, RelayError, toGo } from "./errors.js";
@@ -158,7 +158,7 @@ function makeBridge() {
     call(op, args, signal) {
       return new Promise((resolve, reject) => {
         if (signal?.aborted) {
-          reject(new RelayError(CODE_CANCELED, "the operation was aborted"));
+          reject(new RelayError(CODE_CANCELED, ABORTED));
           return;
         }
         const id = nextCall++;

@@ -367,7 +367,7 @@ export type ErrorCode =
   | "bad_cursor" // resume: not a seq that was delivered
   | "send_queue_full"
   | "send_failed" // the connection dropped while writing; the message may not have arrived
-  | "canceled" // the AbortSignal fired
+  | "canceled" // the AbortSignal fired: "the operation was aborted"
   | "stream_open" // stream(): the attachment has one open already
   | "timeout"
   // One connection ended; the attachment redials by itself (seen in StateInfo.code).
@@ -375,7 +375,7 @@ export type ErrorCode =
   | "runtime_gone"
   | "heartbeat_timeout"
   | "protocol_error"
-  | "unreachable"
+  | "unreachable" // no socket opened; the message names the URL (browsers do not say why: nothing listening, another path, a refused Origin, TLS)
   | "offline"
   | "malformed_frame"
   | "frame_too_large"

@@ -15,7 +15,7 @@
 // onMessage, sendACP, close, state and _tap, which these proxies have.
 
 import { BaseAttachment, checkCursor, meta, sendArgs } from "./attachment.js";
-import { CODE_BAD_OPTIONS, CODE_CANCELED, DONE_FAILED, DONE_OK } from "./boundary.js";
+import { ABORTED, CODE_BAD_OPTIONS, CODE_CANCELED, DONE_FAILED, DONE_OK } from "./boundary.js";
 import { compileSource, handBack, pageURL, preloaded } from "./compile.js";
 import { packEntry } from "./entries.js";
 import { RelayError, report } from "./errors.js";
@@ -310,7 +310,7 @@ class Connection {
   call(op, args, signal) {
     return new Promise((resolve, reject) => {
       if (signal?.aborted) {
-        reject(new RelayError(CODE_CANCELED, "the operation was aborted"));
+        reject(new RelayError(CODE_CANCELED, ABORTED));
         return;
       }
       const id = this.nextCall++;

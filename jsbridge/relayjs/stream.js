@@ -30,7 +30,7 @@
 // routes an attachment's deliveries, state changes and evictions through the
 // open stream's tap (att._tap) and does nothing else for it.
 
-import { CODE_BAD_OPTIONS, CODE_STREAM_OPEN } from "./boundary.js";
+import { ABORTED, CODE_BAD_OPTIONS, CODE_CANCELED, CODE_STREAM_OPEN } from "./boundary.js";
 import { RelayError } from "./errors.js";
 
 // The JSON-RPC method by which the SDK cancels a request it sent; its
@@ -69,7 +69,7 @@ export function openStream(att, options) {
     throw new RelayError(CODE_BAD_OPTIONS, "stream options must be an object");
   }
   const signal = options?.signal;
-  if (signal?.aborted) throw new RelayError("canceled", "the operation was aborted");
+  if (signal?.aborted) throw new RelayError(CODE_CANCELED, ABORTED);
   if (att._tap) throw new RelayError(CODE_STREAM_OPEN, "the attachment has a stream open already");
   if (att.state === "closed") throw new RelayError("closed", "the attachment is closed");
 

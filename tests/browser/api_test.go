@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/relaywasm/relaywasm/jsbridge"
+	"github.com/relaywasm/relaywasm/jsbridge/boundary"
 	"github.com/relaywasm/relaywasm/librelay"
 	"github.com/relaywasm/relaywasm/wasm/client"
 )
@@ -367,6 +368,31 @@ func TestAPIRefusals(t *testing.T) {
 	}
 	if calls == 0 {
 		t.Fatal("the token function was never called")
+	}
+}
+
+// A URL where no relay answers (another path of the relay's server, which
+// refuses the upgrade, as a typo in the URL does): attach keeps trying,
+// and onState says unreachable, naming the URL and what a socket that did
+// not open may mean, since browsers do not say. Aborted, the attach
+// rejects with canceled in relay.js's words, not Go's "context canceled".
+func TestAPIUnreachableSaysWhere(t *testing.T) {
+	ctx := testContext(t)
+	relay := loadRelay(t, ctx, nil)
+	r := recorder(t, nil)
+	url := strings.Replace(env(t, "RELAY_ATTACH_URL"), "/v1/attach", "/v1/atach", 1)
+	abort := js.Global().Get("AbortController").New()
+	p := relay.Call("attach", attachOptions(t, r, "nowhere", map[string]any{"url": url, "signal": abort.Get("signal")}))
+	must(t, ctx, r.Call("untilState", "reconnecting"))
+	states := r.Get("states")
+	info := states.Index(states.Length() - 1).Index(1)
+	if code, message := info.Get("code").String(), info.Get("message").String(); code != "unreachable" || !strings.Contains(message, url) || !strings.Contains(message, "another path") {
+		t.Errorf("onState while no relay answers: %s %q; want unreachable, naming %s and what it may be", code, message, url)
+	}
+	abort.Call("abort")
+	_, err := await(ctx, p)
+	if je, ok := errors.AsType[*JSError](err); !ok || je.Code != "canceled" || je.Message != boundary.Aborted {
+		t.Fatalf("the aborted attach: %v; want canceled, %q", err, boundary.Aborted)
 	}
 }
 

@@ -107,7 +107,7 @@ func dial(ctx context.Context, o *Options) (Conn, error) {
 		if errors.Is(err, ErrBadOptions) {
 			return nil, err // fatal: the Transport will never dial this URL
 		}
-		return nil, wrap(ErrUnreachable, "", timedOut(ctx, err))
+		return nil, wrap(ErrUnreachable, o.URL, timedOut(ctx, err))
 	}
 	return conn, nil
 }
