@@ -58,8 +58,8 @@ func TestContentSecurityPolicyWithoutWasm(t *testing.T) {
 // A page that requires Trusted Types (require-trusted-types-for 'script')
 // and allows relay.js's policy (trusted-types relaywasm) chats with
 // relay.wasm on its thread and in a worker, made from worker.js's URL
-// (tests/workerpage/trusted.html) or, for a worker.js of another origin,
-// from a blob: URL (the page of TestPackageFromAnotherOrigin). There the
+// (the worker page with trustedPolicy) or, for a worker.js of another
+// origin, from a blob: URL (the page of TestPackageFromAnotherOrigin). There the
 // engines take a worker's URL only as a TrustedScriptURL: worker mode had
 // fallen back to the main thread in all three. A violation would be
 // reported as an error of the page, which fails the test. Where the page's
@@ -72,14 +72,18 @@ func TestTrustedTypesRequired(t *testing.T) {
 		name, page, mode string
 		cdn, refused     bool
 	}{
-		{"main", "trusted.html?main", "main", false, false},
-		{"worker", "trusted.html", "worker", false, false},
+		{"main", "?main", "main", false, false},
+		{"worker", "", "worker", false, false},
 		{"worker from another origin", "?trusted=relaywasm&relay=", "worker", true, false},
 		{"worker with the policy not allowed", "?trusted=%27none%27&relay=", "main", true, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := startStackServing(t, workerDir, 0)
-			u := s.PageURL() + c.page
+			u := startHeaded(t, s, func(page bool, h http.Header) {
+				if page {
+					h.Set("Content-Security-Policy", trustedPolicy)
+				}
+			}) + c.page
 			if c.cdn {
 				u = startPageLoading(t, startCDN(t, s)) + c.page + url.QueryEscape("ws://"+s.Addr()+relayleg.AttachPath)
 			}
@@ -97,6 +101,11 @@ func TestTrustedTypesRequired(t *testing.T) {
 		})
 	}
 }
+
+// trustedPolicy is tests/workerpage/strict.html's policy with Trusted
+// Types required and relay.js's policy allowed.
+const trustedPolicy = "default-src 'none'; script-src 'self' 'wasm-unsafe-eval'; worker-src 'self'; connect-src 'self'; img-src 'self'; " +
+	"require-trusted-types-for 'script'; trusted-types relaywasm"
 
 // A cross-origin isolated page (Cross-Origin-Opener-Policy and
 // -Embedder-Policy, as a page that uses SharedArrayBuffer has) chats with
@@ -140,23 +149,32 @@ func TestCrossOriginIsolatedPage(t *testing.T) {
 	}
 }
 
-// startIsolated serves s's worker page, the module's files and relay from an
-// origin of its own whose page is cross-origin isolated, and returns the
-// page's URL. every sends the embedder policy with every file, not the page
-// alone; blobless gives the page a Content-Security-Policy allowing workers
-// of its own origin only.
+// startIsolated is startHeaded with the worker page cross-origin isolated.
+// every sends the embedder policy with every file, not the page alone;
+// blobless gives the page a Content-Security-Policy allowing workers of its
+// own origin only.
 func startIsolated(t *testing.T, s *stack.Stack, every, blobless bool) string {
+	t.Helper()
+	return startHeaded(t, s, func(page bool, h http.Header) {
+		if page || every {
+			h.Set("Cross-Origin-Opener-Policy", "same-origin")
+			h.Set("Cross-Origin-Embedder-Policy", "require-corp")
+		}
+		if page && blobless {
+			h.Set("Content-Security-Policy", "worker-src 'self'")
+		}
+	})
+}
+
+// startHeaded serves s's worker page, the module's files and relay from an
+// origin of its own, through a proxy that lets set add headers to each
+// response (page: the response is the worker page's), and returns the
+// page's URL.
+func startHeaded(t *testing.T, s *stack.Stack, set func(page bool, h http.Header)) string {
 	t.Helper()
 	p := stackProxy(t, s)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		page := r.URL.Path == "/"
-		if page || every {
-			w.Header().Set("Cross-Origin-Opener-Policy", "same-origin")
-			w.Header().Set("Cross-Origin-Embedder-Policy", "require-corp")
-		}
-		if page && blobless {
-			w.Header().Set("Content-Security-Policy", "worker-src 'self'")
-		}
+		set(r.URL.Path == "/", w.Header())
 		p.ServeHTTP(w, r)
 	}))
 	t.Cleanup(srv.Close)
