@@ -9,10 +9,11 @@
 //   - chromedp's defaults (headless, no first run, no background networking,
 //     no sync) and, as root, its --no-sandbox, which chromedp adds by itself;
 //   - --host-resolver-rules mapping every name but 127.0.0.1 (and
-//     127.0.0.2, another site on this machine for tests/e2e) to NOTFOUND,
-//     because Chromium still tries to reach Google's hosts with background
-//     networking off, and a test or a measurement must see loopback traffic
-//     only; component updates off for the same reason;
+//     127.0.0.2, another site on this machine for tests/e2e, and
+//     MachineAddr, an insecure origin on it) to NOTFOUND, because Chromium
+//     still tries to reach Google's hosts with background networking off,
+//     and a test or a measurement must see this machine's traffic only;
+//     component updates off for the same reason;
 //   - a profile, XDG_CONFIG_HOME, XDG_CACHE_HOME and TMPDIR inside folders
 //     the run owns: Chromium and chromedp write there, and nothing may land
 //     under the home folder or outlive the run;
@@ -28,6 +29,7 @@ package chromium
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -41,6 +43,32 @@ import (
 	"github.com/chromedp/cdproto/target"
 	"github.com/chromedp/chromedp"
 )
+
+// resolverRules lets Chromium resolve this machine's addresses only.
+func resolverRules() string {
+	rules := "MAP * ~NOTFOUND , EXCLUDE 127.0.0.1, EXCLUDE 127.0.0.2"
+	if a := MachineAddr(); a != "" {
+		rules += ", EXCLUDE " + a
+	}
+	return rules
+}
+
+// MachineAddr is an IPv4 address of this machine other than loopback, or ""
+// when it has none. A page served there over http is not a secure context
+// (no Web Locks, no crypto.subtle), as the demo opened from a phone on the
+// same network is; loopback pages are.
+func MachineAddr() string {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return ""
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && n.IP.IsGlobalUnicast() {
+			return n.IP.String()
+		}
+	}
+	return ""
+}
 
 // DefaultPath is Debian's package, a shell wrapper around
 // /usr/lib/chromium/chromium.
@@ -101,8 +129,8 @@ func Start(o Options) (*Browser, error) {
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(exe),
 		chromedp.UserDataDir(o.Profile),
-		// Nothing but loopback: Chromium still tries to reach Google's hosts.
-		chromedp.Flag("host-resolver-rules", "MAP * ~NOTFOUND , EXCLUDE 127.0.0.1, EXCLUDE 127.0.0.2"),
+		// Nothing but this machine: Chromium still tries to reach Google's hosts.
+		chromedp.Flag("host-resolver-rules", resolverRules()),
 		chromedp.Flag("disable-component-update", true),
 		chromedp.Env(
 			"XDG_CONFIG_HOME="+filepath.Join(o.Scratch, "xdg-config"),

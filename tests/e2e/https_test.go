@@ -1,16 +1,21 @@
 package e2e
 
 import (
+	"context"
 	"io"
 	"log"
+	"net"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/relaywasm/relaywasm/demo/devruntime"
 	"github.com/relaywasm/relaywasm/demo/stack"
 	"github.com/relaywasm/relaywasm/librelay/relayleg"
+	"github.com/relaywasm/relaywasm/tests/chromium"
 	"github.com/relaywasm/relaywasm/tests/webdriver"
 )
 
@@ -74,4 +79,48 @@ func stackProxy(t *testing.T, s *stack.Stack) *httputil.ReverseProxy {
 		t.Fatal(err)
 	}
 	return &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) { r.SetURL(target) }}
+}
+
+// The demo page served over http from an address of this machine other than
+// loopback, as `go run ./demo -addr 0.0.0.0:8080` serves it to a phone on
+// the same network: not a secure context, so the page has no Web Locks and
+// no crypto.subtle (the relay's key is pinned, and relay.wasm checks the
+// welcome itself). It chats, and a reload in the middle of an answer shows
+// the whole answer once, in both modes, in every engine.
+func TestInsecureContext(t *testing.T) {
+	t.Parallel()
+	addr := chromium.MachineAddr()
+	if addr == "" {
+		t.Skip("this machine has no address but loopback: no insecure origin to serve the page from")
+	}
+	inModes(t, func(t *testing.T, m pageMode) {
+		ctx, cancel := context.WithTimeout(context.Background(), startupWait)
+		defer cancel()
+		s, err := stack.Start(ctx, stack.Config{
+			Addr: net.JoinHostPort(addr, "0"), WebDir: webDir, ModuleDir: moduleDir, Logger: logger(),
+			EditRuntime: func(c *devruntime.Config) { c.AgentRate = streamRate },
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		tb := openChat(t, newBrowser(t), "tab", strings.Replace(s.PinnedPageURL(), "/#", "/"+m.query+"#", 1))
+		m.check(tb)
+		var lacks struct{ Secure, Locks, Subtle bool }
+		tb.eval(`({secure: isSecureContext, locks: navigator.locks !== undefined, subtle: crypto.subtle !== undefined})`, &lacks)
+		if lacks.Secure || lacks.Locks || lacks.Subtle {
+			t.Fatalf("the page at %s is a secure context (%+v); it tests nothing", addr, lacks)
+		}
+		var before int
+		tb.eval(storedCursor, &before)
+		n := countLasting(4 * time.Second)
+		goOn := startCountHeld(tb, s, n)
+		waitStored(tb, before+2)
+		goOn()
+		tb.reload()
+		finishCount(tb, n)
+		if st := tb.chat(); st.Redrawn == 0 || st.Redrawn+st.Live != n {
+			t.Errorf("after the reload %d chunks redrawn + %d delivered, want some redrawn and %d in all", st.Redrawn, st.Live, n)
+		}
+	})
 }
