@@ -126,6 +126,9 @@ export interface AttachOptions {
    * StrictMode does in development) waits for it and gets the same name.
    * A page back from the back/forward cache whose stream another tab took
    * meanwhile does not take it back: its attachment ends with "superseded".
+   * A page that is not a secure context (http from another machine) has no
+   * Web Locks: there a second tab takes the same stream and the first one's
+   * attachment ends with "superseded", so give each tab its own name.
    */
   name?: string;
   /** How many transcript entries (both directions) to keep for history(). Default 0. */

@@ -267,9 +267,11 @@ export function releaseEarly(lockNames) {
 
 // unlocked is the slot of a page without Web Locks: an insecure context
 // has none, and a page of no origin of its own (a sandboxed frame, a
-// file: page in some webviews) is refused them with a SecurityError. Such
-// a page has no storage another page shares either (store.js falls back
-// to memory there), so there is nothing for a lock to keep two tabs from.
+// file: page in some webviews) is refused them with a SecurityError. The
+// latter has no storage another page shares either (store.js falls back
+// to memory there). An insecure context has IndexedDB: two of its tabs
+// take the same stored stream, and the later one supersedes the earlier
+// (README, "On a page that is not a secure context").
 function unlocked(name) {
   return { name, release: async () => {}, leave() {}, ours: async () => true, lost: new Promise(() => {}) };
 }
