@@ -112,7 +112,8 @@ func start(callID int, op func(ctx context.Context) (any, error)) {
 
 // settle resolves or rejects call callID in relay.js. A call its
 // AbortSignal ended says so in relay.js's words (boundary.Aborted), not
-// context.Canceled's.
+// context.Canceled's; only the bare error is reworded, since a wrapped one
+// carries words of its own.
 func settle(callID int, v any, err error) {
 	b, _ := theBridge()
 	if err != nil {

@@ -847,4 +847,3 @@ function composing(ev) {
 }
 
 main();
-

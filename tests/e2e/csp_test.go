@@ -79,13 +79,15 @@ func TestTrustedTypesRequired(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := startStackServing(t, workerDir, 0)
-			u := startHeaded(t, s, func(page bool, h http.Header) {
-				if page {
-					h.Set("Content-Security-Policy", trustedPolicy)
-				}
-			}) + c.page
+			var u string
 			if c.cdn {
 				u = startPageLoading(t, startCDN(t, s)) + c.page + url.QueryEscape("ws://"+s.Addr()+relayleg.AttachPath)
+			} else {
+				u = startHeaded(t, s, func(page bool, h http.Header) {
+					if page {
+						h.Set("Content-Security-Policy", trustedPolicy)
+					}
+				}) + c.page
 			}
 			tb := openTab(t, newBrowser(t), "trusted types", u)
 			var enforced bool

@@ -111,11 +111,8 @@ func TestInsecureContext(t *testing.T) {
 		if lacks.Secure || lacks.Locks || lacks.Subtle {
 			t.Fatalf("the page at %s is a secure context (%+v); it tests nothing", addr, lacks)
 		}
-		var before int
-		tb.eval(storedCursor, &before)
 		n := countLasting(4 * time.Second)
-		goOn := startCountHeld(tb, s, n)
-		waitStored(tb, before+2)
+		goOn := countStored(tb, s, n)
 		goOn()
 		tb.reload()
 		finishCount(tb, n)

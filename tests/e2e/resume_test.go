@@ -59,11 +59,19 @@ func countUnderWayIn(t *testing.T, browser context.Context, n int, m pageMode) (
 	tb = openChat(t, browser, "tab", s.PageURL()+m.query)
 	m.check(tb)
 	tb.viewport(1280, 800, false)
+	return s, tb, countStored(tb, s, n)
+}
+
+// countStored has tb ask s's runtime for "count n", held after its first
+// chunks, and waits until part of the answer is in IndexedDB; goOn lets the
+// count run on (countUnderWay).
+func countStored(tb *tab, s *stack.Stack, n int) (goOn func()) {
+	tb.t.Helper()
 	var before int
 	tb.eval(storedCursor, &before)
 	goOn = startCountHeld(tb, s, n)
 	waitStored(tb, before+2)
-	return s, tb, goOn
+	return goOn
 }
 
 // waitStored waits until the page's IndexedDB holds a cursor of at least
