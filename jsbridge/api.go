@@ -76,6 +76,7 @@ func Register() error {
 		"send":    apiSend,
 		"resume":  apiResume,
 		"history": apiHistory,
+		"stored":  apiStored,
 		"detach":  apiDetach,
 		"close":   apiClose,
 		"lose":    apiLose,
@@ -508,30 +509,65 @@ func apiResume(args []Value) any {
 	})
 }
 
-// apiHistory(callID, handle) resolves to JSON text [[out, seq, payload], …].
+// apiHistory(callID, handle) resolves to the attachment's transcript as
+// historyJSON's text.
 func apiHistory(args []Value) any {
 	return withAttachment(args, func(ctx context.Context, att *client.Attachment) (any, error) {
 		h, err := att.History(ctx)
 		if err != nil {
 			return nil, err
 		}
-		buf := []byte{'['}
-		for i, e := range h {
-			if i > 0 {
-				buf = append(buf, ',')
-			}
-			if e.Out {
-				buf = append(buf, "[1,"...)
-			} else {
-				buf = append(buf, "[0,"...)
-			}
-			buf = strconv.AppendUint(buf, e.Seq, 10)
-			buf = append(buf, ',')
-			buf = appendPayload(buf, e.Payload)
-			buf = append(buf, ']')
-		}
-		return string(append(buf, ']')), nil
+		return historyJSON(h), nil
 	})
+}
+
+// apiStored(callID, relayHandle, url, instance, name) resolves to the
+// stored transcript of a stream, as historyJSON's text, read from the
+// Relay's Store without attaching. It is what a page shows before the relay
+// answers (offline, or while it redials): attach resolves only once the
+// relay welcomed the client, and Attachment.history is an attachment's.
+// The read goes no further than the Store, so it needs no network, and a
+// stream this page has attached is written first (Store.History), so the
+// read is what the stream's attachment would read.
+func apiStored(args []Value) any {
+	callID := jsInt(arg(args, 0))
+	api.mu.Lock()
+	r := api.relays[jsInt(arg(args, 1))]
+	api.mu.Unlock()
+	if r == nil {
+		return fail(callID, client.ErrClosed)
+	}
+	k := client.Key{URL: jsString(arg(args, 2)), Instance: jsString(arg(args, 3)), Name: jsString(arg(args, 4))}
+	start(callID, func(ctx context.Context) (any, error) {
+		h, err := r.store.History(ctx, k)
+		if err != nil {
+			return nil, err
+		}
+		return historyJSON(h), nil
+	})
+	return nil
+}
+
+// historyJSON is a transcript as relay.js parses it: [[out, seq, payload],
+// …], out 1 for a message this page sent. Built by hand: the payloads are
+// JSON text already, and encoding/json is not linked into relay.wasm.
+func historyJSON(h []client.Entry) string {
+	buf := []byte{'['}
+	for i, e := range h {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		if e.Out {
+			buf = append(buf, "[1,"...)
+		} else {
+			buf = append(buf, "[0,"...)
+		}
+		buf = strconv.AppendUint(buf, e.Seq, 10)
+		buf = append(buf, ',')
+		buf = appendPayload(buf, e.Payload)
+		buf = append(buf, ']')
+	}
+	return string(append(buf, ']'))
 }
 
 // apiDetach(callID, handle). It resolves once the stream's state is gone

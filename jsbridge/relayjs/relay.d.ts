@@ -96,27 +96,41 @@ export interface Relay {
    * change (unauthorized, bad_relay_signature, unsupported_version) rejects.
    */
   attach(options: AttachOptions): Promise<Attachment>;
+
+  /**
+   * Reads a stream's stored transcript, as its Attachment's history() would,
+   * without attaching: no socket and no slot, so it answers offline and
+   * while the relay is down, where attach waits for the relay's welcome. A
+   * page reloaded then can draw the conversation at once (demo/web/app.js
+   * does). The stream is named as attach names it (an attach's options will
+   * do); one never stored, or kept with history 0, reads []. In worker mode
+   * and on the main thread alike it reads this Relay's storage: with
+   * storage "memory", what this page's attachments wrote.
+   *
+   * It reads the stream stored under that name, which attach may then not
+   * give this page: while another tab holds it, attach gives "name#2"
+   * (Attachment.name), and that tab may add to it meanwhile. Once attached,
+   * draw from att.history() again if either happened.
+   */
+  history(stream: StreamName): Promise<HistoryEntry[]>;
 }
 
 export type Storage = "indexeddb" | "memory";
 
-export interface AttachOptions {
+/** What names a stored stream: a relay's URL, a runtime instance and a name. */
+export interface StreamName {
   /**
    * The relay's browser leg, e.g. "wss://relay.example/v1/attach": an
-   * absolute ws:// or wss:// URL (what every engine's WebSocket takes).
-   * Anything else, or a URL the browser will not open a socket to at all,
+   * absolute ws:// or wss:// URL (what every engine's WebSocket takes), as
+   * a string or a URL (the stream is stored under its href). Anything else, or a URL the browser will not open a socket to at all,
    * rejects attach with "bad_options": among them a ws:// URL on a page
    * served over https: (mixed content), but to this machine (localhost,
    * 127.0.0.0/8, [::1]), which Chromium and Firefox let through and WebKit
    * fails as it would an unreachable relay.
    */
-  url: string;
+  url: string | URL;
   /** The runtime instance to reach. */
   instance: string;
-  /** The bearer credential, or a function returning it, called on every dial (so it can be refreshed). */
-  token: string | (() => string | Promise<string>);
-  /** The relay's pinned Ed25519 public key (librelay.FormatPublicKey); a welcome that does not verify rejects with bad_relay_signature. Checked with WebCrypto's Ed25519 where the engine has it, else by relay.wasm. */
-  relayKey?: string;
   /**
    * Which stored stream this is. Default "default". Each stream is held by one
    * attachment at a time in the whole browser profile (Web Locks): another tab,
@@ -131,6 +145,13 @@ export interface AttachOptions {
    * attachment ends with "superseded", so give each tab its own name.
    */
   name?: string;
+}
+
+export interface AttachOptions extends StreamName {
+  /** The bearer credential, or a function returning it, called on every dial (so it can be refreshed). */
+  token: string | (() => string | Promise<string>);
+  /** The relay's pinned Ed25519 public key (librelay.FormatPublicKey); a welcome that does not verify rejects with bad_relay_signature. Checked with WebCrypto's Ed25519 where the engine has it, else by relay.wasm. */
+  relayKey?: string;
   /** How many transcript entries (both directions) to keep for history(). Default 0. */
   history?: number;
   /**

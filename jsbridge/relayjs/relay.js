@@ -119,20 +119,47 @@ class Relay {
     }
     return a;
   }
+
+  /**
+   * history reads a stream's stored transcript, as its attachment's
+   * history() would, without attaching: no socket, no slot. attach resolves
+   * only once the relay has answered, so a page reloaded offline, or while
+   * the relay is down, draws the conversation from this meanwhile.
+   */
+  async history(stream) {
+    const key = streamOf(stream, "history");
+    return parseHistory(await B.call("stored", [this.#handle, key.url, key.instance, key.name]));
+  }
+}
+
+// parseHistory reads relay.wasm's transcript text ([[out, seq, payload], …]).
+function parseHistory(text) {
+  return JSON.parse(text).map(([out, seq, message]) => ({ out: out === 1, seq, message }));
+}
+
+function bad(what) {
+  throw new RelayError(CODE_BAD_OPTIONS, what);
+}
+
+// streamOf checks what names a stored stream, as attach takes it: its url
+// (a string or a URL, made a string), instance and name.
+function streamOf(options, op) {
+  if (typeof options !== "object" || options === null) bad(`${op} needs an options object`);
+  const { instance, name = "default" } = options;
+  const url = options.url instanceof URL ? options.url.href : options.url;
+  if (url === undefined || url === "") bad("url is required");
+  if (typeof url !== "string") bad(`url must be a string or a URL, not ${typeof url}`);
+  if (!webSocketURL(url)) bad(`url must be an absolute ws:// or wss:// URL, not ${JSON.stringify(url)}`);
+  if (typeof instance !== "string" || instance === "") bad("instance is required");
+  if (typeof name !== "string" || name === "") bad("name must be a non-empty string");
+  return { url, instance, name };
 }
 
 function normalise(options) {
-  const bad = (what) => {
-    throw new RelayError(CODE_BAD_OPTIONS, what);
-  };
-  if (typeof options !== "object" || options === null) bad("attach needs an options object");
-  const { url, instance, token, relayKey, name = "default", history = 0 } = options;
-  if (typeof url !== "string" || url === "") bad("url is required");
-  if (!webSocketURL(url)) bad(`url must be an absolute ws:// or wss:// URL, not ${JSON.stringify(url)}`);
-  if (typeof instance !== "string" || instance === "") bad("instance is required");
+  const { url, instance, name } = streamOf(options, "attach");
+  const { token, relayKey, history = 0 } = options;
   if (typeof token !== "string" && typeof token !== "function") bad("token must be a string or a function");
   if (typeof options.onMessage !== "function") bad("onMessage is required");
-  if (typeof name !== "string" || name === "") bad("name must be a non-empty string");
   if (!Number.isSafeInteger(history) || history < 0) bad("history must be a count");
   const ms = (v) => (v === undefined ? 0 : Number.isFinite(v) && v > 0 ? v : bad("durations are positive milliseconds"));
   return {
@@ -229,8 +256,7 @@ class Attachment extends BaseAttachment {
   }
 
   async history() {
-    const text = await B.call("history", [this._handle]);
-    return JSON.parse(text).map(([out, seq, message]) => ({ out: out === 1, seq, message }));
+    return parseHistory(await B.call("history", [this._handle]));
   }
 
   async detach() {

@@ -314,9 +314,16 @@ class Connection {
         return;
       }
       const id = this.nextCall++;
+      try {
+        this.worker.postMessage({ t: "call", id, op, args });
+      } catch (e) {
+        // A value structured clone cannot copy (a DOM node, a class of the
+        // platform's) does not reach the worker.
+        reject(new RelayError(CODE_BAD_OPTIONS, `${op}: an argument cannot be passed to the worker: ${e?.message ?? e}`));
+        return;
+      }
       this.calls.set(id, { resolve, reject });
       signal?.addEventListener("abort", () => this.worker.postMessage({ t: "abort", id }), { once: true });
-      this.worker.postMessage({ t: "call", id, op, args });
     });
   }
 
@@ -461,6 +468,7 @@ class RemoteRelay {
     for (const [k, v] of Object.entries(options)) {
       if (typeof v !== "function" && k !== "signal") o[k] = v;
     }
+    if (o.url instanceof URL) o.url = o.url.href; // a URL cannot cross to the worker
     if (typeof options.token === "function") o.token = null;
     else if (typeof options.token !== "string") return this.#bad("token must be a string or a function");
     try {
@@ -471,6 +479,13 @@ class RemoteRelay {
       throw e;
     }
     return a;
+  }
+
+  /** history: relay.d.ts's; the stream's names are checked by the worker's relay.js. */
+  history(stream) {
+    if (typeof stream !== "object" || stream === null) return this.#bad("history needs an options object");
+    const { url, instance, name } = stream; // an attach's options may hold functions, which cannot cross
+    return this.#c.call("stored", [this.#id, { url: url instanceof URL ? url.href : url, instance, name }]);
   }
 
   #bad(what) {

@@ -167,9 +167,7 @@ const ops = {
   async attach(relayID, h, o, entries, reloading, signal) {
     for (const [k, v] of entries) session.set(k, v);
     tabEnv.reloading = () => reloading;
-    const relay = relays.get(relayID);
-    if (!relay) throw new RelayError(CODE_BAD_OPTIONS, "no such Relay");
-    const att = await relay.attach({
+    const att = await relayOf(relayID).attach({
       ...o,
       signal,
       token: o.token ?? (() => askToken(h)),
@@ -183,12 +181,19 @@ const ops = {
     atts.set(h, att);
     return { name: att.name, now: [att.state, att.cursor, att.session], place: att._place ?? null };
   },
+  stored: (relayID, stream) => relayOf(relayID).history(stream),
   send: (h, text, trace, signal) => att(h).sendACP(text, { trace, signal }),
   resume: (h, afterSeq) => att(h).resume(afterSeq),
   history: (h) => att(h).history(),
   detach: (h) => att(h).detach().finally(() => atts.delete(h)),
   close: (h) => att(h).close().finally(() => atts.delete(h)),
 };
+
+function relayOf(id) {
+  const relay = relays.get(id);
+  if (!relay) throw new RelayError(CODE_BAD_OPTIONS, "no such Relay");
+  return relay;
+}
 
 function att(h) {
   const a = atts.get(h);

@@ -474,6 +474,67 @@ func TestAPIDetachForgets(t *testing.T) {
 	must(t, ctx, again.Call("detach"))
 }
 
+// A Relay reads a stream's stored transcript without attaching, as a page
+// reloaded while the relay is down does to draw the conversation: the same
+// entries as the stream's attachment reads, in this page while attached
+// (written first) and in a reloaded page before it attaches; [] for a stream
+// never stored, another instance's, one detached, or from a memory-only
+// Relay, which sees no IndexedDB. A URL names the stream its href does.
+func TestAPIHistoryWithoutAttaching(t *testing.T) {
+	ctx := testContext(t)
+	db := database(t)
+	relay := loadRelay(t, ctx, map[string]any{"database": db})
+	r := recorder(t, nil)
+	opts := attachOptions(t, r, "kept", map[string]any{"history": 1000})
+	att := must(t, ctx, relay.Call("attach", opts))
+	sid := must(t, ctx, app(t).Call("newSession", att, r))
+	must(t, ctx, r.Call("response", must(t, ctx, app(t).Call("prompt", att, sid, "count 20"))))
+	want := stringify(must(t, ctx, att.Call("history")))
+	if n := strings.Count(want, `"agent_message_chunk"`); n != 20 {
+		t.Fatalf("the attachment's history holds %d chunks, want 20: %s", n, want)
+	}
+	name := map[string]any{"url": opts["url"], "instance": opts["instance"], "name": "kept"}
+	if got := stringify(must(t, ctx, relay.Call("history", name))); got != want {
+		t.Fatalf("relay.history while attached:\n%s\nthe attachment's:\n%s", got, want)
+	}
+	must(t, ctx, att.Call("close"))
+
+	reloaded := loadRelay(t, ctx, map[string]any{"database": db})
+	if got := stringify(must(t, ctx, reloaded.Call("history", opts))); got != want { // an attach's options will do
+		t.Fatalf("relay.history of a reloaded page:\n%s\nthe attachment's:\n%s", got, want)
+	}
+	asURL := js.Global().Get("URL").New(opts["url"])
+	if got := stringify(must(t, ctx, reloaded.Call("history", map[string]any{"url": asURL, "instance": opts["instance"], "name": "kept"}))); got != want {
+		t.Fatalf("relay.history with the url as a URL:\n%s\nthe attachment's:\n%s", got, want)
+	}
+	for what, other := range map[string]map[string]any{
+		"a stream never stored": {"url": opts["url"], "instance": opts["instance"], "name": "never"},
+		"another instance's":    {"url": opts["url"], "instance": "elsewhere", "name": "kept"},
+		"the default stream":    {"url": opts["url"], "instance": opts["instance"]},
+	} {
+		if got := stringify(must(t, ctx, reloaded.Call("history", other))); got != "[]" {
+			t.Errorf("relay.history of %s: %s, want []", what, got)
+		}
+	}
+	memory := loadRelay(t, ctx, map[string]any{"database": db, "storage": "memory"})
+	if got := stringify(must(t, ctx, memory.Call("history", name))); got != "[]" {
+		t.Errorf("a memory-only Relay read %s, want []", got)
+	}
+	for _, bad := range []any{nil, "kept", map[string]any{"url": "https://relay.example/v1/attach", "instance": "demo"}, map[string]any{"url": 7, "instance": "demo"},
+		map[string]any{"url": opts["url"], "instance": ""}, map[string]any{"url": opts["url"], "instance": "demo", "name": 7}} {
+		rejects(t, ctx, reloaded.Call("history", bad), "bad_options")
+	}
+
+	again := must(t, ctx, reloaded.Call("attach", attachOptions(t, recorder(t, nil), "kept", map[string]any{"history": 1000, "url": asURL})))
+	if got := stringify(must(t, ctx, again.Call("history"))); got != want {
+		t.Fatalf("the stream attached again reads\n%s\nwant\n%s", got, want)
+	}
+	must(t, ctx, again.Call("detach"))
+	if got := stringify(must(t, ctx, reloaded.Call("history", name))); got != "[]" {
+		t.Fatalf("relay.history after detach: %s, want []", got)
+	}
+}
+
 func TestAPISendAndResume(t *testing.T) {
 	ctx := testContext(t)
 	r := recorder(t, nil)

@@ -269,9 +269,10 @@ func TestWorkerModeAttachmentMatchesMainThread(t *testing.T) {
 		}
 		tb := openTab(t, br, mode, url)
 		workerReady(tb, mode)
-		var got []any
-		tb.eval(attachmentChecks, &got)
-		answers[mode] = got
+		var att, relay []any
+		tb.eval(attachmentChecks, &att)
+		tb.eval(relayChecks, &relay)
+		answers[mode], answers[mode+" relay"] = att, relay
 	}
 	m, w := answers["main"], answers["worker"]
 	if fmt.Sprint(m) != fmt.Sprint(w) {
@@ -280,4 +281,36 @@ func TestWorkerModeAttachmentMatchesMainThread(t *testing.T) {
 	if len(m) != 6 || m[0] != true || m[1] != "sent" || m[2] != "bad_options" || m[3] == "sent" || m[4] != "bad_payload" || m[5] != "bad_cursor" {
 		t.Fatalf("the attachment answers %v, want [true sent bad_options <refused> bad_payload bad_cursor]", m)
 	}
+	m, w = answers["main relay"], answers["worker relay"]
+	if fmt.Sprint(m) != fmt.Sprint(w) {
+		t.Fatalf("worker mode's Relay answers %v, the main thread's %v", w, m)
+	}
+	if want := "[bad_options bad_options bad_options bad_options stored stored none attached]"; fmt.Sprint(m) != want {
+		t.Fatalf("the Relay answers %v, want %s", m, want)
+	}
 }
+
+// relayChecks is what the page's Relay answers to the calls both modes
+// must take and refuse alike: the outcome (the RelayError's code, or
+// whether the transcript read holds entries) of relay.history with no
+// options, a URL that is not ws:// or wss://, a url that is not a string,
+// an options object holding a value no worker can be sent (a DOM node),
+// then of the page's stream named by its URL as a URL, by its attach's
+// options (functions and all), and of a stream never stored; and whether
+// an attach takes its url as a URL.
+const relayChecks = `(async () => {
+	const r = __w.relay;
+	const outcome = (p) => p.then((h) => (h.length > 0 ? "stored" : "none"), (e) => e.code ?? String(e));
+	const url = new URL("/v1/attach", location.href.replace(/^http/, "ws"));
+	const stream = { url, instance: "demo", name: __w.att.name };
+	return [
+		await outcome(r.history()),
+		await outcome(r.history({ url: "https://relay.example/v1/attach", instance: "demo" })),
+		await outcome(r.history({ url: 7, instance: "demo" })),
+		await outcome(r.history({ ...stream, url: document.body })),
+		await outcome(r.history(stream)),
+		await outcome(r.history({ ...stream, url: url.href, onMessage() {}, token: async () => "t" })),
+		await outcome(r.history({ ...stream, name: "never" })),
+		await r.attach({ url, instance: "demo", token: "dev-token", name: "as-url", onMessage() {} }).then((a) => a.close().then(() => "attached"), (e) => e.code ?? String(e)),
+	];
+})()`

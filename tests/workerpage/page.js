@@ -7,7 +7,7 @@
 import { loadRelay } from "/relay.js";
 
 const KEPT = "worker-e2e-session";
-const W = (window.__w = { ready: false, error: null, mode: "", reason: "", hist: [], live: [], states: [], sessionId: null, att: null });
+const W = (window.__w = { ready: false, error: null, mode: "", reason: "", hist: [], live: [], states: [], sessionId: null, relay: null, att: null });
 
 const chunk = (m) => {
   const u = m?.method === "session/update" ? m.params?.update : null;
@@ -62,6 +62,7 @@ async function start() {
     commitWindowMs: q.has("window") ? Number(q.get("window")) : undefined,
     storage: q.has("memory") ? "memory" : undefined,
   });
+  W.relay = relay;
   W.mode = relay.mode;
   W.reason = relay.reason;
   W.att = await relay.attach({
