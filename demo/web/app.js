@@ -12,7 +12,9 @@
 //     the stored session/new response, matches answers that arrive after the
 //     reload to prompts sent before it, and the stream continues from the
 //     stored cursor. Deliveries are held until the redraw is done, so nothing
-//     is shown twice and nothing is skipped.
+//     is shown twice and nothing is skipped. Reloaded offline, or with the
+//     relay down, the page draws the stored transcript before the relay
+//     answers (relay.history), and goes on from it once attached.
 //   - Connection state: relay.js reconnects by itself; the page only shows it.
 //   - Eviction: when content is gone for good, a banner says so and a new ACP
 //     session starts.
@@ -76,6 +78,7 @@ const chat = {
   evictions: [], // every onEvicted info
   resumable: true, // false once the runtime showed it keeps nothing for a reload
   historyEntries: 0,
+  previewed: 0, // entries drawn from relay.history before attach resolved
   error: null, // {title, message, code} of a fatal error
   send: (text) => submitPrompt(text),
 };
@@ -89,6 +92,7 @@ let sessionId = "";
 let agentName = "";
 let initializes = 0; // initialize requests seen: each after the first starts a new life
 let replaying = false; // drawing history: show, never answer or send
+let loaded = false; // the attachment's transcript is drawn (not only what relay.history read)
 const pending = new Map(); // request id -> {method, turn?}
 const retired = new Map(); // prompt id -> turn, for prompts of an ended session life
 const openTurns = new Map(); // ACP sessionId -> the turn streaming into it
@@ -264,7 +268,7 @@ async function sendRaw(msg) {
 
 function submitPrompt(text) {
   text = text.trim();
-  if (!text || !sessionId || !att) return false;
+  if (!text || !sessionId || !loaded) return false;
   const { req, sent } = request("session/prompt", { sessionId, prompt: [{ type: "text", text }] });
   req.user.dataset.sent = "pending";
   sent.then((ok) => (req.user.dataset.sent = ok ? "yes" : "failed"));
@@ -652,7 +656,7 @@ function rpcErrorText(err) {
 function updateReady() {
   const ended = chat.state === "closed" || chat.state === "error";
   chat.sessionId = sessionId;
-  chat.ready = Boolean(sessionId) && !replaying && att !== null && !ended;
+  chat.ready = Boolean(sessionId) && !replaying && loaded && !ended;
   if (att) chat.attachment = att.session;
   const where = config.instance === "demo" ? "" : ` · ${config.instance}`;
   if (sessionId) ui.subtitle.textContent = `${prettyAgent(agentName || "Agent")} · session ${sessionId}${where}`;
@@ -728,11 +732,23 @@ async function main() {
   // Until the transcript is redrawn, deliveries wait behind it: the handler
   // returns a Promise, so the cursor does not move past them and they are
   // not in the transcript history() reads. Each is then shown exactly once.
-  let loaded = false;
   let release;
   const redrawn = new Promise((r) => (release = r));
   const afterRedraw = (fn) => (loaded ? fn() : redrawn.then(fn));
   setState("connecting");
+  // attach resolves once the relay has answered: offline, or with the relay
+  // down, that can be never. Meanwhile the conversation stored on this
+  // device is drawn from relay.history, and checked once attached (below).
+  let previewed = null; // the entries drawn before attach resolved
+  relay.history({ url: config.url, instance: config.instance, name: config.stream }).then(
+    (entries) => {
+      if (att || entries.length === 0) return;
+      redraw(entries);
+      previewed = entries;
+      chat.previewed = entries.length;
+    },
+    (e) => console.warn("chat: could not read the saved conversation:", e),
+  );
   try {
     att = await relay.attach({
       url: config.url,
@@ -759,20 +775,27 @@ async function main() {
   } catch (e) {
     showBanner("warning", "Could not read the saved conversation", errorText(e));
   }
-  redraw(entries);
+  if (previewed && continues(entries, previewed)) {
+    redraw(entries, previewed.length);
+  } else {
+    if (previewed) forget();
+    redraw(entries);
+  }
   loaded = true;
+  updateReady();
   release();
   ensureSession();
 }
 
-// redraw draws the saved transcript, oldest first, without answering or
-// sending anything: what was pending is still pending and its answer, if it
-// comes, arrives through onMessage.
-function redraw(entries) {
+// redraw draws the saved transcript from entry from on, oldest first,
+// without answering or sending anything: what was pending is still pending
+// and its answer, if it comes, arrives through onMessage.
+function redraw(entries, from = 0) {
   chat.historyEntries = entries.length;
   replaying = true;
   try {
-    for (const e of entries) {
+    for (let i = from; i < entries.length; i++) {
+      const e = entries[i];
       if (e.out) applyOut(e.message);
       else applyIn(e.message, e.seq, false);
     }
@@ -781,11 +804,37 @@ function redraw(entries) {
   }
   flush();
   chat.redrawn = chat.chunks;
-  if (entries.length >= config.history) {
+  if (from === 0 && entries.length >= config.history) {
     addDivider("Earlier messages", "Older parts of this conversation are not kept on this device.", true);
   }
   scrollToEnd();
   updateReady();
+}
+
+// continues says whether the attachment's transcript (entries) begins with
+// what was drawn before attaching (drawn), so that drawing goes on from
+// there: a transcript only grows at its end and is trimmed at its start, so
+// the two agree if their first entries and drawn's last one do. They do not
+// when attach gave this tab another stream (another tab held this one:
+// "chat#2"), or another tab added to it meanwhile and its oldest entries
+// went.
+function continues(entries, drawn) {
+  const same = (a, b) => a.out === b.out && a.seq === b.seq && JSON.stringify(a.message) === JSON.stringify(b.message);
+  const last = drawn.length - 1;
+  return entries.length > last && same(entries[0], drawn[0]) && same(entries[last], drawn[last]);
+}
+
+// forget clears what was drawn before attaching, for the attachment's own
+// transcript to be drawn instead: that of another stream (another tab held
+// this one, so attach gave "chat#2"), or one that changed meanwhile.
+function forget() {
+  ui.transcript.replaceChildren();
+  for (const m of [pending, retired, openTurns]) m.clear();
+  nextId = 1;
+  initializes = 0;
+  sessionId = "";
+  agentName = "";
+  chat.chunks = 0;
 }
 
 // guarded keeps a bug in one message's handling from making relay.js deliver
