@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"log/slog"
-	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -13,7 +12,6 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/relaywasm/relaywasm/demo/relay"
 	"github.com/relaywasm/relaywasm/demo/relay/relaytest"
-	"github.com/relaywasm/relaywasm/librelay/relayleg"
 )
 
 // What phones do to a page (shared/notes/engines.md), each with nothing
@@ -172,10 +170,9 @@ func silentSocketNoticed(t *testing.T, m pageMode) {
 	n := countLasting(8 * time.Second) // under way through the three probes
 	s := startStack(t, streamRate)
 	p := relaytest.NewProxy(t, s.Addr())
-	relayURL := "ws://" + p.Addr() + relayleg.AttachPath
 	// ms: heartbeats far beyond waitLimit apart; a probe answered within 2 s
 	const heartbeat = "&heartbeat=600000&heartbeatTimeout=2000"
-	tb := openChat(t, newBrowser(t), "tab", s.PageURL()+m.query+"#relay="+url.QueryEscape(relayURL)+heartbeat)
+	tb := openChat(t, newBrowser(t), "tab", s.PageURL()+m.query+"#relay="+proxiedAttachURL(p)+heartbeat)
 	m.check(tb)
 	startCount(tb, n)
 	tb.do("bringing the tab to the front", tb.page.front)

@@ -1,11 +1,10 @@
 package e2e
 
 import (
-	"io"
-	"net"
-	"sync"
+	"net/url"
 	"testing"
 
+	"github.com/relaywasm/relaywasm/demo/relay/relaytest"
 	"github.com/relaywasm/relaywasm/librelay/relayleg"
 )
 
@@ -21,8 +20,8 @@ func TestReloadWhileTheRelayIsDown(t *testing.T) {
 
 func reloadWhileTheRelayIsDown(t *testing.T, m pageMode) {
 	s := startStack(t, streamRate)
-	g := openGate(t, s.Addr())
-	tb := openChat(t, newBrowser(t), "tab", s.PageURL()+m.query+"#relay="+g.attachURL())
+	p := relaytest.NewProxy(t, s.Addr())
+	tb := openChat(t, newBrowser(t), "tab", s.PageURL()+m.query+"#relay="+proxiedAttachURL(p))
 	tb.page = allowing{tb.page, refusedDial}
 	m.check(tb)
 	const n = 20
@@ -30,7 +29,7 @@ func reloadWhileTheRelayIsDown(t *testing.T, m pageMode) {
 	finishCount(tb, n)
 	waitStored(tb, lastSeq(tb))
 
-	g.shut()
+	p.Down()
 	tb.do("reloading", tb.page.reload)
 	tb.waitFor("the stored conversation to be drawn", `window.__chat && __chat.previewed > 0`)
 	checkConversation(t, tb.name, tb.transcript(), [2]string{"count 20", countText(n)})
@@ -38,7 +37,7 @@ func reloadWhileTheRelayIsDown(t *testing.T, m pageMode) {
 		t.Fatalf("with the relay down the page is %q, ready %v; want it not attached (the test tested nothing)", st.State, st.Ready)
 	}
 
-	g.open()
+	p.Up()
 	tb.waitReady()
 	checkConversation(t, tb.name, tb.transcript(), [2]string{"count 20", countText(n)})
 	if st := tb.chat(); st.Redrawn != n || st.Live != 0 || st.SessionID != "s1" {
@@ -56,19 +55,19 @@ func reloadWhileTheRelayIsDown(t *testing.T, m pageMode) {
 func TestNewTabWhileTheRelayIsDownGetsItsOwnStream(t *testing.T) {
 	t.Parallel()
 	s := startStack(t, streamRate)
-	g := openGate(t, s.Addr())
-	url := s.PageURL() + "#relay=" + g.attachURL()
-	one := openChat(t, newBrowser(t), "tab 1", url)
+	p := relaytest.NewProxy(t, s.Addr())
+	page := s.PageURL() + "#relay=" + proxiedAttachURL(p)
+	one := openChat(t, newBrowser(t), "tab 1", page)
 	one.page = allowing{one.page, refusedDial}
 	one.prompt("count 20")
 	finishCount(one, 20)
 	waitStored(one, lastSeq(one))
 
-	g.shut()
-	two := openTab(t, one.ctx, "tab 2", url)
+	p.Down()
+	two := openTab(t, one.ctx, "tab 2", page)
 	two.page = allowing{two.page, refusedDial}
 	two.waitFor("the stored conversation to be drawn", `window.__chat && __chat.previewed > 0`)
-	g.open()
+	p.Up()
 	two.waitReady()
 	if got := two.transcript(); len(got) != 0 {
 		t.Errorf("tab 2 shows %s once attached, want its own stream's empty conversation; page state: %s", roles(got), two.snapshot())
@@ -84,119 +83,18 @@ func TestNewTabWhileTheRelayIsDownGetsItsOwnStream(t *testing.T) {
 	checkConversation(t, one.name, one.transcript(), [2]string{"count 20", countText(20)})
 }
 
+// proxiedAttachURL is the relay's attach URL through p, escaped for the
+// demo page's fragment. Down, p stands for a relay that cannot be reached:
+// the page keeps the same URL, and with it the same stored stream (the
+// stream's key holds the URL), which a relay restarted elsewhere would not.
+func proxiedAttachURL(p *relaytest.Proxy) string {
+	return url.QueryEscape("ws://" + p.Addr() + relayleg.AttachPath)
+}
+
 // lastSeq is the seq of the newest chunk tb shows.
 func lastSeq(tb *tab) int {
 	tb.t.Helper()
 	var seq int
 	tb.eval(`Math.max(0, ...[...document.querySelectorAll("#transcript [data-seq]")].map((s) => Number(s.dataset.seq)))`, &seq)
 	return seq
-}
-
-// gate forwards TCP connections to the relay, and can be shut as a network
-// that goes away is: shut, it cuts every connection and refuses new ones;
-// opened again, it listens on the same port. A page given its address as
-// the relay's keeps the same stored stream across both (the stream's key
-// holds the URL), which a relay restarted elsewhere would not.
-type gate struct {
-	t      *testing.T
-	addr   string // where it listens
-	target string // the relay's address
-
-	mu    sync.Mutex
-	ln    net.Listener
-	conns map[net.Conn]struct{}
-}
-
-func openGate(t *testing.T, target string) *gate {
-	t.Helper()
-	g := &gate{t: t, addr: "127.0.0.1:0", target: target, conns: map[net.Conn]struct{}{}}
-	g.open()
-	t.Cleanup(g.shut)
-	return g
-}
-
-func (g *gate) attachURL() string { return "ws://" + g.addr + relayleg.AttachPath }
-
-// open listens (again) and forwards what it accepts.
-func (g *gate) open() {
-	g.t.Helper()
-	ln, err := net.Listen("tcp", g.addr)
-	if err != nil {
-		g.t.Fatalf("opening the gate: %v", err)
-	}
-	g.mu.Lock()
-	g.ln, g.addr = ln, ln.Addr().String()
-	g.mu.Unlock()
-	go g.accept(ln)
-}
-
-func (g *gate) accept(ln net.Listener) {
-	for {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		go g.forward(c)
-	}
-}
-
-// forward copies between c and a new connection to the relay until either
-// side ends, or the gate shuts.
-func (g *gate) forward(c net.Conn) {
-	r, err := net.Dial("tcp", g.target)
-	if err != nil {
-		c.Close()
-		return
-	}
-	if !g.track(c, r) {
-		return
-	}
-	done := make(chan struct{}, 2)
-	for _, p := range [][2]net.Conn{{c, r}, {r, c}} {
-		go func() {
-			io.Copy(p[0], p[1]) // it ends as a connection does: how is not the test's
-			done <- struct{}{}
-		}()
-	}
-	<-done
-	g.untrack(c, r)
-}
-
-// track records c and r, or closes them if the gate shut meanwhile.
-func (g *gate) track(conns ...net.Conn) bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.ln == nil {
-		for _, c := range conns {
-			c.Close()
-		}
-		return false
-	}
-	for _, c := range conns {
-		g.conns[c] = struct{}{}
-	}
-	return true
-}
-
-func (g *gate) untrack(conns ...net.Conn) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	for _, c := range conns {
-		c.Close()
-		delete(g.conns, c)
-	}
-}
-
-// shut stops listening and cuts every connection.
-func (g *gate) shut() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.ln != nil {
-		g.ln.Close()
-		g.ln = nil
-	}
-	for c := range g.conns {
-		c.Close()
-		delete(g.conns, c)
-	}
 }
