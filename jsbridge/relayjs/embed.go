@@ -24,7 +24,7 @@ import (
 // entries are made of, and the declarations.
 var Names = []string{
 	"relay.js", "relay.d.ts", "attachment.js", "boundary.js", "bridge.js", "compile.js", "crossing.js", "entries.js",
-	"errors.js", "held.js", "lifecycle.js", "load.js", "preload.js", "preload.d.ts", "records.js", "remote.js", "sockets.js", "store.js",
+	"errors.js", "held.js", "lifecycle.js", "load.js", "locks.js", "preload.js", "preload.d.ts", "records.js", "remote.js", "sockets.js", "store.js",
 	"stream.js", "tabs.js", "worker.js",
 }
 

@@ -141,8 +141,10 @@ export interface StreamName {
    * A page back from the back/forward cache whose stream another tab took
    * meanwhile does not take it back: its attachment ends with "superseded".
    * A page that is not a secure context (http from another machine) has no
-   * Web Locks: there a second tab takes the same stream and the first one's
-   * attachment ends with "superseded", so give each tab its own name.
+   * Web Locks: there the tabs ask each other over a BroadcastChannel, which
+   * adds 250 ms to an attach, and a tab whose thread is busy longer than
+   * that may not answer in time; the asking tab then takes the same stream
+   * and the busy one's attachment ends with "superseded".
    */
   name?: string;
 }

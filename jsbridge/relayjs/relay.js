@@ -11,6 +11,7 @@
 //   entries.js    transcript entries: packed here, and held payloads put in
 //   store.js      stream state in IndexedDB
 //   tabs.js       one attachment per stream in the browser (Web Locks)
+//   locks.js      Web Locks, or a stand-in where a page has none
 //   lifecycle.js  online, offline, hidden and pagehide
 //   load.js       starting relay.wasm
 //   compile.js    fetching and compiling relay.wasm

@@ -1,11 +1,14 @@
 // tabs.js: one attachment per stream. Each stream (url, instance, name) is
 // held by one attachment at a time in the whole browser profile, through a
-// Web Lock per slot: the first tab gets "name", a second tab (or a duplicated
+// lock per slot (locks.js: a Web Lock, or a stand-in where a page has none):
+// the first tab gets "name", a second tab (or a duplicated
 // one) "name#2", and so on, so two tabs never reclaim each other's attachment
 // id. A tab remembers its slot in sessionStorage, and a reloaded tab waits a
 // little for the lock its previous page still held while unloading, so it
 // gets its own stream back; it asks for that lock as it loads, before
 // relay.wasm runs (lockRemembered).
+
+import { lockManager } from "./locks.js";
 
 const RELOAD_WAIT_MS = 3000;
 
@@ -25,8 +28,8 @@ export const tabEnv = { read: readSession, write: writeSession, reloading };
  * slot's lock, and never otherwise. signal is the attach's.
  */
 export async function takeSlot(url, instance, name, signal) {
-  const locks = globalThis.navigator?.locks;
-  if (!locks) return unlocked(name); // no Web Locks (an insecure context)
+  const locks = lockManager();
+  if (!locks) return unlocked(name); // no locks of any kind
   const prefix = `relaywasm:${url}\u0000${instance}\u0000`;
   const memory = `relaywasm-slot:${url}\u0000${instance}\u0000${name}`;
   const preferred = Number(tabEnv.read(memory)) || 1;
@@ -185,9 +188,9 @@ export function suspendSlots() {
  * page's: ours() resolves to false.
  */
 export async function resumeSlots() {
-  const locks = globalThis.navigator?.locks;
-  if (!locks) return;
   const suspended = [...held].filter(([, slot]) => slot.suspended);
+  const locks = suspended.length > 0 ? lockManager() : null;
+  if (!locks) return;
   await Promise.all(
     suspended.map(async ([lockName, slot]) => {
       slot.suspended = false;
@@ -240,9 +243,9 @@ const EARLY_SLOTS = Symbol.for("relaywasm.slots");
  * held (rememberSlots), once per page: a second call finds nothing kept.
  */
 export function lockRemembered() {
-  const locks = globalThis.navigator?.locks;
   const lockNames = recallSlots();
-  if (!locks || lockNames.length === 0) return;
+  const locks = lockNames.length > 0 ? lockManager() : null; // none made for nothing (a ChannelLocks' channel keeps Node running)
+  if (!locks) return;
   const early = (globalThis[EARLY_SLOTS] ??= new Map());
   for (const lockName of lockNames) {
     if (!early.has(lockName)) early.set(lockName, tryLock(locks, lockName, RELOAD_WAIT_MS).catch(() => null));
@@ -265,13 +268,12 @@ export function releaseEarly(lockNames) {
   }
 }
 
-// unlocked is the slot of a page without Web Locks: an insecure context
-// has none, and a page of no origin of its own (a sandboxed frame, a
-// file: page in some webviews) is refused them with a SecurityError. The
-// latter has no storage another page shares either (store.js falls back
-// to memory there). An insecure context has IndexedDB: two of its tabs
-// take the same stored stream, and the later one supersedes the earlier
-// (README, "On a page that is not a secure context").
+// unlocked is the slot of a page without locks: a page of no origin of its
+// own (a sandboxed frame, a file: page in some webviews) is refused Web
+// Locks with a SecurityError, and has no storage another page shares
+// either (store.js falls back to memory there). A page that is not a
+// secure context has no Web Locks, and takes ChannelLocks instead
+// (locks.js).
 function unlocked(name) {
   return { name, release: async () => {}, leave() {}, ours: async () => true, lost: new Promise(() => {}) };
 }

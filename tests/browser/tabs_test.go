@@ -347,3 +347,57 @@ func named(p js.Value) <-chan string {
 	p.Call("then", then)
 	return out
 }
+
+// lockChecks runs the same requests through two lock managers, a and b,
+// as two contexts (two tabs) make them, and returns what each got: a
+// lock's holder's request when another holds it, its wait until the lock
+// is let go, a wait that times out, and two asking for a free lock at
+// once, five times over.
+var lockChecks = testModule("lockchecks.js", `
+const hold = (m, name) =>
+  new Promise((granted, failed) => {
+    let release;
+    const held = new Promise((r) => (release = r));
+    m.request(name, { ifAvailable: true }, (lock) => {
+      granted(lock ? release : null);
+      return lock ? held : undefined;
+    }).catch(failed);
+  });
+
+export async function run(a, b, prefix) {
+  const out = [];
+  const release = await hold(a, prefix + "x");
+  out.push(release !== null, (await hold(b, prefix + "x")) !== null, (await hold(a, prefix + "x")) !== null);
+  const waited = b.request(prefix + "x", { signal: AbortSignal.timeout(10000) }, (lock) => lock !== null);
+  setTimeout(release, 300);
+  out.push(await waited);
+  const other = await hold(b, prefix + "y");
+  out.push(await a.request(prefix + "y", { signal: AbortSignal.timeout(300) }, () => "granted").catch((e) => e.name));
+  other();
+  for (let i = 0; i < 5; i++) {
+    const both = await Promise.all([hold(a, prefix + "z" + i), hold(b, prefix + "z" + i)]);
+    out.push(both.filter((r) => r !== null).length);
+    for (const r of both) r?.();
+  }
+  return out;
+}`)
+
+// ChannelLocks (locks.js), tabs.js's stand-in for Web Locks on a page that
+// is not a secure context, keeps two contexts apart as Web Locks do: two
+// ChannelLocks of one page hear each other over their BroadcastChannel as
+// two tabs' do, and answer what navigator.locks answers the same requests
+// (tests/e2e TestInsecureContext runs it in pages that lack Web Locks).
+func TestChannelLocksAnswerAsWebLocks(t *testing.T) {
+	ctx := testContext(t)
+	ChannelLocks := relayjsModule(t, "locks.js").Get("ChannelLocks")
+	checks := lockChecks(t)
+	web := js.Global().Get("navigator").Get("locks")
+	want := stringify(must(t, ctx, checks.Call("run", web, web, "web-")))
+	got := stringify(must(t, ctx, checks.Call("run", ChannelLocks.New(), ChannelLocks.New(), "channel-")))
+	if got != want {
+		t.Fatalf("ChannelLocks answered %s, Web Locks %s", got, want)
+	}
+	if want != `[true,false,false,true,"TimeoutError",1,1,1,1,1]` {
+		t.Fatalf("Web Locks answered %s, not what the checks expect of a lock", want)
+	}
+}

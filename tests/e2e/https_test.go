@@ -85,8 +85,9 @@ func stackProxy(t *testing.T, s *stack.Stack) *httputil.ReverseProxy {
 // loopback, as `go run ./demo -addr 0.0.0.0:8080` serves it to a phone on
 // the same network: not a secure context, so the page has no Web Locks and
 // no crypto.subtle (the relay's key is pinned, and relay.wasm checks the
-// welcome itself). It chats, and a reload in the middle of an answer shows
-// the whole answer once, in both modes, in every engine.
+// welcome itself). It chats, a reload in the middle of an answer shows the
+// whole answer once, and a second tab gets a stream of its own, in both
+// modes, in every engine.
 func TestInsecureContext(t *testing.T) {
 	t.Parallel()
 	addr := chromium.MachineAddr()
@@ -118,6 +119,23 @@ func TestInsecureContext(t *testing.T) {
 		finishCount(tb, n)
 		if st := tb.chat(); st.Redrawn == 0 || st.Redrawn+st.Live != n {
 			t.Errorf("after the reload %d chunks redrawn + %d delivered, want some redrawn and %d in all", st.Redrawn, st.Live, n)
+		}
+
+		// A second tab gets a stream of its own (locks.js's stand-in for
+		// Web Locks), and the first chats on, not superseded.
+		two := openChat(t, tb.ctx, "tab 2", strings.Replace(s.PinnedPageURL(), "/#", "/"+m.query+"#", 1))
+		if a, b := tb.chat().Stream, two.chat().Stream; a != "chat" || b != "chat#2" {
+			t.Fatalf("the tabs attached streams %q and %q, want chat and chat#2", a, b)
+		}
+		two.prompt("count 2")
+		two.waitFor("tab 2's count to end", lastAgentDone)
+		checkConversation(t, two.name, two.transcript(), [2]string{"count 2", countText(2)})
+		tb.prompt("count 3")
+		tb.waitFor("tab 1's second count to end", lastAgentDone)
+		for _, st := range tb.chat().States {
+			if st.State == "closed" {
+				t.Fatalf("tab 1's attachment ended (%s) once tab 2 attached", st.Code)
+			}
 		}
 	})
 }

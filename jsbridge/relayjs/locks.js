@@ -1,0 +1,164 @@
+// locks.js: the locks tabs.js keeps stream slots with. They are Web Locks
+// (navigator.locks) where the page has them. A page that is not a secure
+// context (http from another machine: the demo opened from a phone on the
+// same network) has none, and without a stand-in a second tab took the
+// first one's stored stream and ended its attachment (superseded). The
+// stand-in, ChannelLocks, keeps the part of LockManager that tabs.js uses,
+// request(name, {ifAvailable} or {signal}, callback), over a BroadcastChannel
+// every page and worker of the origin shares.
+//
+// It has no arbiter. To take a lock a context asks the others (ask) and
+// takes it if, for ASK_MS, none answers that it holds it (held). Of two
+// contexts asking at once, the one whose id sorts first goes on asking and
+// answers the other's ask as a holder would, since the other may have
+// heard the first's ask before it began asking and let it by; the other,
+// hearing the first's ask while asking, gives up too. A holder answers
+// every ask while it holds the lock, and says when it lets go (free),
+// which a waiting request takes as its cue to ask again. A context that goes away (a closed tab, a
+// reload, a crash) stops answering, so its locks are free with it.
+//
+// What it cannot do: a holder busy for longer than ASK_MS (a long task on
+// its page's thread) answers too late, and the asker takes the lock too.
+// Both tabs then hold the stream, and the later attach supersedes the
+// earlier, as every attach did on such a page before. A context's own
+// requests are settled without asking anyone.
+
+const CHANNEL = "relaywasm-locks";
+const ASK_MS = 250; // how long an ask waits for an answer
+const RETRY_MS = 500; // how often a waiting request asks again, besides on free
+
+// One ChannelLocks per context, as one LockManager is: preload.js and
+// relay.js each hold a copy of this module (compile.js's EARLY says why).
+const SHARED = Symbol.for("relaywasm.locks");
+
+/**
+ * lockManager is the context's LockManager, or a ChannelLocks where there
+ * is none but there are BroadcastChannels, or null.
+ */
+export function lockManager() {
+  const locks = globalThis.navigator?.locks;
+  if (locks) return locks;
+  if (typeof BroadcastChannel !== "function") return null;
+  return (globalThis[SHARED] ??= new ChannelLocks());
+}
+
+/** ChannelLocks is a LockManager's request over a BroadcastChannel (above). */
+export class ChannelLocks {
+  #id = `${Date.now().toString(36)}.${Math.random().toString(36).slice(2)}`;
+  #channel = new BroadcastChannel(CHANNEL);
+  #held = new Set(); // the names this context holds
+  #asking = new Map(); // name -> the ask under way: its lose()
+  #waiting = new Map(); // name -> the retries of the requests waiting for it
+
+  constructor() {
+    this.#channel.onmessage = ({ data }) => this.#heard(data);
+  }
+
+  /**
+   * request takes the lock name, as LockManager.request does with one of
+   * its options: ifAvailable (callback(null) when another holds it) or a
+   * signal (wait until the lock is free; the request rejects with the
+   * signal's reason if it aborts first). The lock is held until the
+   * callback's result settles; the request resolves with that result.
+   */
+  request(name, options, callback) {
+    return new Promise((resolve, reject) => {
+      const granted = (lock) => {
+        const result = Promise.resolve().then(() => callback(lock));
+        if (lock) result.finally(() => this.#free(name)).catch(() => {});
+        result.then(resolve, reject);
+      };
+      if (options.ifAvailable) {
+        this.#ask(name).then((ok) => granted(ok ? { name, mode: "exclusive" } : null));
+        return;
+      }
+      this.#wait(name, options.signal).then(() => granted({ name, mode: "exclusive" }), reject);
+    });
+  }
+
+  // #wait resolves once name is this context's, asking again at every free
+  // and every RETRY_MS; it rejects with the signal's reason if the signal
+  // aborts first.
+  #wait(name, signal) {
+    return new Promise((resolve, reject) => {
+      if (signal?.aborted) return reject(signal.reason);
+      let timer = 0;
+      let asking = false;
+      const retry = () => {
+        clearTimeout(timer);
+        if (asking) return;
+        asking = true;
+        this.#ask(name).then((ok) => {
+          asking = false;
+          if (ok && signal?.aborted) this.#free(name);
+          if (signal?.aborted) return;
+          if (ok) {
+            stop();
+            resolve();
+          } else timer = setTimeout(retry, RETRY_MS);
+        });
+      };
+      const abort = () => {
+        stop();
+        reject(signal.reason);
+      };
+      const stop = () => {
+        clearTimeout(timer);
+        this.#waiting.get(name)?.delete(retry);
+        signal?.removeEventListener("abort", abort);
+      };
+      if (!this.#waiting.has(name)) this.#waiting.set(name, new Set());
+      this.#waiting.get(name).add(retry);
+      signal?.addEventListener("abort", abort, { once: true });
+      retry();
+    });
+  }
+
+  // #ask resolves to whether this context took name: nobody answered its
+  // ask within ASK_MS that they hold it or are asking first.
+  #ask(name) {
+    if (this.#held.has(name) || this.#asking.has(name)) return Promise.resolve(false);
+    return new Promise((resolve) => {
+      const settle = (ok) => {
+        clearTimeout(timer);
+        if (this.#asking.get(name) !== lose) return;
+        this.#asking.delete(name);
+        if (ok) this.#held.add(name);
+        resolve(ok);
+      };
+      const lose = () => settle(false);
+      const timer = setTimeout(() => settle(true), ASK_MS);
+      this.#asking.set(name, lose);
+      this.#channel.postMessage({ t: "ask", name, id: this.#id });
+    });
+  }
+
+  #free(name) {
+    if (!this.#held.delete(name)) return;
+    this.#channel.postMessage({ t: "free", name });
+    this.#wake(name);
+  }
+
+  #wake(name) {
+    for (const retry of this.#waiting.get(name) ?? []) retry();
+  }
+
+  #heard(m) {
+    if (typeof m?.name !== "string") return;
+    switch (m.t) {
+      case "ask":
+        if (this.#held.has(m.name) || (this.#asking.has(m.name) && this.#id < m.id)) {
+          this.#channel.postMessage({ t: "held", name: m.name, to: m.id });
+        } else {
+          this.#asking.get(m.name)?.(); // the other asker goes first
+        }
+        break;
+      case "held":
+        if (m.to === this.#id) this.#asking.get(m.name)?.();
+        break;
+      case "free":
+        this.#wake(m.name);
+        break;
+    }
+  }
+}
