@@ -104,7 +104,9 @@ export class ChannelLocks {
       };
       const stop = () => {
         clearTimeout(timer);
-        this.#waiting.get(name)?.delete(retry);
+        const waiting = this.#waiting.get(name);
+        waiting.delete(retry);
+        if (waiting.size === 0) this.#waiting.delete(name);
         signal?.removeEventListener("abort", abort);
       };
       if (!this.#waiting.has(name)) this.#waiting.set(name, new Set());

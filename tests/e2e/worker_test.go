@@ -260,14 +260,13 @@ const attachmentChecks = `(async () => {
 func TestWorkerModeAttachmentMatchesMainThread(t *testing.T) {
 	t.Parallel()
 	s := startStackServing(t, workerDir, 0)
-	br := newBrowser(t)
 	answers := map[string][]any{}
 	for _, mode := range []string{"main", "worker"} {
 		url := s.PageURL()
 		if mode == "main" {
 			url += "?main"
 		}
-		tb := openTab(t, br, mode, url)
+		tb := openTab(t, newBrowser(t), mode, url) // a browser each: WPE's opens no second tab
 		workerReady(tb, mode)
 		var att, relay []any
 		tb.eval(attachmentChecks, &att)

@@ -190,6 +190,9 @@ func (w *webkit) NewTab(ctx context.Context) (Tab, error) {
 	if err := w.do(ctx, http.MethodPost, w.base+"/window/new", map[string]any{"type": "tab"}, &r); err != nil {
 		return nil, err
 	}
+	if r.Handle == w.first.handle {
+		return nil, ErrOneView
+	}
 	return &classicTab{w: w, handle: r.Handle}, nil
 }
 

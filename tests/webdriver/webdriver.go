@@ -71,7 +71,7 @@ type Browser interface {
 	// Tab is the tab the browser started with.
 	Tab() Tab
 	// NewTab opens another tab in the same profile (same IndexedDB, same
-	// Web Locks).
+	// Web Locks), or fails with ErrOneView.
 	NewTab(ctx context.Context) (Tab, error)
 	// Close shuts the browser down and waits for it.
 	Close() error
@@ -154,6 +154,13 @@ func decode(raw string, out any) error {
 
 // ErrExited is returned for a command sent to a browser that has gone.
 var ErrExited = errors.New("webdriver: the browser has exited")
+
+// ErrOneView: the browser cannot open another tab. cog, WPE WebKit's
+// browser under WPEWebDriver, shows one view, and its New Window answers
+// with the handle of the window already open: the "second tab" was the
+// first page, navigated away, which once read as two tabs sharing one
+// stream.
+var ErrOneView = errors.New("webdriver: the browser shows one view and opens no other tab")
 
 // ScriptError is an exception or rejection the page's script ended in.
 type ScriptError struct{ Message string }
