@@ -1,8 +1,9 @@
 // attachment.js: what the page's two kinds of Attachment share: relay.js's,
 // whose engine runs on this thread, and remote.js's, the proxy of one that
-// runs in a worker. The handlers, the token, resumable, stream(), and the
-// checks of what sendACP and resume are given, so that both modes take and
-// refuse the same arguments and report the same to the same handlers.
+// runs in a worker. The handlers, the token, resumable, stream(), the
+// checks of what sendACP and resume are given, and the url an attach names,
+// so that both modes take and refuse the same arguments and report the same
+// to the same handlers.
 
 import { CODE_BAD_CURSOR, CODE_BAD_OPTIONS, CODE_BAD_PAYLOAD } from "./boundary.js";
 import { guard, RelayError } from "./errors.js";
@@ -75,4 +76,13 @@ export function checkCursor(afterSeq) {
   if (!Number.isSafeInteger(afterSeq) || afterSeq < 0) {
     throw new RelayError(CODE_BAD_CURSOR, "afterSeq must be a seq (a non-negative integer)");
   }
+}
+
+/**
+ * urlText is an attach's url as the stream is stored under it, and as it
+ * crosses to a worker (a URL cannot): a URL's href, anything else as it is
+ * (relay.js's checks refuse what is not a string).
+ */
+export function urlText(url) {
+  return url instanceof URL ? url.href : url;
 }

@@ -28,7 +28,7 @@
 // can load them. They run as they are; each entry (relay.js, worker.js,
 // preload.js) ships as one file holding what it imports (jsbridge/bundle).
 
-import { BaseAttachment, checkCursor, meta, sendArgs } from "./attachment.js";
+import { BaseAttachment, checkCursor, meta, sendArgs, urlText } from "./attachment.js";
 import { CODE_BAD_OPTIONS, CODE_SUPERSEDED, DONE_OK } from "./boundary.js";
 import { bridge } from "./bridge.js";
 import { RelayError, report } from "./errors.js";
@@ -147,7 +147,7 @@ function bad(what) {
 function streamOf(options, op) {
   if (typeof options !== "object" || options === null) bad(`${op} needs an options object`);
   const { instance, name = "default" } = options;
-  const url = options.url instanceof URL ? options.url.href : options.url;
+  const url = urlText(options.url);
   if (url === undefined || url === "") bad("url is required");
   if (typeof url !== "string") bad(`url must be a string or a URL, not ${typeof url}`);
   if (!webSocketURL(url)) bad(`url must be an absolute ws:// or wss:// URL, not ${JSON.stringify(url)}`);

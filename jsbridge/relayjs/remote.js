@@ -14,7 +14,7 @@
 // att.stream() works as on the main thread: stream.js needs an attachment's
 // onMessage, sendACP, close, state and _tap, which these proxies have.
 
-import { BaseAttachment, checkCursor, meta, sendArgs } from "./attachment.js";
+import { BaseAttachment, checkCursor, meta, sendArgs, urlText } from "./attachment.js";
 import { ABORTED, CODE_BAD_OPTIONS, CODE_CANCELED, DONE_FAILED, DONE_OK } from "./boundary.js";
 import { compileSource, handBack, pageURL, preloaded } from "./compile.js";
 import { packEntry } from "./entries.js";
@@ -468,7 +468,7 @@ class RemoteRelay {
     for (const [k, v] of Object.entries(options)) {
       if (typeof v !== "function" && k !== "signal") o[k] = v;
     }
-    if (o.url instanceof URL) o.url = o.url.href; // a URL cannot cross to the worker
+    o.url = urlText(o.url);
     if (typeof options.token === "function") o.token = null;
     else if (typeof options.token !== "string") return this.#bad("token must be a string or a function");
     try {
@@ -485,7 +485,7 @@ class RemoteRelay {
   history(stream) {
     if (typeof stream !== "object" || stream === null) return this.#bad("history needs an options object");
     const { url, instance, name } = stream; // an attach's options may hold functions, which cannot cross
-    return this.#c.call("stored", [this.#id, { url: url instanceof URL ? url.href : url, instance, name }]);
+    return this.#c.call("stored", [this.#id, { url: urlText(url), instance, name }]);
   }
 
   #bad(what) {
