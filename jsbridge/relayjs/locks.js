@@ -63,16 +63,17 @@ export class ChannelLocks {
    */
   request(name, options, callback) {
     return new Promise((resolve, reject) => {
-      const granted = (lock) => {
-        const result = Promise.resolve().then(() => callback(lock));
-        if (lock) result.finally(() => this.#free(name)).catch(() => {});
+      const lock = { name, mode: "exclusive" };
+      const granted = (held) => {
+        const result = Promise.resolve().then(() => callback(held ? lock : null));
+        if (held) result.finally(() => this.#free(name)).catch(() => {});
         result.then(resolve, reject);
       };
       if (options.ifAvailable) {
-        this.#ask(name).then((ok) => granted(ok ? { name, mode: "exclusive" } : null));
+        this.#ask(name).then(granted);
         return;
       }
-      this.#wait(name, options.signal).then(() => granted({ name, mode: "exclusive" }), reject);
+      this.#wait(name, options.signal).then(() => granted(true), reject);
     });
   }
 

@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/relaywasm/relaywasm/demo/stack"
-	"github.com/relaywasm/relaywasm/librelay/relayleg"
 )
 
 // A page with as strict a Content-Security-Policy as relaywasm allows
@@ -81,7 +80,7 @@ func TestTrustedTypesRequired(t *testing.T) {
 			s := startStackServing(t, workerDir, 0)
 			var u string
 			if c.cdn {
-				u = startPageLoading(t, startCDN(t, s)) + c.page + url.QueryEscape("ws://"+s.Addr()+relayleg.AttachPath)
+				u = startPageLoading(t, startCDN(t, s)) + c.page + url.QueryEscape(s.AttachURL())
 			} else {
 				u = startHeaded(t, s, func(page bool, h http.Header) {
 					if page {
@@ -98,11 +97,7 @@ func TestTrustedTypesRequired(t *testing.T) {
 			if c.refused {
 				// The refused policy and Worker, reported as the page's
 				// errors where the engine does (Firefox).
-				tb.page = allowing{tb.page, "trusted-types"}
-				tb.waitFor("the page to start", `window.__w && (__w.ready || __w.error)`)
-				if w := workerState(tb); !strings.Contains(w.Reason, cure) {
-					t.Fatalf("loadRelay({worker: true}) fell back with the reason %q; want one saying %s", w.Reason, cure)
-				}
+				fellBackSaying(tb, "trusted-types", cure)
 			}
 			cspChats(tb, c.mode)
 		})
@@ -145,14 +140,26 @@ func TestCrossOriginIsolatedPage(t *testing.T) {
 				t.Fatal("the page is not cross-origin isolated")
 			}
 			if c.refused {
-				tb.page = allowing{tb.page, "worker-src"}
-				tb.waitFor("the page to start", `window.__w && (__w.ready || __w.error)`)
-				if w := workerState(tb); !strings.Contains(w.Reason, "Cross-Origin-Embedder-Policy") || !strings.Contains(w.Reason, "worker-src blob:") {
-					t.Fatalf("loadRelay({worker: true}) fell back with the reason %q; want one naming Cross-Origin-Embedder-Policy and worker-src blob:", w.Reason)
-				}
+				fellBackSaying(tb, "worker-src", "Cross-Origin-Embedder-Policy", "worker-src blob:")
 			}
 			cspChats(tb, c.mode)
 		})
+	}
+}
+
+// fellBackSaying waits for the worker page in tb to start and checks that
+// loadRelay({worker: true}) fell back to the main thread with a reason
+// naming each of cures. The page's errors holding refusal (the engine's
+// report of what the page refused) are let through.
+func fellBackSaying(tb *tab, refusal string, cures ...string) {
+	tb.t.Helper()
+	tb.page = allowing{tb.page, refusal}
+	tb.waitFor("the page to start", `window.__w && (__w.ready || __w.error)`)
+	w := workerState(tb)
+	for _, cure := range cures {
+		if !strings.Contains(w.Reason, cure) {
+			tb.t.Fatalf("loadRelay({worker: true}) fell back with the reason %q; want one naming %s", w.Reason, strings.Join(cures, " and "))
+		}
 	}
 }
 

@@ -9,7 +9,6 @@ import (
 
 	"github.com/relaywasm/relaywasm/demo/relay"
 	"github.com/relaywasm/relaywasm/demo/stack"
-	"github.com/relaywasm/relaywasm/librelay/relayleg"
 )
 
 // otherSite is an address of this machine that is another site than
@@ -64,7 +63,7 @@ func TestInASandboxedFrame(t *testing.T) {
 // relay, with relay.wasm running in mode m: the relay's URL, and ?main for
 // the frame's thread.
 func frameQuery(s *stack.Stack, m pageMode) string {
-	q := "?relay=" + url.QueryEscape("ws://"+s.Addr()+relayleg.AttachPath)
+	q := "?relay=" + url.QueryEscape(s.AttachURL())
 	if m == mainThread {
 		q += "&main"
 	}

@@ -12,7 +12,6 @@ import (
 	"testing"
 
 	"github.com/relaywasm/relaywasm/demo/stack"
-	"github.com/relaywasm/relaywasm/librelay/relayleg"
 )
 
 // relaywasm served from another origin than the page's, as a CDN serves it
@@ -41,7 +40,7 @@ func TestPackageFromAnotherOrigin(t *testing.T) {
 			s := startStackServing(t, workerDir, 0)
 			cdn := startCDN(t, s)
 			page := startPageLoading(t, cdn)
-			tb := openTab(t, newBrowser(t), "another origin", page+c.query+url.QueryEscape("ws://"+s.Addr()+relayleg.AttachPath))
+			tb := openTab(t, newBrowser(t), "another origin", page+c.query+url.QueryEscape(s.AttachURL()))
 			if c.refused {
 				// Firefox reports the refusal as an error of the page: the
 				// one report this page is for.
@@ -76,7 +75,7 @@ func TestDemoAppFromAnotherOrigin(t *testing.T) {
 	}
 	page := servePage(t, func(*http.Request, http.Header) []byte { return html })
 	s := startStack(t, 0)
-	tb := openTab(t, newBrowser(t), "app", page+"#worker=1&relay="+url.QueryEscape("ws://"+s.Addr()+relayleg.AttachPath))
+	tb := openTab(t, newBrowser(t), "app", page+"#worker=1&relay="+url.QueryEscape(s.AttachURL()))
 	appReady(tb)
 	appCount(tb, "worker", `/relay-[^/]*\.wasm$`)
 }
