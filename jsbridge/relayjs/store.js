@@ -57,7 +57,11 @@
 // not kept: then IndexedDB's transaction is all there is.
 //
 // When IndexedDB is missing or fails, the store keeps working in memory,
-// seeded with what it knows, and reports why once (fallback).
+// seeded with what it knows, and reports why once (fallback). A connection
+// that closes under the store (the storage cleared, iOS in the background,
+// another page deleting or upgrading the database) is not a failure: the
+// store opens the database again and writes there what the close
+// interrupted (#adopt, #severed).
 
 import {
   DEFAULT_COMMIT_WINDOW_MS,
@@ -91,6 +95,8 @@ const OPEN_TIMEOUT_MS = 5000; // some private modes never answer an open
 const BLOCKED_LIMIT_MS = 10000;
 const LATE_MS = 2000; // a limit's timer this late was suspended with its page (afterLimit)
 const BLOCKED_ERROR = "BlockedError";
+const REOPEN_RETRIES = 3; // an aborted reopen is tried again 100, 200 and 300 ms later (#reopen)
+const REOPEN_RETRY_MS = 100;
 const MAX_CHUNK_KEY = 2 ** 53; // above every start
 const NOW = 1; // a flush or a read waits for the write
 const FINAL = 2; // the page is going away
@@ -196,13 +202,18 @@ export class Store {
     this.window = DEFAULT_COMMIT_WINDOW_MS;
     this.onFallback = onFallback;
     this.fallback = null; // [reason, error name, message] once fallen back
+    this.database = database || STORE_DATABASE;
     this.db = null;
+    this.lost = false; // the connection closed under the store, not reopened yet (#reopen)
+    this.era = 0; // how many times the store has reopened the database
+    this.mayReopen = true; // false from a reopen until a transaction on it completes
     this.mem = null; // once fallen back: stream -> {session, cursor, keep, chunks: [{n, bytes}]}
     this.keys = []; // stream number -> [url, instance, name]
     this.known = new Map(); // stream -> {session, cursor, total, keep, totalKnown}
     this.pending = []; // queued commits
     this.writing = false; // a write is scheduled or running
-    this.flying = []; // the transactions issued and not yet ended, oldest first: {batch, bases}
+    this.flying = []; // the transactions issued and not yet ended, oldest first: {batch, bases, era}
+    this.unwritten = []; // the commits of writes the connection's loss ended, written again once reopened
     this.failed = null; // the error a write ended with, reported once the writes have drained
     this.urgent = 0;
     this.timer = null;
@@ -211,7 +222,7 @@ export class Store {
     this.spilled = new Map(); // stream -> its entry in the spill
     this.blobs = BLOBS_UNKNOWN; // whether chunks go as Blobs (probeBlobs)
     this.arena = new Arena(); // the bytes of the commits not yet written
-    this.opened = this.#open(database || STORE_DATABASE);
+    this.opened = this.#open(this.database);
   }
 
   get backend() {
@@ -229,18 +240,21 @@ export class Store {
   }
 
   async load(stream) {
-    await this.#settle();
+    await this.#readable();
     if (this.mem) {
       const st = this.mem.get(stream);
       return st ? [st.session, st.cursor] : ["", 0];
     }
+    const [db, era] = [this.db, this.era];
     try {
-      const tx = this.db.transaction(STORE_STATE, "readonly");
+      const tx = db.transaction(STORE_STATE, "readonly");
       const rec = readState(await bounded(request(tx.objectStore(STORE_STATE).get(this.keys[stream])), "reading the stream's state"));
+      this.mayReopen = true;
       // A queued write knows better, and reads the total itself.
-      if (![...this.#inFlight(), ...this.pending].some((c) => c.stream === stream)) this.known.set(stream, { ...rec, totalKnown: true });
+      if (![...this.unwritten, ...this.#inFlight(), ...this.pending].some((c) => c.stream === stream)) this.known.set(stream, { ...rec, totalKnown: true });
       return [rec.session, rec.cursor];
     } catch (e) {
+      if (this.#severed(db, era)) return this.load(stream); // over the reopened connection
       const err = this.#fallBackFor(e);
       if (err.name !== BLOCKED_ERROR) throw err;
       return this.load(stream); // from memory, as it now is
@@ -273,22 +287,25 @@ export class Store {
 
   /** history resolves to [keep, the stream's chunks one after the other, or null]. */
   async history(stream) {
-    await this.#settle();
+    await this.#readable();
     if (this.mem) {
       const st = this.mem.get(stream);
       return st ? [st.keep, concat(st.chunks.map((c) => c.bytes))] : [0, null];
     }
+    const [db, era] = [this.db, this.era];
     try {
-      const tx = this.db.transaction([STORE_STATE, STORE_CHUNKS], "readonly");
+      const tx = db.transaction([STORE_STATE, STORE_CHUNKS], "readonly");
       const key = this.keys[stream];
       const state = request(tx.objectStore(STORE_STATE).get(key));
       const chunks = request(tx.objectStore(STORE_CHUNKS).getAll(chunkRange(key, 0, MAX_CHUNK_KEY, false)));
       const [rec, values] = await bounded(Promise.all([state, chunks]), "reading the stream's transcript");
+      this.mayReopen = true;
       // WPE WebKit 2.38 (Safari 16's engine) can give undefined among the
       // values after a transaction that wrote the range aborted; no chunk
       // is there (TestStoreCursorAndTranscriptAgreeAfterInterruption).
       return [readState(rec).keep, await readChunks(values.filter((c) => c instanceof Uint8Array || c instanceof Blob))];
     } catch (e) {
+      if (this.#severed(db, era)) return this.history(stream);
       const err = this.#fallBackFor(e);
       if (err.name !== BLOCKED_ERROR) throw err;
       return this.history(stream); // from memory, as it now is
@@ -296,19 +313,22 @@ export class Store {
   }
 
   async clear(stream) {
-    await this.#settle();
+    await this.#readable();
     if (this.mem) {
       this.mem.delete(stream);
       return;
     }
     const key = this.keys[stream];
-    const tx = this.db.transaction([STORE_STATE, STORE_CHUNKS], "readwrite");
-    tx.objectStore(STORE_STATE).delete(key);
-    tx.objectStore(STORE_CHUNKS).delete(chunkRange(key, 0, MAX_CHUNK_KEY, false));
+    const [db, era] = [this.db, this.era];
     try {
+      const tx = db.transaction([STORE_STATE, STORE_CHUNKS], "readwrite");
+      tx.objectStore(STORE_STATE).delete(key);
+      tx.objectStore(STORE_CHUNKS).delete(chunkRange(key, 0, MAX_CHUNK_KEY, false));
       // Blocked, the delete may still run once the database is free.
       await bounded(completed(tx), "clearing the stream");
+      this.mayReopen = true;
     } catch (e) {
+      if (this.#severed(db, era)) return this.clear(stream);
       if (e?.name !== BLOCKED_ERROR) throw e;
       this.#fallBackFor(e);
       return this.clear(stream); // in memory, as it now is
@@ -338,12 +358,21 @@ export class Store {
     else queueMicrotask(() => this.#write());
   }
 
+  // #settle resolves once every commit so far is written.
   #settle() {
     if (!this.writing || this.mem) return this.opened;
     return new Promise((resolve) => {
       this.drained.push(resolve);
       this.hurry(NOW);
     });
+  }
+
+  // #readable resolves once every commit so far is written and the store
+  // can read: it has a connection (opened again if it lost one; a flush
+  // alone makes none) or is in memory.
+  async #readable() {
+    await this.#settle();
+    await this.#connected();
   }
 
   // #wait starts the window; a window of 0 ends with the event-loop turn.
@@ -362,7 +391,7 @@ export class Store {
     if (this.flying.length > 0 && (this.urgent !== FINAL || (this.pending.length === 0 && this.flying.at(-1).final))) return;
     this.timer = null;
     if (!this.db && !this.mem) {
-      this.opened.then(() => this.#write());
+      this.#connected().then(() => this.#write());
       return;
     }
     const final = this.urgent === FINAL;
@@ -375,13 +404,13 @@ export class Store {
     const [batch, bases] = this.#next();
     if (batch.length === 0) return; // nothing that can go now: after the running write
     const streams = coalesce(batch);
-    const f = { batch, bases: new Map(), mark: `${PAGE}/${++marks}`, final };
+    const f = { batch, bases: new Map(), mark: `${PAGE}/${++marks}`, final, db: this.db, era: this.era };
     this.flying.push(f); // before: a transaction that cannot be made ends at once
     const blobs = !final && this.blobs === BLOBS_YES;
-    writeStreams(this.db, this.keys, this.known, streams, bases, f.mark, final, blobs, (err) => this.#ended(err));
+    writeStreams(this.db, this.keys, this.known, streams, bases, f.mark, final, blobs, (err) => this.#ended(f, err));
     for (const c of streams) f.bases.set(c.stream, c.total); // -1: read within the transaction
     if (final) this.#spill(streams, f.mark);
-    else this.#probe(streams);
+    else if (this.flying.includes(f)) this.#probe(streams); // not when it could not be made
   }
 
   // #probe starts probeBlobs after the first write with a chunk (made after
@@ -450,16 +479,30 @@ export class Store {
     return this.flying.flatMap((f) => f.batch);
   }
 
-  // #ended follows the oldest transaction in flight (they end in the order
-  // they were made). The last to end starts the next write, or drains.
-  #ended(err) {
-    if (err) {
+  // #ended follows a transaction in flight, f (they end in the order they
+  // were made, but for one that cannot be made at all, which ends at once).
+  // The last to end starts the next write, or drains. What a write lost
+  // with its connection held is written again over the reopened one, once
+  // the writes in flight have ended (#severed).
+  #ended(f, err) {
+    if (err && this.#severed(f.db, f.era)) {
+      this.unwritten.push(...f.batch);
+    } else if (err) {
       this.#fallBack(); // replays every batch still in flight
       this.failed ??= err;
+    } else {
+      this.mayReopen ||= f.era === this.era;
+      // A later write holds the commits of those in flight when it was made.
+      if (this.unwritten.length > 0) this.unwritten = this.unwritten.filter((c) => !f.batch.includes(c));
+      if (f.final) this.#unspill(f.mark);
     }
-    const f = this.flying.shift();
-    if (!err && f.final) this.#unspill(f.mark);
+    this.flying.splice(this.flying.indexOf(f), 1);
     if (this.flying.length > 0) return;
+    if (!this.mem && this.unwritten.length > 0) {
+      this.pending = [...new Set(this.unwritten), ...this.pending];
+      this.unwritten = [];
+      this.urgent = Math.max(this.urgent, NOW);
+    }
     if (!this.mem) this.arena.keep(this.pending); // all that is not written yet
     if (!this.mem && this.pending.length > 0) {
       if (this.urgent) this.#write();
@@ -485,8 +528,9 @@ export class Store {
     for (const [stream, rec] of this.known) {
       this.mem.set(stream, { session: rec.session, cursor: rec.cursor, keep: 0, chunks: [] });
     }
-    for (const c of [...new Set(this.#inFlight()), ...this.pending]) memCommit(this.mem, { ...c, bytes: c.bytes && c.bytes.slice() });
+    for (const c of [...new Set([...this.unwritten, ...this.#inFlight()]), ...this.pending]) memCommit(this.mem, { ...c, bytes: c.bytes && c.bytes.slice() });
     this.pending = [];
+    this.unwritten = [];
     this.arena = null;
     all.delete(this);
   }
@@ -498,6 +542,87 @@ export class Store {
     this.#fallBack();
     this.#report(reasonFor(err), err);
     return err;
+  }
+
+  // #connected resolves once the store has a connection or is in memory:
+  // at once, once the first open has settled, or once a connection that
+  // closed under the store is opened again.
+  #connected() {
+    if (this.db || this.mem || !this.lost) return this.opened;
+    this.lost = false;
+    this.mayReopen = false;
+    this.era++;
+    this.opened = this.#reopen();
+    return this.opened;
+  }
+
+  // #severed tells whether a failure over db (opened in era) came from
+  // losing it, and the store may open the database again for what failed.
+  // The connection is then closed or closing: a forced close aborts its
+  // transactions before its close event, and a transaction can no longer be
+  // made on it. A store reopens once, until a transaction over the new
+  // connection completes: a database that loses each connection at once
+  // sends it to memory, as any other failure does.
+  #severed(db, era) {
+    if (this.mem || (db && !closing(db))) return false;
+    if (era < this.era) return true; // reopened since
+    this.#lose(db);
+    return this.mayReopen;
+  }
+
+  // #adopt makes db the store's connection. A connection can close under
+  // the store: the browser closes it (its storage was cleared, or, on
+  // iOS, WebKit's storage process went while the page was in the
+  // background: "Connection to Indexed Database server lost"), or another
+  // page deletes the database or upgrades its schema, and the store closes
+  // it so as not to block that. The store then opens the database again
+  // when it next needs it (#connected), rather than keep to memory for the
+  // rest of the page's life: a deleted database is made afresh, and a newer
+  // schema refuses the open, and the store falls back to memory then.
+  #adopt(db) {
+    db.onversionchange = () => this.#lose(db);
+    db.onclose = () => this.#lose(db);
+    this.db = db;
+  }
+
+  #lose(db) {
+    try {
+      db?.close();
+    } catch {
+      // closed already
+    }
+    if (!db || this.db !== db) return;
+    this.db = null;
+    this.lost = true;
+  }
+
+  // #reopen opens the database again for #connected. Every stream's total
+  // is read again by its next write: the database may have been made
+  // afresh. An open made while the browser is still clearing the storage
+  // can be aborted (Chromium: AbortError, "The connection was closed", 1
+  // open in 3 made within milliseconds of DevTools' clear): such an open is
+  // tried again, a few times, a little later each time.
+  async #reopen() {
+    let outcome = await connect(this.database);
+    for (let i = 1; i <= REOPEN_RETRIES && Array.isArray(outcome) && outcome[1]?.name === "AbortError"; i++) {
+      await new Promise((resolve) => setTimeout(resolve, i * REOPEN_RETRY_MS));
+      outcome = await connect(this.database);
+    }
+    if (Array.isArray(outcome)) {
+      this.#fallBack();
+      this.#report(outcome[0], asError(outcome[1]));
+      return;
+    }
+    try {
+      await finishSpills(outcome, spillPrefix(this.database), created.has(outcome));
+    } catch (e) {
+      outcome.close();
+      this.#fallBack();
+      this.#report(FALLBACK_BLOCKED, e);
+      return;
+    }
+    for (const rec of this.known.values()) Object.assign(rec, { totalKnown: false, made: (rec.made ?? 0) + 1 });
+    this.#adopt(outcome);
   }
 
   #report(reason, err) {
@@ -524,7 +649,7 @@ export class Store {
       return;
     }
     this.spillKey = `${prefix}${PAGE}:${++stores}`;
-    this.db = outcome;
+    this.#adopt(outcome);
     all.add(this);
   }
 }
@@ -594,6 +719,17 @@ function connect(database) {
       settle(req.result);
     };
   });
+}
+
+// closing tells whether db is closed or closing: a transaction can no
+// longer be made on it.
+function closing(db) {
+  try {
+    db.transaction(STORE_STATE, "readonly");
+    return false;
+  } catch {
+    return true;
+  }
 }
 
 function createSchema(db) {

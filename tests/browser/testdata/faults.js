@@ -243,3 +243,65 @@ export function deleteDatabase(name) {
     req.onerror = () => reject(req.error);
   });
 }
+
+// watchConnections records the connections to the named database that make
+// a transaction from now on, with their transactions that have not ended.
+// forceClose() then closes them as a browser forcibly closes a connection
+// (its storage cleared; in iOS, WebKit's storage process gone while the page
+// was in the background): the connection stops taking transactions, those
+// in flight abort, and then it fires "close". A page cannot close another's
+// connection that way itself, so this does it step by step: it aborts the
+// transactions, closes the connection as the first abort reaches the page
+// (before the page's own handlers see it: the connection is closing by
+// then, as the standard has it), and fires a "close" event once they have
+// all ended. (Closing first, WebKitGTK fires no abort event at all for a
+// transaction aborted after its connection's close().)
+export function watchConnections(name) {
+  const orig = IDBDatabase.prototype.transaction;
+  const seen = new Map(); // connection -> its transactions that have not ended
+  const forced = new WeakSet();
+  IDBDatabase.prototype.transaction = function (...args) {
+    const tx = orig.apply(this, args);
+    if (this.name !== name) return tx;
+    const db = this;
+    const open = seen.get(db) ?? new Set();
+    seen.set(db, open);
+    const entry = { tx };
+    entry.ended = new Promise((resolve) => {
+      tx.addEventListener("complete", resolve);
+      tx.addEventListener("abort", () => {
+        if (forced.has(db)) db.close();
+        resolve();
+      });
+    }).then(() => open.delete(entry));
+    open.add(entry);
+    return tx;
+  };
+  const watch = { undo: () => { IDBDatabase.prototype.transaction = orig; } };
+  // forceClose resolves with how many connections it closed and how many
+  // transactions it aborted, once every "close" event has fired.
+  watch.forceClose = async () => {
+    let aborted = 0;
+    const closes = [];
+    for (const [db, open] of seen) {
+      seen.delete(db);
+      forced.add(db);
+      let mine = 0;
+      for (const { tx } of open) {
+        try {
+          tx.abort();
+          mine++;
+        } catch {
+          // it had just ended
+        }
+      }
+      if (mine === 0) db.close();
+      aborted += mine;
+      const ends = Promise.all([...open].map((e) => e.ended));
+      closes.push(ends.then(() => new Promise((resolve) => setTimeout(() => resolve(db.dispatchEvent(new Event("close"))), 0))));
+    }
+    await Promise.all(closes);
+    return [closes.length, aborted];
+  };
+  return watch;
+}

@@ -1,0 +1,165 @@
+//go:build js && wasm
+
+package browser
+
+import (
+	"context"
+	"errors"
+	"syscall/js"
+	"testing"
+
+	"github.com/relaywasm/relaywasm/jsbridge"
+	"github.com/relaywasm/relaywasm/wasm/client"
+)
+
+// A connection to IndexedDB can close under a page that keeps running: the
+// browser closes it when the site's storage is cleared, WebKit on iOS when
+// its storage process went while the page was in the background
+// ("Connection to Indexed Database server lost"), and the Store closes its
+// own when another page deletes the database or upgrades its schema. The
+// Store opens the database again and goes on writing there, so a reload
+// after it resumes; it used to keep to memory for the rest of the page's
+// life, and a reload after it started a fresh stream.
+//
+// A page cannot close another's connection as the browser does, so
+// watchConnections (testdata/faults.js) does it step by step, in the
+// standard's order: the connection stops taking transactions, those in
+// flight abort, and it fires "close". tests/e2e clears the storage of a
+// live page in Chromium, whose close is the browser's own.
+
+// forceClose closes the connections to db that watch saw, as the browser
+// does, and returns how many transactions that aborted.
+func forceClose(t *testing.T, ctx context.Context, watch js.Value) int {
+	t.Helper()
+	v, err := await(ctx, watch.Call("forceClose"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Index(0).Int() == 0 {
+		t.Fatal("no connection was seen to close: the test closes nothing")
+	}
+	return v.Index(1).Int()
+}
+
+// watchedStore opens a Store on db with the long window and testKey loaded,
+// after watchConnections, and returns it with the watch.
+func watchedStore(t *testing.T, ctx context.Context, db string, onFallback func(jsbridge.Fallback)) (*jsbridge.Store, js.Value) {
+	t.Helper()
+	watch := faults(t).Call("watchConnections", db)
+	t.Cleanup(func() { watch.Call("undo") })
+	if onFallback == nil {
+		onFallback = func(f jsbridge.Fallback) { t.Errorf("fell back to memory: %s: %v", f.Reason, f.Err) }
+	}
+	s := jsbridge.OpenStore(ctx, db, onFallback)
+	s.SetCommitWindow(longWindow)
+	mustLoad(t, ctx, s, testKey)
+	return s, watch
+}
+
+func commit(t *testing.T, ctx context.Context, s *jsbridge.Store, from uint64, n int) {
+	t.Helper()
+	if err := s.Commit(ctx, testKey, client.Saved{Session: "att", Cursor: from + uint64(n)}, received(from, n), 10); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func flush(t *testing.T, ctx context.Context, s *jsbridge.Store) {
+	t.Helper()
+	if err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Closed with a write in flight and another queued behind it: both are
+// written over the reopened connection, each entry once, and a store
+// opened after (the reloaded page's) reads all of it.
+func TestStoreReopensAfterAForcedCloseMidWrite(t *testing.T) {
+	ctx := testContext(t)
+	db := database(t)
+	s, watch := watchedStore(t, ctx, db, nil)
+	hold := holdFirstWrite(t, ctx, s) // entries 1-2, held in flight
+	commit(t, ctx, s, 2, 3)           // entries 3-5, queued behind it
+	if n := forceClose(t, ctx, watch); n == 0 {
+		t.Fatal("the close aborted no transaction: the held write had ended")
+	}
+	hold.Call("release")
+	flush(t, ctx, s)
+	commit(t, ctx, s, 5, 1)
+	flush(t, ctx, s)
+	if s.Backend() != "indexeddb" {
+		t.Fatalf("backend %q after the close, want indexeddb", s.Backend())
+	}
+	untilWhole(t, ctx, openStore(t, ctx, db), 6, "after the close")
+}
+
+// Closed between writes: the next read opens the database again and reads
+// what was stored before the close; writes go on.
+func TestStoreReopensAfterAForcedCloseBetweenWrites(t *testing.T) {
+	ctx := testContext(t)
+	db := database(t)
+	s, watch := watchedStore(t, ctx, db, nil)
+	commit(t, ctx, s, 0, 2)
+	flush(t, ctx, s)
+	forceClose(t, ctx, watch)
+	if got := describe(mustHistory(t, ctx, s, testKey)); got != describe(received(0, 2)) {
+		t.Fatalf("read after the close: %s, want %s", got, describe(received(0, 2)))
+	}
+	commit(t, ctx, s, 2, 3)
+	flush(t, ctx, s)
+	forceClose(t, ctx, watch) // again, now that the reopened connection has written
+	commit(t, ctx, s, 5, 2)
+	flush(t, ctx, s)
+	untilWhole(t, ctx, openStore(t, ctx, db), 7, "after two closes")
+}
+
+// Another page deletes the database, as clearing the site's storage does:
+// the Store lets go of it (so the deletion is not blocked), and what comes
+// after goes to the database made afresh. What was deleted stays deleted.
+func TestStoreWritesOnAfterItsDatabaseIsDeleted(t *testing.T) {
+	ctx := testContext(t)
+	db := database(t)
+	s, _ := watchedStore(t, ctx, db, nil)
+	commit(t, ctx, s, 0, 2)
+	flush(t, ctx, s)
+	if _, err := await(ctx, faults(t).Call("deleteDatabase", db)); err != nil {
+		t.Fatal(err) // a Store that held on would block this until its 10 s limit
+	}
+	commit(t, ctx, s, 2, 3)
+	flush(t, ctx, s)
+	other := openStore(t, ctx, db)
+	if got, want := mustLoad(t, ctx, other, testKey), (client.Saved{Session: "att", Cursor: 5}); got != want {
+		t.Fatalf("after the deletion the database holds %+v, want %+v", got, want)
+	}
+	if got, want := describe(mustHistory(t, ctx, other, testKey)), describe(received(2, 3)); got != want {
+		t.Fatalf("after the deletion the transcript is %s, want %s: only what came after", got, want)
+	}
+}
+
+// A newer page upgraded the schema meanwhile: the reopen is refused, and
+// the Store falls back to memory, saying why, with nothing it knew lost.
+func TestStoreFallsBackWhenTheReopenIsRefused(t *testing.T) {
+	ctx := testContext(t)
+	db := database(t)
+	var fell []jsbridge.Fallback
+	s, _ := watchedStore(t, ctx, db, func(f jsbridge.Fallback) { fell = append(fell, f) })
+	commit(t, ctx, s, 0, 2)
+	flush(t, ctx, s)
+	if _, err := await(ctx, faults(t).Call("createAtVersion", db, 99)); err != nil {
+		t.Fatal(err)
+	}
+	commit(t, ctx, s, 2, 3)
+	flush(t, ctx, s)
+	var de *jsbridge.DOMError
+	if len(fell) != 1 || fell[0].Reason != jsbridge.FallbackFailed || !errors.As(fell[0].Err, &de) || de.Name != "VersionError" {
+		t.Fatalf("fallbacks reported: %+v, want one for %s (VersionError)", fell, jsbridge.FallbackFailed)
+	}
+	if s.Backend() != "memory" {
+		t.Fatalf("backend %q, want memory", s.Backend())
+	}
+	if got, want := mustLoad(t, ctx, s, testKey), (client.Saved{Session: "att", Cursor: 5}); got != want {
+		t.Fatalf("in memory the store holds %+v, want %+v", got, want)
+	}
+	if got, want := describe(mustHistory(t, ctx, s, testKey)), describe(received(2, 3)); got != want {
+		t.Fatalf("in memory the transcript is %s, want %s (what it had not written)", got, want)
+	}
+}
