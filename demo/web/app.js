@@ -9,7 +9,8 @@
 //     re-rendering, so a 100,000-chunk answer stays linear).
 //   - Reload: the attachment keeps a transcript of both directions (history
 //     option). After a reload the page redraws it, finds its ACP sessionId in
-//     the stored session/new response, matches answers that arrive after the
+//     the stored session/new response (or, where the transcript no longer
+//     holds it, its last prompt), matches answers that arrive after the
 //     reload to prompts sent before it, and the stream continues from the
 //     stored cursor. Deliveries are held until the redraw is done, so nothing
 //     is shown twice and nothing is skipped. Reloaded offline, or with the
@@ -116,6 +117,9 @@ function applyOut(msg) {
       break;
     case "session/prompt": {
       const sid = msg.params?.sessionId ?? "";
+      // A transcript whose start was trimmed or cleared may not hold the
+      // session/new answer: the last prompt names the session as well.
+      if (replaying && sid) sessionId = sid;
       const user = addUser(promptText(msg.params?.prompt), msg.id);
       openTurns.get(sid)?.finish("superseded"); // the agent cancels a running turn
       const turn = new Turn(sid, msg.id);
