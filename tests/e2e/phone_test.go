@@ -3,12 +3,14 @@ package e2e
 import (
 	"context"
 	"log/slog"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	cdppage "github.com/chromedp/cdproto/page"
+	"github.com/chromedp/cdproto/storage"
 	"github.com/chromedp/chromedp"
 	"github.com/relaywasm/relaywasm/demo/relay"
 	"github.com/relaywasm/relaywasm/demo/relay/relaytest"
@@ -74,6 +76,65 @@ func TestStorageVanishedBetweenLoads(t *testing.T) {
 	tb.prompt("ping")
 	tb.waitFor("pong in the fresh conversation", lastAgentDone)
 	checkConversation(t, "tab", tb.transcript(), [2]string{"ping", "pong"})
+}
+
+// The browser clears the site's storage while the page is open (a user's
+// "clear site data"; on iOS, WebKit closes a page's connection to IndexedDB
+// when its storage process goes in the background): IndexedDB closes the
+// page's connection under it. The page opens the database again and goes
+// on storing there, so a reload after it resumes the same stream in the
+// same session and shows what came after the clear (what was cleared stays
+// cleared), with states that say nothing went wrong. Before, the page kept
+// the stream in memory from the clear on, and the reload started a fresh
+// stream. Chromium only: its DevTools protocol clears a live page's
+// storage, which closes the connection the browser's own way (tests/browser
+// checks the reopen in every engine, closing the connection as the
+// standard orders it).
+func TestStorageClearedWhileThePageIsOpen(t *testing.T) {
+	t.Parallel()
+	skipUnless(t, "Storage.clearDataForOrigin (clearing a live page's storage)")
+	inModes(t, storageClearedWhileThePageIsOpen)
+}
+
+func storageClearedWhileThePageIsOpen(t *testing.T, m pageMode) {
+	s := startStack(t, streamRate)
+	tb := openChat(t, newBrowser(t), "tab", s.PageURL()+m.query)
+	m.check(tb)
+	tb.prompt("count 3")
+	finishCount(tb, 3)
+	waitStored(tb, lastSeq(tb))
+	before := tb.chat()
+
+	u, err := url.Parse(s.PageURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb.run(storage.ClearDataForOrigin(u.Scheme+"://"+u.Host, "indexeddb"))
+	tb.prompt("count 5")
+	tb.waitFor("the second count to end", lastAgentDone)
+	waitStored(tb, lastSeq(tb)) // after the page's first write since the clear: a read here would make an empty database
+
+	tb.reload()
+	after := tb.chat()
+	if after.Attachment != before.Attachment || after.SessionID != before.SessionID {
+		t.Errorf("after the reload: attachment %q, session %q; want the same stream resumed (%q, %q)", after.Attachment, after.SessionID, before.Attachment, before.SessionID)
+	}
+	// Only what came after the clear: the first count went with it (and
+	// the test would test nothing had the clear not happened).
+	checkConversation(t, tb.name, tb.transcript(), [2]string{"count 5", countText(5)})
+	for _, st := range after.States {
+		if st.Code != "" {
+			t.Errorf("the reloaded page went %s (%s); want no error", st.State, st.Code)
+		}
+	}
+	var backend string
+	tb.eval(`__chat.storage ?? ""`, &backend)
+	if backend != "indexeddb" {
+		t.Errorf("storage %q after the clear, want indexeddb", backend)
+	}
+	tb.prompt("count 2")
+	tb.waitFor("the third count to end", lastAgentDone)
+	checkConversation(t, tb.name, tb.transcript(), [2]string{"count 5", countText(5)}, [2]string{"count 2", countText(2)})
 }
 
 // logWatch is a slog handler that signals when a message is logged.
