@@ -177,7 +177,10 @@ func TestCredentialSupersededEndsWithoutDialling(t *testing.T) {
 		}
 		return s.env.ClientToken, nil
 	}
-	o.Backoff = client.Backoff{Initial: time.Second, Max: time.Second}
+	// Only the Probe below redials: a backoff's first wait is anywhere in
+	// [0, Initial), and a redial before the send queued would end the
+	// attachment first (seen once under load, with Initial a second).
+	o.Backoff = client.Backoff{Initial: time.Hour, Max: time.Hour}
 	a := s.attach(o)
 	startChat(t, c, a)
 
