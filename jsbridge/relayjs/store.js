@@ -249,7 +249,7 @@ export class Store {
     try {
       const tx = db.transaction(STORE_STATE, "readonly");
       const rec = readState(await bounded(request(tx.objectStore(STORE_STATE).get(this.keys[stream])), "reading the stream's state"));
-      this.mayReopen = true;
+      this.mayReopen ||= era === this.era;
       // A queued write knows better, and reads the total itself.
       if (![...this.unwritten, ...this.#inFlight(), ...this.pending].some((c) => c.stream === stream)) this.known.set(stream, { ...rec, totalKnown: true });
       return [rec.session, rec.cursor];
@@ -299,7 +299,7 @@ export class Store {
       const state = request(tx.objectStore(STORE_STATE).get(key));
       const chunks = request(tx.objectStore(STORE_CHUNKS).getAll(chunkRange(key, 0, MAX_CHUNK_KEY, false)));
       const [rec, values] = await bounded(Promise.all([state, chunks]), "reading the stream's transcript");
-      this.mayReopen = true;
+      this.mayReopen ||= era === this.era;
       // WPE WebKit 2.38 (Safari 16's engine) can give undefined among the
       // values after a transaction that wrote the range aborted; no chunk
       // is there (TestStoreCursorAndTranscriptAgreeAfterInterruption).
@@ -326,7 +326,7 @@ export class Store {
       tx.objectStore(STORE_CHUNKS).delete(chunkRange(key, 0, MAX_CHUNK_KEY, false));
       // Blocked, the delete may still run once the database is free.
       await bounded(completed(tx), "clearing the stream");
-      this.mayReopen = true;
+      this.mayReopen ||= era === this.era;
     } catch (e) {
       if (this.#severed(db, era)) return this.clear(stream);
       if (e?.name !== BLOCKED_ERROR) throw e;

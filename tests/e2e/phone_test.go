@@ -63,16 +63,7 @@ func TestStorageVanishedBetweenLoads(t *testing.T) {
 	if after.Attachment == "" || after.Attachment == before.Attachment || after.Redrawn != 0 {
 		t.Errorf("attachment %q (before %q), %d chunks redrawn: want a fresh stream", after.Attachment, before.Attachment, after.Redrawn)
 	}
-	for _, st := range after.States {
-		if st.Code != "" || (st.State != "loading" && st.State != "connecting" && st.State != "open") {
-			t.Errorf("the fresh stream went %s (%s); want loading, connecting and open, no error", st.State, st.Code)
-		}
-	}
-	var storage string
-	tb.eval(`__chat.storage ?? ""`, &storage)
-	if storage != "indexeddb" {
-		t.Errorf("storage %q after the deletion, want indexeddb again", storage)
-	}
+	checkUntroubled(tb, after, "after the deletion")
 	tb.prompt("ping")
 	tb.waitFor("pong in the fresh conversation", lastAgentDone)
 	checkConversation(t, "tab", tb.transcript(), [2]string{"ping", "pong"})
@@ -122,19 +113,27 @@ func storageClearedWhileThePageIsOpen(t *testing.T, m pageMode) {
 	// Only what came after the clear: the first count went with it (and
 	// the test would test nothing had the clear not happened).
 	checkConversation(t, tb.name, tb.transcript(), [2]string{"count 5", countText(5)})
-	for _, st := range after.States {
-		if st.Code != "" {
-			t.Errorf("the reloaded page went %s (%s); want no error", st.State, st.Code)
-		}
-	}
-	var backend string
-	tb.eval(`__chat.storage ?? ""`, &backend)
-	if backend != "indexeddb" {
-		t.Errorf("storage %q after the clear, want indexeddb", backend)
-	}
+	checkUntroubled(tb, after, "after the clear")
 	tb.prompt("count 2")
 	tb.waitFor("the third count to end", lastAgentDone)
 	checkConversation(t, tb.name, tb.transcript(), [2]string{"count 5", countText(5)}, [2]string{"count 2", countText(2)})
+}
+
+// checkUntroubled fails unless the page's stream went only loading,
+// connecting and open, with no error code, and it stores in IndexedDB: what
+// happened to its storage (when) is nothing it shows as trouble.
+func checkUntroubled(tb *tab, st chatState, when string) {
+	tb.t.Helper()
+	for _, s := range st.States {
+		if s.Code != "" || (s.State != "loading" && s.State != "connecting" && s.State != "open") {
+			tb.t.Errorf("%s the stream went %s (%s); want loading, connecting and open, no error", when, s.State, s.Code)
+		}
+	}
+	var storage string
+	tb.eval(`__chat.storage ?? ""`, &storage)
+	if storage != "indexeddb" {
+		tb.t.Errorf("storage %q %s, want indexeddb", storage, when)
+	}
 }
 
 // logWatch is a slog handler that signals when a message is logged.
