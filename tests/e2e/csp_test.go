@@ -187,10 +187,13 @@ func startIsolated(t *testing.T, s *stack.Stack, every, blobless bool) string {
 func startHeaded(t *testing.T, s *stack.Stack, set func(page bool, h http.Header)) string {
 	t.Helper()
 	p := stackProxy(t, s)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		set(r.URL.Path == "/", w.Header())
 		p.ServeHTTP(w, r)
 	}))
+	srv.Listener.Close()
+	srv.Listener = listenFresh(t, "127.0.0.1")
+	srv.Start()
 	t.Cleanup(srv.Close)
 	return srv.URL + "/"
 }

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"testing"
@@ -76,10 +75,7 @@ func frameQuery(s *stack.Stack, m pageMode) string {
 // the prompt to the frame.
 func startSiteFraming(t *testing.T, frame, attrs string) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", net.JoinHostPort(otherSite, "0"))
-	if err != nil {
-		t.Fatalf("listening on %s, another site on this machine: %v", otherSite, err)
-	}
+	ln := listenFresh(t, otherSite) // another site on this machine
 	page := fmt.Appendf(nil, `<!doctype html><html lang="en"><title>another site</title>
 <iframe id="chat" title="chat" src="%s" %s width="600" height="400"></iframe>
 <script>

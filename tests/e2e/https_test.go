@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"io"
 	"log"
 	"net"
@@ -63,6 +62,8 @@ func TestSecurePage(t *testing.T) {
 func secureProxy(t *testing.T, s *stack.Stack) string {
 	t.Helper()
 	p := httptest.NewUnstartedServer(stackProxy(t, s))
+	p.Listener.Close()
+	p.Listener = listenFresh(t, "127.0.0.1")
 	p.Config.ErrorLog = log.New(io.Discard, "", 0) // an engine's probing connections
 	p.StartTLS()
 	t.Cleanup(p.Close)
@@ -95,15 +96,10 @@ func TestInsecureContext(t *testing.T) {
 		t.Skip("this machine has no address but loopback: no insecure origin to serve the page from")
 	}
 	inModes(t, func(t *testing.T, m pageMode) {
-		ctx, cancel := context.WithTimeout(context.Background(), startupWait)
-		defer cancel()
-		s, err := stack.Start(ctx, stack.Config{
+		s := startFreshStack(t, stack.Config{
 			Addr: net.JoinHostPort(addr, "0"), WebDir: webDir, ModuleDir: moduleDir, Logger: logger(),
 			EditRuntime: func(c *devruntime.Config) { c.AgentRate = streamRate },
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
 		t.Cleanup(func() { s.Close() })
 		tb := openChat(t, newBrowser(t), "tab", strings.Replace(s.PinnedPageURL(), "/#", "/"+m.query+"#", 1))
 		m.check(tb)

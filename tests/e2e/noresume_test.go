@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,15 +17,10 @@ import (
 // here; the dev runtime reproduces what was measured of it.
 func startNonResumingStack(t *testing.T, web string, rate float64) *stack.Stack {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), startupWait)
-	defer cancel()
-	s, err := stack.Start(ctx, stack.Config{
+	s := startFreshStack(t, stack.Config{
 		WebDir: web, ModuleDir: moduleDir, Logger: logger(),
 		EditRuntime: func(c *devruntime.Config) { c.AgentRate, c.NoResume = rate, true },
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	t.Cleanup(func() { s.Close() })
 	return s
 }

@@ -101,15 +101,11 @@ func serveCDN(t *testing.T, ln net.Listener, h http.Handler) {
 	t.Cleanup(s.Close)
 }
 
-// listenLoopback is a listener on a port of its own of 127.0.0.1: an origin
-// of its own once served.
+// listenLoopback is a listener on 127.0.0.1 at a port no server of the run
+// had (listenFresh): an origin of its own once served.
 func listenLoopback(t *testing.T) net.Listener {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ln
+	return listenFresh(t, "127.0.0.1")
 }
 
 // startPageLoading serves, at its own origin, a page whose scripts are

@@ -43,9 +43,7 @@ func startStackWith(t *testing.T, rate float64, editRelay func(*relay.Config), l
 // edited and the parts' logs going to log.
 func startStackOf(t *testing.T, web string, rate float64, editRelay func(*relay.Config), log *slog.Logger) *stack.Stack {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), startupWait)
-	defer cancel()
-	s, err := stack.Start(ctx, stack.Config{
+	s := startFreshStack(t, stack.Config{
 		WebDir: web, ModuleDir: moduleDir, Logger: log, EditRelay: editRelay,
 		EditRuntime: func(c *devruntime.Config) {
 			c.AgentRate = rate
@@ -54,9 +52,6 @@ func startStackOf(t *testing.T, web string, rate float64, editRelay func(*relay.
 			c.BackoffMin, c.BackoffMax = 50*time.Millisecond, time.Second
 		},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	t.Cleanup(func() {
 		s.Close()
 		select {
