@@ -17,7 +17,9 @@ import (
 // had would start with that test's storage (seen once in WebKit: the worker
 // page took an earlier test's ACP session from sessionStorage, and the
 // runtime, a new one, did not know it). So every server a page comes from
-// listens on a host and port no earlier server of the run had.
+// listens on a host and port no earlier server of the run had. (Chromium
+// gives each test a browser context of its own, storage included: the Vite
+// dev server, which only Chromium's test uses, picks its own port.)
 
 var listened = struct {
 	sync.Mutex
