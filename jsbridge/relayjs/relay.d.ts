@@ -314,7 +314,11 @@ export interface StateInfo {
    * of it alone is reported in the same state.
    */
   resumable: boolean;
-  /** Where stream state is kept. "memory": IndexedDB is unavailable or failed, see reason. */
+  /**
+   * Where stream state is kept. "memory": IndexedDB is unavailable or failed,
+   * see reason. A connection the browser closes under the page (its storage
+   * cleared; iOS in the background) is not a failure: it is opened again.
+   */
   storage: Storage;
   reason?: StorageFallbackReason;
 }
