@@ -70,6 +70,14 @@ func flush(t *testing.T, ctx context.Context, s *jsbridge.Store) {
 	}
 }
 
+// commitFlushed commits entries from+1 … from+n and waits until they are
+// written (or kept in memory).
+func commitFlushed(t *testing.T, ctx context.Context, s *jsbridge.Store, from uint64, n int) {
+	t.Helper()
+	commit(t, ctx, s, from, n)
+	flush(t, ctx, s)
+}
+
 // Closed with a write in flight and another queued behind it: both are
 // written over the reopened connection, each entry once, and a store
 // opened after (the reloaded page's) reads all of it.
@@ -84,8 +92,7 @@ func TestStoreReopensAfterAForcedCloseMidWrite(t *testing.T) {
 	}
 	hold.Call("release")
 	flush(t, ctx, s)
-	commit(t, ctx, s, 5, 1)
-	flush(t, ctx, s)
+	commitFlushed(t, ctx, s, 5, 1)
 	if s.Backend() != "indexeddb" {
 		t.Fatalf("backend %q after the close, want indexeddb", s.Backend())
 	}
@@ -98,17 +105,14 @@ func TestStoreReopensAfterAForcedCloseBetweenWrites(t *testing.T) {
 	ctx := testContext(t)
 	db := database(t)
 	s, watch := watchedStore(t, ctx, db, nil)
-	commit(t, ctx, s, 0, 2)
-	flush(t, ctx, s)
+	commitFlushed(t, ctx, s, 0, 2)
 	forceClose(t, ctx, watch)
 	if got := describe(mustHistory(t, ctx, s, testKey)); got != describe(received(0, 2)) {
 		t.Fatalf("read after the close: %s, want %s", got, describe(received(0, 2)))
 	}
-	commit(t, ctx, s, 2, 3)
-	flush(t, ctx, s)
+	commitFlushed(t, ctx, s, 2, 3)
 	forceClose(t, ctx, watch) // again, now that the reopened connection has written
-	commit(t, ctx, s, 5, 2)
-	flush(t, ctx, s)
+	commitFlushed(t, ctx, s, 5, 2)
 	untilWhole(t, ctx, openStore(t, ctx, db), 7, "after two closes")
 }
 
@@ -119,13 +123,11 @@ func TestStoreWritesOnAfterItsDatabaseIsDeleted(t *testing.T) {
 	ctx := testContext(t)
 	db := database(t)
 	s, _ := watchedStore(t, ctx, db, nil)
-	commit(t, ctx, s, 0, 2)
-	flush(t, ctx, s)
+	commitFlushed(t, ctx, s, 0, 2)
 	if _, err := await(ctx, faults(t).Call("deleteDatabase", db)); err != nil {
 		t.Fatal(err) // a Store that held on would block this until its 10 s limit
 	}
-	commit(t, ctx, s, 2, 3)
-	flush(t, ctx, s)
+	commitFlushed(t, ctx, s, 2, 3)
 	other := openStore(t, ctx, db)
 	if got, want := mustLoad(t, ctx, other, testKey), (client.Saved{Session: "att", Cursor: 5}); got != want {
 		t.Fatalf("after the deletion the database holds %+v, want %+v", got, want)
@@ -142,13 +144,11 @@ func TestStoreFallsBackWhenTheReopenIsRefused(t *testing.T) {
 	db := database(t)
 	var fell []jsbridge.Fallback
 	s, _ := watchedStore(t, ctx, db, func(f jsbridge.Fallback) { fell = append(fell, f) })
-	commit(t, ctx, s, 0, 2)
-	flush(t, ctx, s)
+	commitFlushed(t, ctx, s, 0, 2)
 	if _, err := await(ctx, faults(t).Call("createAtVersion", db, 99)); err != nil {
 		t.Fatal(err)
 	}
-	commit(t, ctx, s, 2, 3)
-	flush(t, ctx, s)
+	commitFlushed(t, ctx, s, 2, 3)
 	var de *jsbridge.DOMError
 	if len(fell) != 1 || fell[0].Reason != jsbridge.FallbackFailed || !errors.As(fell[0].Err, &de) || de.Name != "VersionError" {
 		t.Fatalf("fallbacks reported: %+v, want one for %s (VersionError)", fell, jsbridge.FallbackFailed)
