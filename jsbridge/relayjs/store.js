@@ -599,9 +599,9 @@ export class Store {
   // #reopen opens the database again for #connected. Every stream's total
   // is read again by its next write: the database may have been made
   // afresh. An open made while the browser is still clearing the storage
-  // can be aborted (Chromium: AbortError, "The connection was closed", 1
-  // open in 3 made within milliseconds of DevTools' clear): such an open is
-  // tried again, a few times, a little later each time.
+  // can be aborted (Chromium: AbortError, "The connection was closed", 7
+  // of 28 opens made within milliseconds of DevTools' clear): such an open
+  // is tried again, a few times, a little later each time.
   async #reopen() {
     let outcome = await connect(this.database);
     for (let i = 1; i <= REOPEN_RETRIES && Array.isArray(outcome) && outcome[1]?.name === "AbortError"; i++) {
