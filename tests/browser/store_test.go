@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall/js"
 	"testing"
 
@@ -23,8 +24,26 @@ var faultsJS string
 // faults are the test-only helpers of testdata/faults.js.
 var faults = testModule("faults.js", faultsJS)
 
-// database names a fresh database per test, so tests share nothing.
-func database(t *testing.T) string { return "relaywasm-test-" + t.Name() }
+// database names a fresh database per test, so tests share nothing: the
+// same name for every call of one test, another for each of its runs
+// (go test -count N runs it N times in the same browser profile).
+func database(t *testing.T) string {
+	runs.Lock()
+	defer runs.Unlock()
+	if name, ok := runs.names[t]; ok {
+		return name
+	}
+	runs.n++
+	name := fmt.Sprintf("relaywasm-test-%s-%d", t.Name(), runs.n)
+	runs.names[t] = name
+	return name
+}
+
+var runs = struct {
+	sync.Mutex
+	n     int
+	names map[*testing.T]string
+}{names: make(map[*testing.T]string)}
 
 var testKey = client.Key{URL: "ws://relay.test/v1/attach", Instance: "demo", Name: "chat"}
 
