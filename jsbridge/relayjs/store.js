@@ -204,7 +204,7 @@ export class Store {
     this.fallback = null; // [reason, error name, message] once fallen back
     this.database = database || STORE_DATABASE;
     this.db = null;
-    this.lost = false; // the connection closed under the store, not reopened yet (#reopen)
+    this.lost = false; // the connection closed under the store, not reopened yet (#connected)
     this.era = 0; // how many times the store has reopened the database
     this.mayReopen = true; // false from a reopen until a transaction on it completes
     this.mem = null; // once fallen back: stream -> {session, cursor, keep, chunks: [{n, bytes}]}
@@ -212,7 +212,7 @@ export class Store {
     this.known = new Map(); // stream -> {session, cursor, total, keep, totalKnown}
     this.pending = []; // queued commits
     this.writing = false; // a write is scheduled or running
-    this.flying = []; // the transactions issued and not yet ended, oldest first: {batch, bases, era}
+    this.flying = []; // the transactions issued and not yet ended, oldest first: {batch, bases, mark, final, db, era}
     this.unwritten = []; // the commits of writes the connection's loss ended, written again once reopened
     this.failed = null; // the error a write ended with, reported once the writes have drained
     this.urgent = 0;
@@ -222,7 +222,7 @@ export class Store {
     this.spilled = new Map(); // stream -> its entry in the spill
     this.blobs = BLOBS_UNKNOWN; // whether chunks go as Blobs (probeBlobs)
     this.arena = new Arena(); // the bytes of the commits not yet written
-    this.opened = this.#open(this.database);
+    this.opened = this.#open();
   }
 
   get backend() {
@@ -608,21 +608,8 @@ export class Store {
       await new Promise((resolve) => setTimeout(resolve, i * REOPEN_RETRY_MS));
       outcome = await connect(this.database);
     }
-    if (Array.isArray(outcome)) {
-      this.#fallBack();
-      this.#report(outcome[0], asError(outcome[1]));
-      return;
-    }
-    try {
-      await finishSpills(outcome, spillPrefix(this.database), created.has(outcome));
-    } catch (e) {
-      outcome.close();
-      this.#fallBack();
-      this.#report(FALLBACK_BLOCKED, e);
-      return;
-    }
+    if (!(await this.#take(outcome))) return;
     for (const rec of this.known.values()) Object.assign(rec, { totalKnown: false, made: (rec.made ?? 0) + 1 });
-    this.#adopt(outcome);
   }
 
   #report(reason, err) {
@@ -631,26 +618,32 @@ export class Store {
     this.onFallback?.();
   }
 
-  async #open(database) {
-    const outcome = await (takeEarly(database) ?? connect(database));
+  async #open() {
+    if (!(await this.#take(await (takeEarly(this.database) ?? connect(this.database))))) return;
+    this.spillKey = `${spillPrefix(this.database)}${PAGE}:${++stores}`;
+    all.add(this);
+  }
+
+  // #take makes outcome (connect's) the store's connection once the spills
+  // of pages gone are finished over it, or falls back to memory; it says
+  // whether it did the former.
+  async #take(outcome) {
     if (Array.isArray(outcome)) {
-      this.mem = new Map();
+      this.#fallBack();
       this.#report(outcome[0], asError(outcome[1]));
-      return;
+      return false;
     }
-    const prefix = spillPrefix(database);
     try {
-      await finishSpills(outcome, prefix, created.has(outcome));
+      await finishSpills(outcome, spillPrefix(this.database), created.has(outcome));
     } catch (e) {
       // Blocked: the spill stays for a later page to finish.
       outcome.close();
-      this.mem = new Map();
+      this.#fallBack();
       this.#report(FALLBACK_BLOCKED, e);
-      return;
+      return false;
     }
-    this.spillKey = `${prefix}${PAGE}:${++stores}`;
     this.#adopt(outcome);
-    all.add(this);
+    return true;
   }
 }
 

@@ -18,8 +18,7 @@ import (
 // ("Connection to Indexed Database server lost"), and the Store closes its
 // own when another page deletes the database or upgrades its schema. The
 // Store opens the database again and goes on writing there, so a reload
-// after it resumes; it used to keep to memory for the rest of the page's
-// life, and a reload after it started a fresh stream.
+// after it resumes.
 //
 // A page cannot close another's connection as the browser does, so
 // watchConnections (testdata/faults.js) does it step by step, in the
@@ -41,8 +40,8 @@ func forceClose(t *testing.T, ctx context.Context, watch js.Value) int {
 	return v.Index(1).Int()
 }
 
-// watchedStore opens a Store on db with the long window and testKey loaded,
-// after watchConnections, and returns it with the watch.
+// watchedStore is fallibleStore after watchConnections, returned with the
+// watch; a fall back fails the test unless onFallback is given.
 func watchedStore(t *testing.T, ctx context.Context, db string, onFallback func(jsbridge.Fallback)) (*jsbridge.Store, js.Value) {
 	t.Helper()
 	watch := faults(t).Call("watchConnections", db)
@@ -50,10 +49,7 @@ func watchedStore(t *testing.T, ctx context.Context, db string, onFallback func(
 	if onFallback == nil {
 		onFallback = func(f jsbridge.Fallback) { t.Errorf("fell back to memory: %s: %v", f.Reason, f.Err) }
 	}
-	s := jsbridge.OpenStore(ctx, db, onFallback)
-	s.SetCommitWindow(longWindow)
-	mustLoad(t, ctx, s, testKey)
-	return s, watch
+	return fallibleStore(t, ctx, db, onFallback), watch
 }
 
 func commit(t *testing.T, ctx context.Context, s *jsbridge.Store, from uint64, n int) {

@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"log/slog"
-	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -96,11 +95,7 @@ func storageClearedWhileThePageIsOpen(t *testing.T, m pageMode) {
 	waitStored(tb, lastSeq(tb))
 	before := tb.chat()
 
-	u, err := url.Parse(s.PageURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	tb.run(storage.ClearDataForOrigin(u.Scheme+"://"+u.Host, "indexeddb"))
+	tb.run(storage.ClearDataForOrigin(s.HTTPURL(), "indexeddb")) // the page's origin
 	tb.prompt("count 5")
 	tb.waitFor("the second count to end", lastAgentDone)
 	waitStored(tb, lastSeq(tb)) // after the page's first write since the clear: a read here would make an empty database
