@@ -391,6 +391,7 @@ export class Store {
     if (this.flying.length > 0 && (this.urgent !== FINAL || (this.pending.length === 0 && this.flying.at(-1).final))) return;
     this.timer = null;
     if (!this.db && !this.mem) {
+      if (this.urgent === FINAL) this.#spillAhead();
       this.#connected().then(() => this.#write());
       return;
     }
@@ -437,6 +438,24 @@ export class Store {
     this.#keepSpill(storage);
   }
 
+  // #spillAhead spills what a final write that must wait for a connection
+  // will write: the store lost its connection and is opening the database
+  // again (iOS, back from the background, then hidden again), and the page
+  // may be gone before the open ends. A stream goes from where the oldest
+  // write in flight starts it (it may still commit, as a write does over a
+  // connection the store closed itself), else after what is stored: the
+  // writes the loss aborted never committed. A stream whose start the
+  // write in flight reads is left out, as #next leaves it queued; so, in
+  // effect, is a stream with nothing stored yet, since a spill continues
+  // what is stored.
+  #spillAhead() {
+    const bases = this.#bases();
+    const startKnown = (c) => !bases.has(c.stream) || bases.get(c.stream) >= 0;
+    const streams = coalesce([...new Set([...this.unwritten, ...this.#inFlight()]), ...this.pending].filter(startKnown));
+    for (const c of streams) c.total = bases.get(c.stream) ?? -1;
+    this.#spill(streams, `${PAGE}/${++marks}`);
+  }
+
   // #unspill drops the entries of a final write that committed.
   #unspill(mark) {
     const storage = sessionStore();
@@ -460,10 +479,7 @@ export class Store {
   // stream -> its total then). A stream whose start is not known yet (the
   // oldest reads it) stays queued for after them.
   #next() {
-    const bases = new Map();
-    for (const f of this.flying) {
-      for (const [stream, total] of f.bases) if (!bases.has(stream)) bases.set(stream, total);
-    }
+    const bases = this.#bases();
     const now = (c) => !bases.has(c.stream) || bases.get(c.stream) >= 0;
     const batch = [...new Set(this.#inFlight())].filter(now);
     const later = [];
@@ -471,6 +487,16 @@ export class Store {
     this.pending = later;
     for (const [stream, total] of bases) if (total < 0) bases.delete(stream);
     return [batch, bases];
+  }
+
+  // #bases maps each stream a transaction in flight writes to its total
+  // where the oldest of them starts writing it (-1: that one reads it).
+  #bases() {
+    const bases = new Map();
+    for (const f of this.flying) {
+      for (const [stream, total] of f.bases) if (!bases.has(stream)) bases.set(stream, total);
+    }
+    return bases;
   }
 
   // #inFlight are the commits of the transactions in flight, oldest first;

@@ -159,3 +159,40 @@ func TestStoreFallsBackWhenTheReopenIsRefused(t *testing.T) {
 		t.Fatalf("in memory the transcript is %s, want %s (what it had not written)", got, want)
 	}
 }
+
+// The page goes away while its Store opens the database again after a
+// close, before the open ends (iOS: the page comes back from the
+// background with its connection lost, and is hidden and killed again).
+// WriteAll cannot write yet: it leaves a spill of what it holds at once,
+// and the next page finishes it.
+func TestStoreSpillsAFinalWriteWhileReopening(t *testing.T) {
+	ctx := testContext(t)
+	db := database(t)
+	fell := make(chan jsbridge.Fallback, 1)
+	s, watch := watchedStore(t, ctx, db, func(f jsbridge.Fallback) { fell <- f }) // the failed open below
+	commitFlushed(t, ctx, s, 0, 2)
+	forceClose(t, ctx, watch)
+	commit(t, ctx, s, 2, 3) // queued: the next write opens the database again
+	hold := faults(t).Call("holdNextOpen", db)
+	t.Cleanup(func() { hold.Call("undo") })
+	jsbridge.WriteAll()
+	if !hold.Get("seen").Truthy() {
+		t.Fatal("WriteAll did not open the database again: the test holds nothing")
+	}
+	if n := len(spills(db)); n != 1 {
+		t.Fatalf("WriteAll while the store reopens left %d spills, want 1", n)
+	}
+	hold.Call("fail") // the page is gone
+	select {
+	case <-fell:
+	case <-ctx.Done():
+		t.Fatal("the store did not see its reopen fail")
+	}
+	if n, err := await(ctx, faults(t).Call("countChunks", db)); err != nil || n.Int() != 1 {
+		t.Fatalf("IndexedDB holds %v chunks (%v), want 1: the one flushed before the close", n, err)
+	}
+	untilWhole(t, ctx, openStore(t, ctx, db), 5, "after the next page finished the spill")
+	if left := spills(db); len(left) != 0 {
+		t.Fatalf("the spill outlived its finishing: %v", left)
+	}
+}

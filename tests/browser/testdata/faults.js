@@ -226,6 +226,32 @@ export function holdDatabase(name) {
   });
 }
 
+// holdNextOpen keeps the next open of the named database from answering
+// until release() (it opens then) or fail() (it fails, as an open does
+// when its page is torn down first): it hands the page a request of its
+// own, which passes on the real one's events once released.
+export function holdNextOpen(name) {
+  const orig = IDBFactory.prototype.open;
+  const held = {};
+  const hold = { undo: () => { IDBFactory.prototype.open = orig; } };
+  IDBFactory.prototype.open = function (db, ...rest) {
+    if (db !== name) return orig.call(this, db, ...rest);
+    hold.undo();
+    hold.release = () => {
+      const req = orig.call(this, db, ...rest);
+      Object.defineProperties(held, { result: { get: () => req.result }, error: { get: () => req.error } });
+      for (const ev of ["upgradeneeded", "blocked", "error", "success"]) req.addEventListener(ev, (e) => held[`on${ev}`]?.(e));
+    };
+    hold.fail = () => {
+      held.error = new DOMException("the page went away before the open ended", "UnknownError");
+      held.onerror?.(new Event("error"));
+    };
+    hold.seen = true;
+    return held;
+  };
+  return hold;
+}
+
 // skewClock moves Date.now() ms ahead, as a page suspended for that long
 // finds it when it runs again; it returns what undoes it.
 export function skewClock(ms) {
