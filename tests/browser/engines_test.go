@@ -21,6 +21,7 @@ const errorOnlyJS = `
 const Prev = globalThis.WebSocket;
 class ErrorOnly {
   static CONNECTING = 0; static OPEN = 1; static CLOSING = 2; static CLOSED = 3;
+  static Real = Prev.Real ?? Prev; // for tests that watch the real sockets' sends (app.js)
   constructor(url, protocols) {
     if (String(url) !== "` + errorOnlyURL + `") return new Prev(url, protocols);
     this.readyState = 0;

@@ -86,7 +86,7 @@ func TestStoreCommitWindow(t *testing.T) {
 
 	// WriteAll (the page going away) starts the transaction before it
 	// returns control to JavaScript: here, before this goroutine runs again.
-	counter := faults(t).Call("countReadWrite")
+	counter := faults(t).Call("countReadWrite", database(t))
 	defer counter.Call("undo")
 	if err := s.Commit(ctx, testKey, client.Saved{Session: "att", Cursor: 5}, received(3, 2), 10); err != nil {
 		t.Fatal(err)
@@ -436,7 +436,7 @@ func holdFirstWrite(t *testing.T, ctx context.Context, s *jsbridge.Store) js.Val
 // transaction before it returns control to JavaScript).
 func writeAllCounted(t *testing.T) int {
 	t.Helper()
-	counter := faults(t).Call("countReadWrite")
+	counter := faults(t).Call("countReadWrite", database(t))
 	defer counter.Call("undo")
 	jsbridge.WriteAll()
 	runtime.Gosched()
@@ -462,7 +462,7 @@ func TestAPIPagehideAndCloseWrite(t *testing.T) {
 	if got := mustLoad(t, ctx, other, k); got.Cursor != 0 {
 		t.Fatalf("the cursor was written before its window ended: %+v", got)
 	}
-	counter := faults(t).Call("countReadWrite")
+	counter := faults(t).Call("countReadWrite", database(t))
 	defer counter.Call("undo")
 	app(t).Call("fire", "window", "pagehide")
 	if n := counter.Get("n").Int(); n != 1 {
@@ -739,7 +739,7 @@ func TestStoreBlockedLaterWorksInMemory(t *testing.T) {
 	}
 	blocker := holdDatabase(t, ctx, db)
 
-	made := faults(t).Call("countReadWrite")
+	made := faults(t).Call("countReadWrite", database(t))
 	if err := writer.Commit(ctx, testKey, client.Saved{Session: "att", Cursor: 5}, received(2, 3), 10); err != nil {
 		t.Fatal(err)
 	}

@@ -173,8 +173,9 @@ export function stallAfter(type, ms) {
   return { done, cancel: () => proto.send === stalling && (proto.send = send) };
 }
 
-// realSocket is the browser's WebSocket, also where fakerelay.js stands in
-// for it (it does so for the rest of the page's life).
+// realSocket is the browser's WebSocket, also where a stand-in (fakerelay.js,
+// engines_test.go's error-only one) took its place for the rest of the
+// page's life: each keeps the one it replaced as Real.
 function realSocket() {
   return globalThis.WebSocket.Real ?? globalThis.WebSocket;
 }

@@ -2,14 +2,16 @@
 // IndexedDB fail or go missing, and to count what reaches it. Each returns a
 // function that undoes it.
 
-// countReadWrite counts the readwrite transactions started on any database
-// that write stream state: a store's writes, not the one that probes
-// whether the database takes Blobs (it writes the chunks store alone).
-export function countReadWrite() {
+// countReadWrite counts the readwrite transactions started on the named
+// database that write stream state: a store's writes, not the one that
+// probes whether the database takes Blobs (it writes the chunks store
+// alone), and not those of stores an earlier test left on other databases
+// (one that kept its commits for an hour writes them at pagehide).
+export function countReadWrite(name) {
   const orig = IDBDatabase.prototype.transaction;
   const counter = { n: 0 };
   IDBDatabase.prototype.transaction = function (stores, mode, ...rest) {
-    if (mode === "readwrite" && [stores].flat().includes("state")) counter.n++;
+    if (this.name === name && mode === "readwrite" && [stores].flat().includes("state")) counter.n++;
     return orig.call(this, stores, mode, ...rest);
   };
   counter.undo = () => { IDBDatabase.prototype.transaction = orig; };
