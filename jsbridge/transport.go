@@ -27,8 +27,10 @@ type Transport struct{}
 var (
 	// ErrDialFailed: the socket closed before it opened. Browsers do not say
 	// why (a refused connection, a failed TLS handshake and an HTTP 403 for
-	// the Origin all look alike to script).
-	ErrDialFailed = errors.New("jsbridge: the WebSocket closed before it opened (browsers do not say why: nothing listening there, another path, an Origin the relay refuses, a failed TLS handshake)")
+	// the Origin all look alike to script; so does WebKit's refusal of a
+	// ws:// URL to this machine from an https: page, which relay.js lets
+	// through since Chromium and Firefox allow it).
+	ErrDialFailed = errors.New("jsbridge: the WebSocket closed before it opened (browsers do not say why: nothing listening there, another path, an Origin the relay refuses, a failed TLS handshake, or, in WebKit, ws:// from an https: page)")
 	// ErrConnectionLost: the connection ended without a close frame (close
 	// code 1006, or 1015 for a TLS failure), e.g. the network went away.
 	ErrConnectionLost = errors.New("jsbridge: the WebSocket connection was lost")

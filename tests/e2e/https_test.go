@@ -21,7 +21,8 @@ import (
 // A page served over https: chats over wss://, as a site does, with
 // relay.wasm on its thread and in a worker, and over ws:// to a relay on
 // this machine in the engines that allow that mixed content (not WebKit,
-// which fails it as it does every ws:// from such a page). Given a ws:// URL
+// which fails it as it does every ws:// from such a page, and whose failure
+// must then name that among its possible causes). Given a ws:// URL
 // to another host, the attach ends with bad_options saying to use wss://,
 // in every engine: Chromium's and Firefox's WebSocket refuse such a URL
 // when made, and WebKit's (every iOS webview's) fails it with a bare error
@@ -36,13 +37,25 @@ func TestSecurePage(t *testing.T) {
 			origin := secureProxy(t, s)
 			page := "https://" + origin + "/"
 			relays := []string{"wss://" + origin + relayleg.AttachPath}
-			if engine != webdriver.WebKit && engine != webdriver.WPE {
-				relays = append(relays, "ws://"+s.Addr()+relayleg.AttachPath)
+			loopback := "ws://" + s.Addr() + relayleg.AttachPath
+			webkit := engine == webdriver.WebKit || engine == webdriver.WPE
+			if !webkit {
+				relays = append(relays, loopback)
 			}
 			b := newBrowser(t)
 			for _, r := range relays {
 				t.Logf("relay at %s", r)
 				cspChats(openTab(t, b, "https", page+c.query+url.QueryEscape(r)), c.mode)
+			}
+			if webkit {
+				// It looks like an unreachable relay; the error names it among the causes.
+				tb := openTab(t, b, "https", page+c.query+url.QueryEscape(loopback))
+				tb.waitFor("the first dial to fail", `window.__w && (__w.ready || __w.last)`)
+				var e struct{ Code, Message string }
+				tb.eval(`__w.last ?? {}`, &e)
+				if e.Code != "unreachable" || !strings.Contains(e.Message, "in WebKit, ws:// from an https: page") {
+					t.Fatalf("attaching to %s from a page served over https: in WebKit: %+v; want unreachable naming WebKit's refusal", loopback, e)
+				}
 			}
 			tb := openTab(t, b, "https", page+c.query+url.QueryEscape(elsewhere))
 			tb.waitFor("the attach to fail", `window.__w && (__w.ready || __w.error)`)

@@ -74,6 +74,7 @@ async function start() {
     onMessage,
     onState: (state, info) => {
       W.states.push(state);
+      if (info.code) W.last = { code: info.code, message: info.message ?? "" }; // why the last connection ended
       if (state === "closed") W.ended = { code: info.code ?? "", message: info.message ?? "" };
     },
   });
