@@ -214,6 +214,7 @@ export class Store {
     this.writing = false; // a write is scheduled or running
     this.flying = []; // the transactions issued and not yet ended, oldest first: {batch, bases, mark, final, db, era}
     this.unwritten = []; // the commits of writes the connection's loss ended, written again once reopened
+    this.lostAt = { era: -1, bases: new Map() }; // where those writes started each stream (#noteLost)
     this.failed = null; // the error a write ended with, reported once the writes have drained
     this.urgent = 0;
     this.timer = null;
@@ -441,19 +442,32 @@ export class Store {
   // #spillAhead spills what a final write that must wait for a connection
   // will write: the store lost its connection and is opening the database
   // again (iOS, back from the background, then hidden again), and the page
-  // may be gone before the open ends. A stream goes from where the oldest
-  // write in flight starts it (it may still commit, as a write does over a
-  // connection the store closed itself), else after what is stored: the
-  // writes the loss aborted never committed. A stream whose start the
-  // write in flight reads is left out, as #next leaves it queued; so, in
-  // effect, is a stream with nothing stored yet, since a spill continues
-  // what is stored.
+  // may be gone before the open ends. A stream goes from where a write the
+  // loss aborted started it (it never committed), else from where the
+  // oldest write in flight starts it (it may still commit, as a write does
+  // over a connection the store closed itself), else from the total the
+  // store knows. A stream whose start the write in flight reads is left
+  // out, as #next leaves it queued.
   #spillAhead() {
     const bases = this.#bases();
-    const startKnown = (c) => !bases.has(c.stream) || bases.get(c.stream) >= 0;
+    // The connection lost is of this era until the reopen begins (#connected counts it up).
+    const lost = this.lostAt.era === (this.lost ? this.era : this.era - 1) ? this.lostAt.bases : new Map();
+    const startKnown = (c) => lost.has(c.stream) || !bases.has(c.stream) || bases.get(c.stream) >= 0;
     const streams = coalesce([...new Set([...this.unwritten, ...this.#inFlight()]), ...this.pending].filter(startKnown));
-    for (const c of streams) c.total = bases.get(c.stream) ?? -1;
+    for (const c of streams) {
+      const rec = this.known.get(c.stream);
+      c.total = lost.get(c.stream) ?? bases.get(c.stream) ?? (rec?.totalKnown ? rec.total : -1);
+    }
     this.#spill(streams, `${PAGE}/${++marks}`);
+  }
+
+  // #noteLost keeps where f, a write its connection's loss aborted, started
+  // each stream, for #spillAhead: the oldest such write of the newest lost
+  // connection counts.
+  #noteLost(f) {
+    if (f.era < this.lostAt.era) return;
+    if (f.era > this.lostAt.era) this.lostAt = { era: f.era, bases: new Map() };
+    for (const [stream, total] of f.bases) if (!this.lostAt.bases.has(stream)) this.lostAt.bases.set(stream, total);
   }
 
   // #unspill drops the entries of a final write that committed.
@@ -513,6 +527,7 @@ export class Store {
   #ended(f, err) {
     if (err && this.#severed(f.db, f.era)) {
       this.unwritten.push(...f.batch);
+      this.#noteLost(f);
     } else if (err) {
       this.#fallBack(); // replays every batch still in flight
       this.failed ??= err;

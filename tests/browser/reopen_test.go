@@ -5,6 +5,7 @@ package browser
 import (
 	"context"
 	"errors"
+	"strings"
 	"syscall/js"
 	"testing"
 
@@ -164,20 +165,26 @@ func TestStoreFallsBackWhenTheReopenIsRefused(t *testing.T) {
 // close, before the open ends (iOS: the page comes back from the
 // background with its connection lost, and is hidden and killed again).
 // WriteAll cannot write yet: it leaves a spill of what it holds at once,
-// and the next page finishes it.
+// and the next page finishes it: a stream stored before the close, and one
+// that was new (loaded, nothing stored) and first committed after it.
 func TestStoreSpillsAFinalWriteWhileReopening(t *testing.T) {
 	ctx := testContext(t)
 	db := database(t)
 	fell := make(chan jsbridge.Fallback, 1)
 	s, watch := watchedStore(t, ctx, db, func(f jsbridge.Fallback) { fell <- f }) // the failed open below
+	fresh := client.Key{URL: testKey.URL, Instance: testKey.Instance, Name: "fresh"}
+	mustLoad(t, ctx, s, fresh)
 	commitFlushed(t, ctx, s, 0, 2)
 	forceClose(t, ctx, watch)
-	commit(t, ctx, s, 2, 3) // queued: the next write opens the database again
 	hold := faults(t).Call("holdNextOpen", db)
 	t.Cleanup(func() { hold.Call("undo") })
+	commit(t, ctx, s, 2, 3) // queued: the next write opens the database again
+	if err := s.Commit(ctx, fresh, client.Saved{Session: "new", Cursor: 2}, received(0, 2), 10); err != nil {
+		t.Fatal(err)
+	}
 	jsbridge.WriteAll()
 	if !hold.Get("seen").Truthy() {
-		t.Fatal("WriteAll did not open the database again: the test holds nothing")
+		t.Fatal("the store did not open the database again: the test holds nothing")
 	}
 	if n := len(spills(db)); n != 1 {
 		t.Fatalf("WriteAll while the store reopens left %d spills, want 1", n)
@@ -191,8 +198,51 @@ func TestStoreSpillsAFinalWriteWhileReopening(t *testing.T) {
 	if n, err := await(ctx, faults(t).Call("countChunks", db)); err != nil || n.Int() != 1 {
 		t.Fatalf("IndexedDB holds %v chunks (%v), want 1: the one flushed before the close", n, err)
 	}
-	untilWhole(t, ctx, openStore(t, ctx, db), 5, "after the next page finished the spill")
+	next := openStore(t, ctx, db)
+	untilWhole(t, ctx, next, 5, "after the next page finished the spill")
+	if got, want := mustLoad(t, ctx, next, fresh), (client.Saved{Session: "new", Cursor: 2}); got != want {
+		t.Fatalf("the stream new since the close is stored as %+v, want %+v", got, want)
+	}
+	if got, want := describe(mustHistory(t, ctx, next, fresh)), describe(received(0, 2)); got != want {
+		t.Fatalf("the stream new since the close has the transcript %s, want %s", got, want)
+	}
 	if left := spills(db); len(left) != 0 {
 		t.Fatalf("the spill outlived its finishing: %v", left)
 	}
+}
+
+// As above, with the stream's first write in flight when the connection is
+// lost: nothing of it is stored, and the spill must say where it starts
+// (where the aborted write did), for the next page to write it.
+func TestStoreSpillsTheWriteTheLossAbortedWhileReopening(t *testing.T) {
+	ctx := testContext(t)
+	db := database(t)
+	fell := make(chan jsbridge.Fallback, 1)
+	s, watch := watchedStore(t, ctx, db, func(f jsbridge.Fallback) { fell <- f }) // the failed open below
+	hold := holdFirstWrite(t, ctx, s)                                             // entries 1-2, held in flight
+	commit(t, ctx, s, 2, 3)                                                       // entries 3-5, queued behind it
+	opening := faults(t).Call("holdNextOpen", db)
+	t.Cleanup(func() { opening.Call("undo") })
+	if n := forceClose(t, ctx, watch); n == 0 {
+		t.Fatal("the close aborted no transaction: the held write had ended")
+	}
+	hold.Call("release")
+	if !opening.Get("seen").Truthy() {
+		t.Fatal("the store did not open the database again for the aborted write: the test holds nothing")
+	}
+	jsbridge.WriteAll()
+	spill := spills(db)
+	if len(spill) != 1 || !strings.Contains(spill[0], `"start":0`) {
+		t.Fatalf("WriteAll while the store reopens left the spills %q, want one starting the stream at 0", spill)
+	}
+	opening.Call("fail") // the page is gone
+	select {
+	case <-fell:
+	case <-ctx.Done():
+		t.Fatal("the store did not see its reopen fail")
+	}
+	if n, err := await(ctx, faults(t).Call("countChunks", db)); err != nil || n.Int() != 0 {
+		t.Fatalf("IndexedDB holds %v chunks (%v), want none", n, err)
+	}
+	untilWhole(t, ctx, openStore(t, ctx, db), 5, "after the next page finished the spill")
 }
