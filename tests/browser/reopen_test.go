@@ -189,15 +189,7 @@ func TestStoreSpillsAFinalWriteWhileReopening(t *testing.T) {
 	if n := len(spills(db)); n != 1 {
 		t.Fatalf("WriteAll while the store reopens left %d spills, want 1", n)
 	}
-	hold.Call("fail") // the page is gone
-	select {
-	case <-fell:
-	case <-ctx.Done():
-		t.Fatal("the store did not see its reopen fail")
-	}
-	if n, err := await(ctx, faults(t).Call("countChunks", db)); err != nil || n.Int() != 1 {
-		t.Fatalf("IndexedDB holds %v chunks (%v), want 1: the one flushed before the close", n, err)
-	}
+	goneWhileOpening(t, ctx, hold, fell, db, 1) // the chunk flushed before the close
 	next := openStore(t, ctx, db)
 	untilWhole(t, ctx, next, 5, "after the next page finished the spill")
 	if got, want := mustLoad(t, ctx, next, fresh), (client.Saved{Session: "new", Cursor: 2}); got != want {
@@ -218,9 +210,10 @@ func TestStoreSpillsTheWriteTheLossAbortedWhileReopening(t *testing.T) {
 	ctx := testContext(t)
 	db := database(t)
 	fell := make(chan jsbridge.Fallback, 1)
-	s, watch := watchedStore(t, ctx, db, func(f jsbridge.Fallback) { fell <- f }) // the failed open below
-	hold := holdFirstWrite(t, ctx, s)                                             // entries 1-2, held in flight
-	commit(t, ctx, s, 2, 3)                                                       // entries 3-5, queued behind it
+	// The failed open below makes the store fall back.
+	s, watch := watchedStore(t, ctx, db, func(f jsbridge.Fallback) { fell <- f })
+	hold := holdFirstWrite(t, ctx, s) // entries 1-2, held in flight
+	commit(t, ctx, s, 2, 3)           // entries 3-5, queued behind it
 	opening := faults(t).Call("holdNextOpen", db)
 	t.Cleanup(func() { opening.Call("undo") })
 	if n := forceClose(t, ctx, watch); n == 0 {
@@ -235,14 +228,22 @@ func TestStoreSpillsTheWriteTheLossAbortedWhileReopening(t *testing.T) {
 	if len(spill) != 1 || !strings.Contains(spill[0], `"start":0`) {
 		t.Fatalf("WriteAll while the store reopens left the spills %q, want one starting the stream at 0", spill)
 	}
-	opening.Call("fail") // the page is gone
+	goneWhileOpening(t, ctx, opening, fell, db, 0)
+	untilWhole(t, ctx, openStore(t, ctx, db), 5, "after the next page finished the spill")
+}
+
+// goneWhileOpening fails the open that hold holds, as the page's going away
+// does, waits for the store to fall back for it, and checks that IndexedDB
+// holds chunks chunks: the spill is all there is of the rest.
+func goneWhileOpening(t *testing.T, ctx context.Context, hold js.Value, fell <-chan jsbridge.Fallback, db string, chunks int) {
+	t.Helper()
+	hold.Call("fail")
 	select {
 	case <-fell:
 	case <-ctx.Done():
 		t.Fatal("the store did not see its reopen fail")
 	}
-	if n, err := await(ctx, faults(t).Call("countChunks", db)); err != nil || n.Int() != 0 {
-		t.Fatalf("IndexedDB holds %v chunks (%v), want none", n, err)
+	if n, err := await(ctx, faults(t).Call("countChunks", db)); err != nil || n.Int() != chunks {
+		t.Fatalf("IndexedDB holds %v chunks (%v), want %d", n, err, chunks)
 	}
-	untilWhole(t, ctx, openStore(t, ctx, db), 5, "after the next page finished the spill")
 }
