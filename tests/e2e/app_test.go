@@ -183,12 +183,8 @@ func TestDemoAppReloadKeepsTheConversation(t *testing.T) {
 	appReloadMidCount(tb, n)
 	tb.waitFor("the whole answer", `__app.text.length >= `+strconv.Itoa(len(countText(n))))
 	var text string
-	var turns []struct {
-		Role string `json:"role"`
-		Text string `json:"text"`
-	}
 	tb.eval(`__app.text`, &text)
-	tb.eval(`__app.turns`, &turns)
+	turns := appTurns(tb)
 	if text != countText(n) {
 		t.Errorf("after the reload the answer reads %s, want %s", describe(text), describe(countText(n)))
 	}
@@ -289,5 +285,18 @@ func clipTurns[T any](turns []T) []T {
 	if len(turns) > 4 {
 		return turns[:4]
 	}
+	return turns
+}
+
+// appTurn is one of the app's turns (__app.turns).
+type appTurn struct {
+	Role string `json:"role"`
+	Text string `json:"text"`
+}
+
+func appTurns(tb *tab) []appTurn {
+	tb.t.Helper()
+	var turns []appTurn
+	tb.eval(`__app.turns`, &turns)
 	return turns
 }

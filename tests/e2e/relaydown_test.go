@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"net/url"
+	"slices"
+	"strconv"
 	"testing"
 
 	"github.com/relaywasm/relaywasm/demo/relay/relaytest"
@@ -97,4 +99,72 @@ func lastSeq(tb *tab) int {
 	var seq int
 	tb.eval(`Math.max(0, ...[...document.querySelectorAll("#transcript [data-seq]")].map((s) => Number(s.dataset.seq)))`, &seq)
 	return seq
+}
+
+// The Vite app reloaded while the relay is down draws the conversation this
+// device kept (relay.history) at once, not an empty page; once the relay is
+// back, session/load replaces it with the agent's replay, the same
+// conversation in the same session, and the app goes on. In both modes.
+func TestDemoAppReloadWhileTheRelayIsDown(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ mode, fragment string }{{"main", ""}, {"worker", "&worker=1"}} {
+		t.Run(c.mode, func(t *testing.T) { appReloadWhileTheRelayIsDown(t, c.fragment) })
+	}
+}
+
+func appReloadWhileTheRelayIsDown(t *testing.T, fragment string) {
+	s := startStackOf(t, builtApp(t), streamRate, nil, logger())
+	p := relaytest.NewProxy(t, s.Addr())
+	tb := openTab(t, newBrowser(t), "app", s.PageURL()+"#relay="+proxiedAttachURL(p)+fragment)
+	tb.page = allowing{tb.page, refusedDial}
+	appReady(tb)
+	const n = 5
+	var stop, session string
+	tb.eval(`__app.send("count `+strconv.Itoa(n)+`")`, &stop)
+	tb.eval(`__app.sessionId`, &session)
+	want := []appTurn{{"user", "count " + strconv.Itoa(n)}, {"agent", countText(n)}}
+	if got := appTurns(tb); stop != "end_turn" || !slices.Equal(got, want) {
+		t.Fatalf("before the reload: the count ended %q, the turns are %+v; want end_turn and %+v", stop, clipTurns(got), want)
+	}
+
+	p.Down()
+	tb.do("reloading", tb.page.reload)
+	tb.waitFor("the kept conversation to be drawn", `window.__app && __app.previewed > 0`)
+	if got := appTurns(tb); !slices.Equal(got, want) {
+		t.Errorf("with the relay down the app shows %+v, want %+v", clipTurns(got), want)
+	}
+	var state struct {
+		State string
+		Ready bool
+	}
+	tb.eval(`({state: __app.state, ready: __app.ready})`, &state)
+	if state.State == "open" || state.Ready {
+		t.Fatalf("with the relay down the app is %q, ready %v; want it not attached (the test tested nothing)", state.State, state.Ready)
+	}
+
+	p.Up()
+	appReady(tb)
+	var loaded bool
+	var again string
+	tb.eval(`__app.loaded`, &loaded)
+	tb.eval(`__app.sessionId`, &again)
+	if got := appTurns(tb); !loaded || again != session || !slices.Equal(got, want) {
+		t.Errorf("once attached: loaded %v, session %q, turns %+v; want session/load of %q and %+v", loaded, again, clipTurns(got), session, want)
+	}
+	tb.eval(`__app.send("ping")`, &stop)
+	want = append(want, appTurn{"user", "ping"}, appTurn{"agent", "pong"})
+	if got := appTurns(tb); stop != "end_turn" || !slices.Equal(got, want) {
+		t.Fatalf("a prompt after the relay came back ended %q, the turns %+v; want end_turn and %+v", stop, clipTurns(got), want)
+	}
+
+	// Again: the transcript now holds the first reload's session/load and
+	// the agent's replay of the count, which must not show twice.
+	p.Down()
+	tb.do("reloading again", tb.page.reload)
+	tb.waitFor("the kept conversation to be drawn", `window.__app && __app.previewed > 0`)
+	if got := appTurns(tb); !slices.Equal(got, want) {
+		t.Errorf("reloaded again with the relay down, the app shows %+v, want %+v", got, want)
+	}
+	p.Up()
+	appReady(tb)
 }

@@ -5,7 +5,10 @@
 //
 // After a reload the app does what ACP prescribes: initialize, then
 // session/load with the sessionId it kept (in localStorage), and redraws the
-// conversation from the session/update notifications the agent replays. It
+// conversation from the session/update notifications the agent replays.
+// Before that, as soon as it loads, it draws what this device kept of the
+// conversation (relay.history, which answers while the relay is down), for
+// session/load to replace. It
 // does the same on a new stream when content is lost under a conversation
 // under way (att.stream()'s readable errors with the loss: a runtime that
 // does not resume, as contenox v1.0.0 ships, loses what it sent while the
@@ -27,6 +30,7 @@ import "relaywasm/preload";
 import { loadRelay, RelayError } from "relaywasm";
 import { client, PROTOCOL_VERSION } from "@agentclientprotocol/sdk";
 import type { ClientContext, ContentBlock, SessionNotification } from "@agentclientprotocol/sdk";
+import type { HistoryEntry, Relay } from "relaywasm";
 
 const query = new URLSearchParams(location.search);
 const fragment = new URLSearchParams(location.hash.slice(1));
@@ -40,6 +44,9 @@ const config = {
   worker: setting("worker", "") === "1",
 };
 const sessionKey = `relaywasm-demo-app:${config.instance}:session`;
+// The stream the app attaches to, kept on this device for preview.
+const stream = { url: config.relay, instance: config.instance, name: "app" };
+const KEEP = 20000; // transcript entries kept (both directions)
 
 const $ = <T extends HTMLElement>(id: string) => document.getElementById(id) as T;
 const ui = {
@@ -57,6 +64,7 @@ const app = {
   mode: "", // where relay.wasm runs: "main" or "worker"
   reason: "", // why it runs on the main thread although a worker was asked for
   loaded: false, // the conversation came back through session/load
+  previewed: 0, // turns drawn from this device's transcript before the agent replayed them
   losses: [] as string[], // the code of each loss the app came back from
   sessionId: "",
   chunks: 0, // agent chunks shown
@@ -153,16 +161,54 @@ function clearView() {
   Object.assign(app, { chunks: 0, text: "", turns: [] });
 }
 
+// conversing is set once the SDK's conversation starts: preview draws
+// nothing after that.
+let conversing = false;
+
+// preview draws what this device kept of the conversation, as the app drew
+// it live: its prompts and the agent's updates, each session/load starting
+// the view again (its replay from its first user chunk, as onUpdate takes
+// it). A reloaded app shows it at once, and while the relay is down.
+async function preview(relay: Relay) {
+  if (!localStorage.getItem(sessionKey)) return;
+  let entries: HistoryEntry[];
+  try {
+    entries = await relay.history(stream);
+  } catch {
+    return; // nothing kept to show: session/load will draw it
+  }
+  if (conversing) return;
+  let skipping = false; // a session/load's replay, before its first user chunk
+  for (const { out, message: m } of entries) {
+    if (out && m.method === "session/load") {
+      clearView();
+      skipping = true;
+    } else if (out && m.method === "session/prompt") {
+      append("user", (m.params?.prompt ?? []).map(textOf).join(""));
+      current = null;
+    } else if (!out && m.method === "session/update") {
+      const u = m.params.update;
+      if (skipping && u.sessionUpdate !== "user_message_chunk") continue;
+      skipping = false;
+      if (u.sessionUpdate === "agent_message_chunk") append("agent", textOf(u.content));
+      else if (u.sessionUpdate === "user_message_chunk") append("user", textOf(u.content));
+    } else if (!out && !m.method) {
+      current = null; // an answer: the turn it ends is over
+    }
+  }
+  app.previewed = app.turns.length;
+}
+
 async function main() {
   const relay = await loadRelay({ worker: config.worker });
   app.mode = relay.mode;
   app.reason = relay.reason;
+  void preview(relay);
   const att = await relay.attach({
-    url: config.relay,
-    instance: config.instance,
+    ...stream,
+    history: KEEP,
     token: config.token,
     relayKey: config.key || undefined,
-    name: "app",
     onMessage() {}, // everything goes through att.stream()
     onState(state) {
       app.state = state;
@@ -200,11 +246,12 @@ async function main() {
 // (session/load, which replays it) or a new one, and readies the composer.
 // loss is what ended the previous stream, if one did.
 async function converse(ctx: ClientContext, loss: RelayError | null) {
+  conversing = true;
   const init = await ctx.request("initialize", { protocolVersion: PROTOCOL_VERSION, clientCapabilities: {} });
   const kept = localStorage.getItem(sessionKey);
   app.sessionId = "";
   if (kept && init.agentCapabilities?.loadSession) {
-    clearView();
+    clearView(); // what preview drew, or the conversation a loss cut
     if (loss) note(`The connection lost part of this conversation (${loss.message}); the agent has sent all of it again.`);
     loading = true;
     replaying = false;
@@ -216,7 +263,9 @@ async function converse(ctx: ClientContext, loss: RelayError | null) {
       clearView();
       note("The earlier conversation is gone; starting a new one.");
     }
-  } else if (loss) {
+  } else if (!loss) {
+    clearView(); // a session this agent cannot load: preview drew it for nothing
+  } else {
     note(`The connection lost part of this conversation (${loss.message}), and this agent cannot send it again: a new one starts here.`);
   }
   loading = false;
