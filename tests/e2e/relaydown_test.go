@@ -127,11 +127,28 @@ func appReloadWhileTheRelayIsDown(t *testing.T, fragment string) {
 		t.Fatalf("before the reload: the count ended %q, the turns are %+v; want end_turn and %+v", stop, clipTurns(got), want)
 	}
 
+	appReloadWhileDown(tb, p, session, want)
+	tb.eval(`__app.send("ping")`, &stop)
+	want = append(want, appTurn{"user", "ping"}, appTurn{"agent", "pong"})
+	if got := appTurns(tb); stop != "end_turn" || !slices.Equal(got, want) {
+		t.Fatalf("a prompt after the relay came back ended %q, the turns %+v; want end_turn and %+v", stop, clipTurns(got), want)
+	}
+	// Again: the transcript now holds the first reload's session/load and
+	// the agent's replay of the count, which must not show twice.
+	appReloadWhileDown(tb, p, session, want)
+}
+
+// appReloadWhileDown reloads the app with the relay behind p down, checks
+// that it draws want from this device before it attaches, then brings the
+// relay back and checks that session/load of session shows want again.
+func appReloadWhileDown(tb *tab, p *relaytest.Proxy, session string, want []appTurn) {
+	t := tb.t
+	t.Helper()
 	p.Down()
 	tb.do("reloading", tb.page.reload)
 	tb.waitFor("the kept conversation to be drawn", `window.__app && __app.previewed > 0`)
 	if got := appTurns(tb); !slices.Equal(got, want) {
-		t.Errorf("with the relay down the app shows %+v, want %+v", clipTurns(got), want)
+		t.Errorf("with the relay down the app shows %+v, want %+v", got, want)
 	}
 	var state struct {
 		State string
@@ -141,7 +158,6 @@ func appReloadWhileTheRelayIsDown(t *testing.T, fragment string) {
 	if state.State == "open" || state.Ready {
 		t.Fatalf("with the relay down the app is %q, ready %v; want it not attached (the test tested nothing)", state.State, state.Ready)
 	}
-
 	p.Up()
 	appReady(tb)
 	var loaded bool
@@ -149,22 +165,6 @@ func appReloadWhileTheRelayIsDown(t *testing.T, fragment string) {
 	tb.eval(`__app.loaded`, &loaded)
 	tb.eval(`__app.sessionId`, &again)
 	if got := appTurns(tb); !loaded || again != session || !slices.Equal(got, want) {
-		t.Errorf("once attached: loaded %v, session %q, turns %+v; want session/load of %q and %+v", loaded, again, clipTurns(got), session, want)
+		t.Errorf("once attached: loaded %v, session %q, turns %+v; want session/load of %q and %+v", loaded, again, got, session, want)
 	}
-	tb.eval(`__app.send("ping")`, &stop)
-	want = append(want, appTurn{"user", "ping"}, appTurn{"agent", "pong"})
-	if got := appTurns(tb); stop != "end_turn" || !slices.Equal(got, want) {
-		t.Fatalf("a prompt after the relay came back ended %q, the turns %+v; want end_turn and %+v", stop, clipTurns(got), want)
-	}
-
-	// Again: the transcript now holds the first reload's session/load and
-	// the agent's replay of the count, which must not show twice.
-	p.Down()
-	tb.do("reloading again", tb.page.reload)
-	tb.waitFor("the kept conversation to be drawn", `window.__app && __app.previewed > 0`)
-	if got := appTurns(tb); !slices.Equal(got, want) {
-		t.Errorf("reloaded again with the relay down, the app shows %+v, want %+v", got, want)
-	}
-	p.Up()
-	appReady(tb)
 }
