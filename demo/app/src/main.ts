@@ -120,7 +120,7 @@ function note(text: string) {
 }
 
 function textOf(block: ContentBlock): string {
-  return block.type === "text" ? block.text : "";
+  return block?.type === "text" ? block.text : "";
 }
 
 // While a kept session is being loaded, the resumed stream may first hand
@@ -179,14 +179,15 @@ async function preview(relay: Relay) {
   }
   if (conversing) return;
   let skipping = false; // a session/load's replay, before its first user chunk
-  for (const { out, message: m } of entries) {
+  for (const { out, message } of entries) {
+    const m = message ?? {};
     if (out && m.method === "session/load") {
       clearView();
       skipping = true;
     } else if (out && m.method === "session/prompt") {
       append("user", (m.params?.prompt ?? []).map(textOf).join(""));
       current = null;
-    } else if (!out && m.method === "session/update") {
+    } else if (!out && m.method === "session/update" && m.params?.update) {
       const u = m.params.update;
       if (skipping && u.sessionUpdate !== "user_message_chunk") continue;
       skipping = false;
