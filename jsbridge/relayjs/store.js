@@ -252,7 +252,7 @@ export class Store {
       const rec = readState(await bounded(request(tx.objectStore(STORE_STATE).get(this.keys[stream])), "reading the stream's state"));
       this.mayReopen ||= era === this.era;
       // A queued write knows better, and reads the total itself.
-      if (![...this.unwritten, ...this.#inFlight(), ...this.pending].some((c) => c.stream === stream)) this.known.set(stream, { ...rec, totalKnown: true });
+      if (!this.#unsettled().some((c) => c.stream === stream)) this.known.set(stream, { ...rec, totalKnown: true });
       return [rec.session, rec.cursor];
     } catch (e) {
       if (this.#severed(db, era)) return this.load(stream); // over the reopened connection
@@ -453,7 +453,7 @@ export class Store {
     // The connection lost is of this era until the reopen begins (#connected counts it up).
     const lost = this.lostAt.era === (this.lost ? this.era : this.era - 1) ? this.lostAt.bases : new Map();
     const startKnown = (c) => lost.has(c.stream) || !bases.has(c.stream) || bases.get(c.stream) >= 0;
-    const streams = coalesce([...new Set([...this.unwritten, ...this.#inFlight()]), ...this.pending].filter(startKnown));
+    const streams = coalesce(this.#unsettled().filter(startKnown));
     for (const c of streams) {
       const rec = this.known.get(c.stream);
       c.total = lost.get(c.stream) ?? bases.get(c.stream) ?? (rec?.totalKnown ? rec.total : -1);
@@ -513,6 +513,12 @@ export class Store {
     return bases;
   }
 
+  // #unsettled are the commits not known to be written, each once, oldest
+  // first: those the connection's loss ended, those in flight, the queued.
+  #unsettled() {
+    return [...new Set([...this.unwritten, ...this.#inFlight()]), ...this.pending];
+  }
+
   // #inFlight are the commits of the transactions in flight, oldest first;
   // a commit is in each one that writes it.
   #inFlight() {
@@ -569,7 +575,7 @@ export class Store {
     for (const [stream, rec] of this.known) {
       this.mem.set(stream, { session: rec.session, cursor: rec.cursor, keep: 0, chunks: [] });
     }
-    for (const c of [...new Set([...this.unwritten, ...this.#inFlight()]), ...this.pending]) memCommit(this.mem, { ...c, bytes: c.bytes && c.bytes.slice() });
+    for (const c of this.#unsettled()) memCommit(this.mem, { ...c, bytes: c.bytes && c.bytes.slice() });
     this.pending = [];
     this.unwritten = [];
     this.arena = null;

@@ -229,9 +229,8 @@ export function holdDatabase(name) {
 }
 
 // holdNextOpen keeps the next open of the named database from answering
-// until release() (it opens then) or fail() (it fails, as an open does
-// when its page is torn down first): it hands the page a request of its
-// own, which passes on the real one's events once released.
+// until fail(), which fails it, as an open fails when its page is torn down
+// first: it hands the page a request of its own, which never opens.
 export function holdNextOpen(name) {
   const orig = IDBFactory.prototype.open;
   const held = {};
@@ -239,11 +238,6 @@ export function holdNextOpen(name) {
   IDBFactory.prototype.open = function (db, ...rest) {
     if (db !== name) return orig.call(this, db, ...rest);
     hold.undo();
-    hold.release = () => {
-      const req = orig.call(this, db, ...rest);
-      Object.defineProperties(held, { result: { get: () => req.result }, error: { get: () => req.error } });
-      for (const ev of ["upgradeneeded", "blocked", "error", "success"]) req.addEventListener(ev, (e) => held[`on${ev}`]?.(e));
-    };
     hold.fail = () => {
       held.error = new DOMException("the page went away before the open ended", "UnknownError");
       held.onerror?.(new Event("error"));
