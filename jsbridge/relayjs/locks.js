@@ -14,17 +14,32 @@
 // heard the first's ask before it began asking and let it by; the other,
 // hearing the first's ask while asking, gives up too. A holder answers
 // every ask while it holds the lock, and says when it lets go (free),
-// which a waiting request takes as its cue to ask again. A context that goes away (a closed tab, a
-// reload, a crash) stops answering, so its locks are free with it.
+// which a waiting request takes as its cue to ask again. A context that
+// goes away (a closed tab, a reload, a crash) stops answering, so its
+// locks are free with it.
 //
-// What it cannot do: a holder busy for longer than ASK_MS (a long task on
-// its page's thread) answers too late, and the asker takes the lock too.
-// Both tabs then hold the stream, and the later attach supersedes the
-// earlier, as every attach did on such a page before. A context's own
-// requests are settled without asking anyone.
+// A holder slow to answer (its thread busy with a long task, its process
+// starved of CPU: WebKitGTK's two tabs under load, tests/e2e
+// TestInsecureContext) was taken for gone after ASK_MS, and both tabs held
+// the stream. So each context keeps what it has heard of who holds what
+// (known): holders say so when they take a lock (took), when they answer
+// an ask (held), and to each context that starts (who, answered by have),
+// which relay.js makes early, while relay.wasm loads. An ask for a lock
+// known to be held waits KNOWN_MS for its holder, not ASK_MS, and less
+// once the holder says it let go (free).
+//
+// What it cannot do: a holder this context has not heard of, busy for
+// longer than ASK_MS, or a known one busy for longer than KNOWN_MS,
+// answers too late, and the asker takes the lock too. Both tabs then hold
+// the stream, and the later attach supersedes the earlier, as every attach
+// did on such a page before. A holder that went away without a word (a
+// crashed tab, a worker ended with its page) costs a context that had
+// heard of it one wait of KNOWN_MS. A context's own requests are settled
+// without asking anyone.
 
 const CHANNEL = "relaywasm-locks";
 const ASK_MS = 250; // how long an ask waits for an answer
+const KNOWN_MS = 2000; // how long it waits for a holder it has heard of
 const RETRY_MS = 500; // how often a waiting request asks again, besides on free
 
 // One ChannelLocks per context, as one LockManager is: preload.js and
@@ -47,11 +62,14 @@ export class ChannelLocks {
   #id = `${Date.now().toString(36)}.${Math.random().toString(36).slice(2)}`;
   #channel = new BroadcastChannel(CHANNEL);
   #held = new Set(); // the names this context holds
-  #asking = new Map(); // name -> the ask under way: its lose()
+  #asking = new Map(); // name -> the ask under way: its lose, hurry and heed
   #waiting = new Map(); // name -> the retries of the requests waiting for it
+  #known = new Map(); // name -> the id of the context heard holding it
 
   constructor() {
     this.#channel.onmessage = ({ data }) => this.#heard(data);
+    this.#channel.unref?.(); // Node's: the channel alone does not keep it running
+    this.#channel.postMessage({ t: "who" });
   }
 
   /**
@@ -118,27 +136,37 @@ export class ChannelLocks {
   }
 
   // #ask resolves to whether this context took name: nobody answered its
-  // ask within ASK_MS that they hold it or are asking first.
+  // ask within ASK_MS (KNOWN_MS for a lock known held) that they hold it or
+  // are asking first.
   #ask(name) {
     if (this.#held.has(name) || this.#asking.has(name)) return Promise.resolve(false);
     return new Promise((resolve) => {
+      let timer = 0;
+      const wait = (ms) => {
+        clearTimeout(timer);
+        timer = setTimeout(() => settle(true), ms);
+      };
       const settle = (ok) => {
         clearTimeout(timer);
-        if (this.#asking.get(name) !== lose) return;
+        if (this.#asking.get(name) !== asking) return;
         this.#asking.delete(name);
-        if (ok) this.#held.add(name);
+        if (ok) {
+          this.#held.add(name);
+          this.#known.delete(name); // silent: gone, or never there
+          this.#channel.postMessage({ t: "took", name, id: this.#id });
+        }
         resolve(ok);
       };
-      const lose = () => settle(false);
-      const timer = setTimeout(() => settle(true), ASK_MS);
-      this.#asking.set(name, lose);
+      const asking = { lose: () => settle(false), hurry: () => wait(ASK_MS), heed: () => wait(KNOWN_MS) };
+      wait(this.#known.has(name) ? KNOWN_MS : ASK_MS);
+      this.#asking.set(name, asking);
       this.#channel.postMessage({ t: "ask", name, id: this.#id });
     });
   }
 
   #free(name) {
     if (!this.#held.delete(name)) return;
-    this.#channel.postMessage({ t: "free", name });
+    this.#channel.postMessage({ t: "free", name, id: this.#id });
     this.#wake(name);
   }
 
@@ -147,21 +175,46 @@ export class ChannelLocks {
   }
 
   #heard(m) {
+    if (m?.t === "who") {
+      if (this.#held.size > 0) this.#channel.postMessage({ t: "have", names: [...this.#held], id: this.#id });
+      return;
+    }
+    if (m?.t === "have") {
+      for (const name of Array.isArray(m.names) ? m.names : []) this.#heardHolding(name, m.id);
+      return;
+    }
     if (typeof m?.name !== "string") return;
     switch (m.t) {
       case "ask":
         if (this.#held.has(m.name) || (this.#asking.has(m.name) && this.#id < m.id)) {
-          this.#channel.postMessage({ t: "held", name: m.name, to: m.id });
+          this.#channel.postMessage({ t: "held", name: m.name, to: m.id, id: this.#id, holds: this.#held.has(m.name) });
         } else {
-          this.#asking.get(m.name)?.(); // the other asker goes first
+          this.#asking.get(m.name)?.lose(); // the other asker goes first
         }
         break;
       case "held":
-        if (m.to === this.#id) this.#asking.get(m.name)?.();
+        if (m.holds === true) this.#heardHolding(m.name, m.id);
+        if (m.to === this.#id) this.#asking.get(m.name)?.lose();
+        break;
+      case "took":
+        this.#heardHolding(m.name, m.id);
+        this.#asking.get(m.name)?.lose(); // it did not hear this ask in time
         break;
       case "free":
+        if (this.#known.get(m.name) === m.id) {
+          this.#known.delete(m.name);
+          this.#asking.get(m.name)?.hurry(); // no longer waiting KNOWN_MS for it
+        }
         this.#wake(m.name);
         break;
     }
+  }
+
+  // #heardHolding notes that the context id holds name. An ask for it
+  // under way waits KNOWN_MS from now: the news came before its answer.
+  #heardHolding(name, id) {
+    if (typeof name !== "string" || typeof id !== "string" || id === this.#id) return;
+    if (this.#known.get(name) !== id) this.#asking.get(name)?.heed();
+    this.#known.set(name, id);
   }
 }

@@ -34,6 +34,7 @@ import { bridge } from "./bridge.js";
 import { RelayError, report } from "./errors.js";
 import { listenToLifecycle } from "./lifecycle.js";
 import { start } from "./load.js";
+import { lockManager } from "./locks.js";
 import { DELIVERY, FINAL, startWorker } from "./remote.js";
 import { openEarly } from "./store.js";
 import { PAUSED } from "./stream.js";
@@ -69,7 +70,10 @@ export async function loadRelay(options = {}) {
   }
   if (!B.api) {
     // A reloaded page's slot locks are asked for, and the Relay's
-    // database opens, while relay.wasm loads.
+    // database opens, while relay.wasm loads. A context without Web Locks
+    // starts their stand-in now, to have heard who holds what by the time
+    // it attaches (locks.js).
+    lockManager();
     lockRemembered();
     const database = options.database ?? "";
     if ((options.storage ?? "indexeddb") === "indexeddb" && typeof database === "string") openEarly(database);

@@ -244,7 +244,7 @@ const EARLY_SLOTS = Symbol.for("relaywasm.slots");
  */
 export function lockRemembered() {
   const lockNames = recallSlots();
-  const locks = lockNames.length > 0 ? lockManager() : null; // none made for nothing (a ChannelLocks' channel keeps Node running)
+  const locks = lockNames.length > 0 ? lockManager() : null; // none made for nothing
   if (!locks) return;
   const early = (globalThis[EARLY_SLOTS] ??= new Map());
   for (const lockName of lockNames) {

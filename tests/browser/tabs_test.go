@@ -401,3 +401,64 @@ func TestChannelLocksAnswerAsWebLocks(t *testing.T) {
 		t.Fatalf("Web Locks answered %s, not what the checks expect of a lock", want)
 	}
 }
+
+// A holder busy when another context asks for its lock (a long task on its
+// thread, a tab's process starved of CPU) answers after ASK_MS: the asker
+// took the lock too, and two tabs held one stream (tests/e2e
+// TestInsecureContext, once, in WebKitGTK under load). A context that has
+// heard of the holder, as one does from the start (who, have), waits for
+// it longer (KNOWN_MS); and not that long once it lets go.
+func TestChannelLocksWaitForABusyHolder(t *testing.T) {
+	ctx := testContext(t)
+	got := stringify(must(t, ctx, busyLockChecks(t).Call("run", moduleURLs["locks.js"])))
+	if got != `[false,true]` {
+		t.Fatalf("asked while a worker holding the lock was busy, then once it let go: %s, want [false,true]", got)
+	}
+}
+
+// busyLockChecks has a worker take a lock, then a context of the page start
+// and, once the worker has answered its who and is busy for a second, ask
+// for the lock; then ask again as the worker lets it go. The asks return
+// whether they got it, and the second must not wait KNOWN_MS.
+var busyLockChecks = testModule("busylocks.js", `
+export async function run(locksURL) {
+  const { ChannelLocks } = await import(locksURL);
+  const source = `+"`"+`
+    import { ChannelLocks } from "${locksURL}";
+    const locks = new ChannelLocks(); // first: it hears each message first
+    const heard = new BroadcastChannel("relaywasm-locks");
+    let release;
+    locks.request("busy", { ifAvailable: true }, (lock) => {
+      postMessage(lock !== null);
+      return new Promise((r) => (release = r));
+    });
+    heard.onmessage = ({ data }) => {
+      if (data.t !== "who") return;
+      setTimeout(() => {
+        postMessage("busy");
+        const until = performance.now() + 1000;
+        while (performance.now() < until);
+      });
+    };
+    onmessage = () => release();
+  `+"`"+`;
+  const holder = new Worker(URL.createObjectURL(new Blob([source], { type: "text/javascript" })), { type: "module" });
+  const said = () => new Promise((r) => holder.addEventListener("message", (e) => r(e.data), { once: true }));
+  try {
+    if ((await said()) !== true) throw new Error("the worker did not take the lock");
+    const busy = said();
+    const locks = new ChannelLocks();
+    const quiet = new Promise((r) => setTimeout(() => r("nothing"), 5000));
+    if ((await Promise.race([busy, quiet])) !== "busy") throw new Error("the worker heard no who from a ChannelLocks starting");
+    const out = [await locks.request("busy", { ifAvailable: true }, (lock) => lock !== null)];
+    const asked = performance.now();
+    const again = locks.request("busy", { signal: AbortSignal.timeout(10000) }, (lock) => lock !== null);
+    setTimeout(() => holder.postMessage("release"), 100);
+    out.push(await again);
+    const waited = performance.now() - asked;
+    if (waited > 1500) throw new Error("the ask after the holder let go took " + Math.round(waited) + " ms");
+    return out;
+  } finally {
+    holder.terminate();
+  }
+}`)
