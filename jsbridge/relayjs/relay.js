@@ -38,7 +38,7 @@ import { lockManager } from "./locks.js";
 import { DELIVERY, FINAL, startWorker } from "./remote.js";
 import { openEarly } from "./store.js";
 import { PAUSED } from "./stream.js";
-import { lockRemembered, releaseEarly, takeSlot } from "./tabs.js";
+import { lockRemembered, takeSlot } from "./tabs.js";
 
 export { RelayError };
 
@@ -55,7 +55,10 @@ let starting = null;
 export async function loadRelay(options = {}) {
   let reason = "";
   if (options.worker === true && typeof Worker === "function" && typeof document === "object") {
-    releaseEarly(); // the worker takes its slots itself: a lock the page holds would keep it waiting
+    // The page holds its worker's slot locks (tabs.js tabEnv): it asks for
+    // a reloaded page's now, as below, and starts their stand-in.
+    lockManager();
+    lockRemembered();
     try {
       return await startWorker(options);
     } catch (e) {
@@ -72,8 +75,8 @@ export async function loadRelay(options = {}) {
     // A reloaded page's slot locks are asked for, and the Relay's
     // database opens, while relay.wasm loads. A context without Web Locks
     // starts their stand-in now, to have heard who holds what by the time
-    // it attaches (locks.js).
-    lockManager();
+    // it attaches (locks.js); a worker's page holds its locks.
+    if (typeof document === "object") lockManager();
     lockRemembered();
     const database = options.database ?? "";
     if ((options.storage ?? "indexeddb") === "indexeddb" && typeof database === "string") openEarly(database);

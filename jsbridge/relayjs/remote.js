@@ -7,10 +7,11 @@
 // so a Promise it returns still holds the cursor), the token function, the
 // lifecycle events a worker does not get (visibilitychange, pagehide,
 // pageshow, freeze, resume; online and offline too, for the engines whose
-// workers do not get them), the tab's sessionStorage (tabs.js's slots), and
-// the stores: Go's calls on them come from the worker and are answered here
-// (worker.js's PageStores), so that a reload writes them, and leaves their
-// copy in sessionStorage, before the page goes, as on the main thread.
+// workers do not get them), the tab's sessionStorage and the locks of its
+// slots (tabs.js's; the worker asks for them), and the stores: Go's calls
+// on them come from the worker and are answered here (worker.js's
+// PageStores), so that a reload writes them, and leaves their copy in
+// sessionStorage, before the page goes, as on the main thread.
 // att.stream() works as on the main thread: stream.js needs an attachment's
 // onMessage, sendACP, close, state and _tap, which these proxies have.
 
@@ -22,6 +23,7 @@ import { RelayError, report } from "./errors.js";
 import { wasmExecBeside } from "./load.js";
 import { concat, openEarly, Stores, writeAll } from "./store.js";
 import { PAUSED } from "./stream.js";
+import { lockHere, rememberSlots } from "./tabs.js";
 
 /**
  * DELIVERY is the attach option (worker.js's) that replaces an
@@ -280,6 +282,31 @@ class Connection {
     this.nextHandle = 1;
     this.used = false; // relay.wasm loaded in the worker
     this.stores = new Stores((id, kind, value, h) => this.#stored(id, kind, value, h));
+    this.locks = new Map(); // lock request id -> {name, release}: the worker's slots (tabs.js tabEnv)
+  }
+
+  /** lockNames are the names of the locks the page holds for the worker. */
+  lockNames() {
+    return [...this.locks.values()].map((l) => l.name);
+  }
+
+  // #lock takes a lock for the worker's slot (tabs.js lockHere), and lets
+  // it go when the worker says.
+  #lock(m) {
+    const reply = (a) => this.worker.postMessage({ t: "locked", id: m.id, ...a });
+    lockHere(m.name, m.waitMs).then(
+      (release) => {
+        if (release) this.locks.set(m.id, { name: m.name, release });
+        reply({ ok: true, held: release !== null });
+      },
+      (e) => reply({ ok: false, name: e?.name ?? "Error", message: String(e?.message ?? e) }),
+    );
+  }
+
+  #unlock(m) {
+    const lock = this.locks.get(m.id);
+    this.locks.delete(m.id);
+    Promise.resolve(lock?.release()).finally(() => this.worker.postMessage({ t: "unlocked", id: m.id }));
   }
 
   // #stored answers Go's wait id in the worker, with what store h says of
@@ -364,6 +391,12 @@ class Connection {
       case "store":
         this.#store(m);
         break;
+      case "lock":
+        this.#lock(m);
+        break;
+      case "unlock":
+        this.#unlock(m);
+        break;
       case "session":
         try {
           sessionStorage.setItem(m.key, m.value);
@@ -377,9 +410,11 @@ class Connection {
 
 // The lifecycle events the worker cannot see, as worker.js's life names
 // them. pagehide, freeze and hidden write the page's stores at once, here,
-// as lifecycle.js does on the main thread; a pagehide into the back/forward
-// cache has the worker let its slots' locks go (suspend), and pageshow
-// from it has the worker ask for them again (tabs.js suspendSlots).
+// as lifecycle.js does on the main thread, and pagehide remembers the
+// slots' locks the page holds for the worker; a pagehide into the
+// back/forward cache has the worker let its slots' locks go (suspend), and
+// pageshow from it has the worker ask for them again (tabs.js
+// suspendSlots).
 function forwardLifecycle(w, c) {
   const send = (ev) => w.postMessage({ t: "life", ev });
   addEventListener("online", () => send("online"));
@@ -390,6 +425,7 @@ function forwardLifecycle(w, c) {
     if (!ev.persisted) for (const a of c.attachments.values()) a._commitTail(c.stores);
     else send("suspend");
     writeAll();
+    rememberSlots(c.lockNames());
   });
   addEventListener("pageshow", (ev) => ev.persisted && send("pageshow"));
   document.addEventListener("freeze", () => writeAll());

@@ -12,10 +12,30 @@ import { lockManager } from "./locks.js";
 
 const RELOAD_WAIT_MS = 3000;
 
-// Where a tab's memory is: the page's sessionStorage and navigation. In
-// worker mode the page has them and the worker does not; worker.js points
-// these at what the page sends it.
-export const tabEnv = { read: readSession, write: writeSession, reloading };
+// Where a tab's memory and its slots' locks are: the page's sessionStorage
+// and navigation, and the page's locks (lockHere). In worker mode the page
+// has them and the worker does not; worker.js points these at what the page
+// sends it, and lock at a request to the page. The page holds the locks of
+// its worker's slots: Safari does not let go of the Web Locks of a
+// refreshed window's worker (WebKit bug 316904, web-platform-tests'
+// web-locks/windows.https.window.js), so a reload in worker mode would wait
+// RELOAD_WAIT_MS for its own slot and take name#2, while a page's locks go
+// with the page.
+export const tabEnv = { read: readSession, write: writeSession, reloading, lock: lockHere };
+
+/**
+ * lockHere takes lockName in this context: the request the page made for it
+ * as it loaded (lockRemembered) if there is one, else a lock of its own,
+ * waiting at most waitMs. It resolves to release (see tryLock) or to null
+ * when the lock is not free in time; it rejects with a NotSupportedError
+ * where the context has no locks of any kind, and with the SecurityError of
+ * a context refused them.
+ */
+export function lockHere(lockName, waitMs) {
+  const locks = lockManager();
+  if (!locks) return Promise.reject(new DOMException("no Web Locks and no BroadcastChannel", "NotSupportedError"));
+  return takeEarly(lockName) ?? tryLock(locks, lockName, waitMs);
+}
 
 /**
  * takeSlot takes this page's slot for the stream: { name, release, leave,
@@ -28,8 +48,6 @@ export const tabEnv = { read: readSession, write: writeSession, reloading };
  * slot's lock, and never otherwise. signal is the attach's.
  */
 export async function takeSlot(url, instance, name, signal) {
-  const locks = lockManager();
-  if (!locks) return unlocked(name); // no locks of any kind
   const prefix = `relaywasm:${url}\u0000${instance}\u0000`;
   const memory = `relaywasm-slot:${url}\u0000${instance}\u0000${name}`;
   const preferred = Number(tabEnv.read(memory)) || 1;
@@ -39,9 +57,9 @@ export async function takeSlot(url, instance, name, signal) {
   let lockName = prefix + slotName(preferred);
   let got;
   try {
-    got = await claim(lockName, going, () => takeEarly(lockName) ?? tryLock(locks, lockName, tabEnv.reloading() ? RELOAD_WAIT_MS : 0));
+    got = await claim(lockName, going, () => tabEnv.lock(lockName, tabEnv.reloading() ? RELOAD_WAIT_MS : 0));
   } catch (e) {
-    if (e?.name === "SecurityError") return unlocked(name);
+    if (e?.name === "SecurityError" || e?.name === "NotSupportedError") return unlocked(name);
     throw e;
   }
   let slot = preferred;
@@ -49,7 +67,7 @@ export async function takeSlot(url, instance, name, signal) {
     if (i === preferred) continue;
     lockName = prefix + slotName(i);
     const next = lockName;
-    got = await claim(next, going, () => tryLock(locks, next, 0));
+    got = await claim(next, going, () => tabEnv.lock(next, 0));
     slot = i;
   }
   tabEnv.write(memory, String(slot));
@@ -189,12 +207,10 @@ export function suspendSlots() {
  */
 export async function resumeSlots() {
   const suspended = [...held].filter(([, slot]) => slot.suspended);
-  const locks = suspended.length > 0 ? lockManager() : null;
-  if (!locks) return;
   await Promise.all(
     suspended.map(async ([lockName, slot]) => {
       slot.suspended = false;
-      const release = await tryLock(locks, lockName, RELOAD_WAIT_MS).catch(() => null);
+      const release = await tabEnv.lock(lockName, RELOAD_WAIT_MS).catch(() => null);
       if (held.get(lockName) !== slot || slot.suspended) {
         release?.(); // let go meanwhile, or cached again: the next resumeSlots settles it
         return;
@@ -209,13 +225,15 @@ export async function resumeSlots() {
 }
 
 /**
- * rememberSlots keeps the names of the slot locks held now for the next
- * load of this tab (pagehide). Storage disabled or full keeps nothing: the
- * next load then asks when it attaches.
+ * rememberSlots keeps the names of the slot locks held now, and of those
+ * lent (the page's locks for its worker's slots), for the next load of
+ * this tab (pagehide). Storage disabled or full keeps nothing: the next
+ * load then asks when it attaches.
  */
-export function rememberSlots() {
-  if (held.size === 0) removeSession(REMEMBERED);
-  else writeSession(REMEMBERED, JSON.stringify({ at: Date.now(), locks: [...held.keys()].slice(0, REMEMBER_MAX) }));
+export function rememberSlots(lent = []) {
+  const lockNames = [...held.keys(), ...lent];
+  if (lockNames.length === 0) removeSession(REMEMBERED);
+  else writeSession(REMEMBERED, JSON.stringify({ at: Date.now(), locks: lockNames.slice(0, REMEMBER_MAX) }));
 }
 
 // recallSlots takes what the previous load of this tab remembered, once.
@@ -255,8 +273,7 @@ export function lockRemembered() {
 
 /**
  * releaseEarly lets go of the locks lockRemembered asked for that no takeSlot
- * took (all of them when lockNames is omitted): worker mode's worker takes
- * its slots itself, and must not wait for the page's.
+ * took (all of them when lockNames is omitted).
  */
 export function releaseEarly(lockNames) {
   const early = globalThis[EARLY_SLOTS];

@@ -1,8 +1,8 @@
 // worker.js: the worker's side of worker mode (loadRelay({worker: true})).
-// relay.wasm runs here, in a dedicated module Web Worker, with its sockets
-// and Web Locks: the whole protocol leaves the page's main thread. Its
-// stores do not: they stay on the page (PageStores below), where
-// sessionStorage is and pagehide comes, as on the main thread.
+// relay.wasm runs here, in a dedicated module Web Worker, with its sockets:
+// the whole protocol leaves the page's main thread. Its stores do not: they
+// stay on the page (PageStores below), where sessionStorage is and pagehide
+// comes, as on the main thread; nor do its slots' locks (tabs.js tabEnv).
 // The page (remote.js) holds proxies of the Relay and its Attachments and
 // talks to this module by messages:
 //
@@ -24,6 +24,12 @@
 //                   ({now}: [state, cursor, session], for the getters)
 //                   {t: "token", h, id}        call the token function
 //                   {t: "session", key, value} remember a tab's slot
+//                   {t: "lock", id, name, waitMs}  take a slot's lock on
+//                                              the page (tabs.js lockHere);
+//                                              answered by {t: "locked", id,
+//                                              ok, held | name, message}
+//                   {t: "unlock", id}          let it go; answered by
+//                                              {t: "unlocked", id} once free
 //                   {t: "store", op, h, args, after}  a call of Go's on
 //                                              the page's store h (store.js's
 //                                              Stores); a commit made while Go
@@ -52,13 +58,44 @@ let nextRelay = 1;
 let nextToken = 1;
 
 // What the page remembers for tabs.js: its sessionStorage's slots, sent with
-// every attach, and whether it was reloaded.
+// every attach, and whether it was reloaded. The page holds the slots' locks.
 const session = new Map();
 tabEnv.read = (key) => session.get(key) ?? null;
 tabEnv.write = (key, value) => {
   session.set(key, value);
   post({ t: "session", key, value });
 };
+tabEnv.lock = lockOnPage;
+
+const locking = new Map(); // lock request id -> {resolve, reject}, then the release's resolve
+let nextLock = 1;
+
+// lockOnPage is tabs.js's lockHere, made on the page: it resolves to a
+// release that has the page let go, or to null.
+function lockOnPage(name, waitMs) {
+  return new Promise((resolve, reject) => {
+    const id = nextLock++;
+    locking.set(id, { resolve, reject });
+    post({ t: "lock", id, name, waitMs });
+  });
+}
+
+function locked(m) {
+  const w = locking.get(m.id);
+  locking.delete(m.id);
+  if (!m.ok) w?.reject(new DOMException(m.message, m.name));
+  else if (!m.held) w?.resolve(null);
+  else {
+    let freed = null;
+    w?.resolve(() => {
+      freed ??= new Promise((resolve) => {
+        locking.set(m.id, resolve);
+        post({ t: "unlock", id: m.id });
+      });
+      return freed;
+    });
+  }
+}
 
 function post(m, transfer) {
   try {
@@ -267,6 +304,13 @@ self.onmessage = ({ data: m }) => {
       break;
     case "stored":
       stores.stored(m);
+      break;
+    case "locked":
+      locked(m);
+      break;
+    case "unlocked":
+      locking.get(m.id)?.();
+      locking.delete(m.id);
       break;
   }
 };

@@ -405,8 +405,10 @@ func writeShot(tb *tab, name string) error {
 // attach's own, dialed after loadRelay was called: a socket would have to
 // be opened with the credential, which is never kept (sessionStorage, as
 // the page found it before relaywasm ran, holds no trace of it). A load in
-// worker mode lets the early lock go (the worker takes its slot itself,
-// and must not be kept from it), and the worker gets slot 1 back.
+// worker mode asks once too: the page holds its worker's slot locks
+// (tabs.js tabEnv; Safari keeps a refreshed window's worker's Web Locks,
+// WebKit bug 316904), so the worker's attach takes the page's early
+// request, the lock's holder is the page, and the worker gets slot 1 back.
 func TestReloadLocksEarly(t *testing.T) {
 	t.Parallel()
 	s := startStackServing(t, workerDir, 0)
@@ -420,6 +422,7 @@ func TestReloadLocksEarly(t *testing.T) {
 		{"a reload whose loadRelay waits", "", "main"},
 		{"a load whose loadRelay does not wait", "?main", "main"},
 		{"a load in worker mode", "?worker", "worker"},
+		{"a reload in worker mode", "", "worker"},
 	} {
 		if step.query == "" {
 			tb.do(step.name, tb.page.reload)
@@ -428,6 +431,7 @@ func TestReloadLocksEarly(t *testing.T) {
 		}
 		workerReady(tb, step.mode)
 		checkEarly(tb, step.name, true, step.mode == "main")
+		checkPageHoldsSlot(tb, step.name)
 		var got struct{ Session, Name string }
 		tb.eval(`({session: __w.att.session, name: __w.att.name})`, &got)
 		if got.Session != first || got.Name != "worker-e2e" {
@@ -455,8 +459,9 @@ func TestReloadLocksEarly(t *testing.T) {
 // page's locks (and drops the page from its cache when another page asks
 // for one); Firefox did not cache the page here, so it loads again and
 // takes its slot as a reload does. Either way the page ends up holding its
-// slot and a second tab gets worker-e2e#2. In worker mode the worker holds
-// the locks, and hears of the page's pagehide and pageshow from it.
+// slot and a second tab gets worker-e2e#2. In worker mode the page holds
+// the locks for the worker, which lets them go and asks for them again when
+// it hears of the page's pagehide and pageshow from it.
 func TestRestoredPageHoldsItsSlot(t *testing.T) {
 	t.Parallel()
 	for _, mode := range []string{"main", "worker"} {
@@ -626,6 +631,22 @@ func checkEarly(tb *tab, when string, early, main bool) {
 		if strings.Contains(kv[1], token) || strings.Contains(kv[1], encoded) {
 			tb.t.Fatalf("%s: sessionStorage %q holds the credential: %.200s", when, kv[0], kv[1])
 		}
+	}
+}
+
+// checkPageHoldsSlot fails the test unless the page itself holds the lock of
+// its slot worker-e2e, in worker mode as on the main thread: the lock's
+// clientId is that of a lock the page takes to find its own.
+func checkPageHoldsSlot(tb *tab, when string) {
+	tb.t.Helper()
+	var got struct{ Page, Slot string }
+	tb.eval(`(async () => {
+		const probe = "relaywasm-test:whose";
+		const holder = async (name) => (await navigator.locks.query()).held.find((l) => l.name.endsWith(name))?.clientId ?? "";
+		return { page: await navigator.locks.request(probe, () => holder(probe)), slot: await holder("\u0000worker-e2e") };
+	})()`, &got)
+	if got.Page == "" || got.Slot != got.Page {
+		tb.t.Fatalf("%s: the slot's lock is held by client %q, the page is %q; want the page", when, got.Slot, got.Page)
 	}
 }
 
