@@ -49,29 +49,29 @@ export interface LoadOptions {
    */
   commitWindowMs?: number;
   /**
-   * Run relay.wasm (the engine, its sockets, IndexedDB and Web Locks) in a
-   * dedicated module Web Worker (worker.js, beside relay.js) instead of the
-   * page's main thread. Default false: the page's thread then does a fifth
-   * of the raw JS WebSocket's work per inbound frame, but on the main thread
-   * a reloaded page is live sooner, a round trip is quicker and, where cores
-   * are few, more frames arrive per second (README, "Worker mode"). A page
-   * whose main thread must stay free (a phone drawing a long chat) asks for
-   * the worker. The API is the same: messages reach onMessage on the main
-   * thread in batches (one postMessage per batch), a Promise onMessage
-   * returns still holds the cursor, a token function is called on the page,
-   * and the page forwards its lifecycle (pagehide makes the worker write its
-   * stores at once). att.stream() works as well. A worker.js of another
-   * origin than the page's (a CDN's) runs in a worker made from a blob: URL,
-   * as the engines refuse it otherwise. On a page that requires Trusted
-   * Types, the worker's URL is made by relay.js's policy, relaywasm, which
-   * the page's trusted-types directive must allow. On a cross-origin
-   * isolated page, a worker.js served without a Cross-Origin-Embedder-Policy
-   * of its own is loaded from a blob: URL too. A worker that cannot
-   * start (a Content-Security-Policy without worker-src, or without blob:
-   * for such a worker.js, or without relaywasm among its trusted-types, no
-   * module workers, relay.wasm failing to load in it) falls back to the
-   * main thread: the Relay's mode is then "main" and reason says why.
-   * state, cursor and session of an Attachment are then what the worker
+   * Run relay.wasm (the engine and its sockets; the page keeps IndexedDB and
+   * the streams' Web Locks) in a dedicated module Web Worker (worker.js,
+   * beside relay.js) instead of the page's main thread. Default false: the
+   * page's thread then does a fifth of the raw JS WebSocket's work per inbound
+   * frame, but on the main thread a reloaded page is live sooner, a round trip
+   * is quicker and, where cores are few, more frames arrive per second
+   * (README, "Worker mode"). A page whose main thread must stay free (a phone
+   * drawing a long chat) asks for the worker. The API is the same: messages
+   * reach onMessage on the main thread in batches (one postMessage per batch),
+   * a Promise onMessage returns still holds the cursor, a token function is
+   * called on the page, and the page forwards its lifecycle (and writes its
+   * stores at pagehide itself). att.stream() works as well. A
+   * worker.js of another origin than the page's (a CDN's) runs in a worker
+   * made from a blob: URL, as the engines refuse it otherwise. On a page that
+   * requires Trusted Types, the worker's URL is made by relay.js's policy,
+   * relaywasm, which the page's trusted-types directive must allow. On a
+   * cross-origin isolated page, a worker.js served without a
+   * Cross-Origin-Embedder-Policy of its own is loaded from a blob: URL too. A
+   * worker that cannot start (a Content-Security-Policy without worker-src, or
+   * without blob: for such a worker.js, or without relaywasm among its
+   * trusted-types, no module workers, relay.wasm failing to load in it) falls
+   * back to the main thread: the Relay's mode is then "main" and reason says
+   * why. state, cursor and session of an Attachment are then what the worker
    * last reported, not read from the engine at the moment of the call.
    */
   worker?: boolean;
@@ -142,9 +142,11 @@ export interface StreamName {
    * meanwhile does not take it back: its attachment ends with "superseded".
    * A page that is not a secure context (http from another machine) has no
    * Web Locks: there the tabs ask each other over a BroadcastChannel, which
-   * adds 250 ms to an attach, and a tab whose thread is busy longer than
-   * that may not answer in time; the asking tab then takes the same stream
-   * and the busy one's attachment ends with "superseded".
+   * adds 250 ms to an attach. A tab holding the stream that is busy longer
+   * than that (2 s once the asking tab has heard of it, as it does from
+   * the tabs open when relay.js loads) may not answer in time; the asking
+   * tab then takes the same stream and the busy one's attachment ends with
+   * "superseded".
    */
   name?: string;
 }
