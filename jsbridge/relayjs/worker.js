@@ -67,7 +67,8 @@ tabEnv.write = (key, value) => {
 };
 tabEnv.lock = lockOnPage;
 
-const locking = new Map(); // lock request id -> {resolve, reject}, then the release's resolve
+const locking = new Map(); // lock request id -> {resolve, reject}, until the page answers
+const freeing = new Map(); // lock request id -> resolve, until the page has let it go
 let nextLock = 1;
 
 // lockOnPage is tabs.js's lockHere, made on the page: it resolves to a
@@ -89,7 +90,7 @@ function locked(m) {
     let freed = null;
     w?.resolve(() => {
       freed ??= new Promise((resolve) => {
-        locking.set(m.id, resolve);
+        freeing.set(m.id, resolve);
         post({ t: "unlock", id: m.id });
       });
       return freed;
@@ -309,8 +310,8 @@ self.onmessage = ({ data: m }) => {
       locked(m);
       break;
     case "unlocked":
-      locking.get(m.id)?.();
-      locking.delete(m.id);
+      freeing.get(m.id)?.();
+      freeing.delete(m.id);
       break;
   }
 };
