@@ -46,6 +46,16 @@ const B = bridge();
 
 let starting = null;
 
+// earlyLocks asks for a reloaded page's slot locks now (tabs.js
+// lockRemembered), and starts the stand-in for Web Locks of a page that has
+// none, so that it has heard who holds what by the time it attaches
+// (locks.js). Worker mode's worker needs no stand-in: its page holds its
+// locks.
+function earlyLocks() {
+  if (typeof document === "object") lockManager();
+  lockRemembered();
+}
+
 /**
  * Loads and starts relay.wasm (once per page) and returns a Relay. When the
  * page's Go program is already running and has registered the API (a page
@@ -55,10 +65,7 @@ let starting = null;
 export async function loadRelay(options = {}) {
   let reason = "";
   if (options.worker === true && typeof Worker === "function" && typeof document === "object") {
-    // The page holds its worker's slot locks (tabs.js tabEnv): it asks for
-    // a reloaded page's now, as below, and starts their stand-in.
-    lockManager();
-    lockRemembered();
+    earlyLocks(); // the page holds its worker's slot locks (tabs.js tabEnv)
     try {
       return await startWorker(options);
     } catch (e) {
@@ -72,12 +79,8 @@ export async function loadRelay(options = {}) {
     reason = "this context has no Web Workers";
   }
   if (!B.api) {
-    // A reloaded page's slot locks are asked for, and the Relay's
-    // database opens, while relay.wasm loads. A context without Web Locks
-    // starts their stand-in now, to have heard who holds what by the time
-    // it attaches (locks.js); a worker's page holds its locks.
-    if (typeof document === "object") lockManager();
-    lockRemembered();
+    // The slot locks and the Relay's database, while relay.wasm loads.
+    earlyLocks();
     const database = options.database ?? "";
     if ((options.storage ?? "indexeddb") === "indexeddb" && typeof database === "string") openEarly(database);
     starting ??= start(B, options).catch((e) => {
