@@ -197,8 +197,9 @@ export class ChannelLocks {
         if (m.to === this.#id) this.#asking.get(m.name)?.lose();
         break;
       case "took":
+        // It did not hear this ask in time. Its answer (held) comes once it
+        // reads it, or its free if it let go meanwhile: wait for either.
         this.#heardHolding(m.name, m.id);
-        this.#asking.get(m.name)?.lose(); // it did not hear this ask in time
         break;
       case "free":
         if (this.#known.get(m.name) === m.id) {
