@@ -12,7 +12,10 @@
 // contexts asking at once, the one whose id sorts first goes on asking and
 // answers the other's ask as a holder would, since the other may have
 // heard the first's ask before it began asking and let it by; the other,
-// hearing the first's ask while asking, gives up too. A holder answers
+// hearing the first's ask while asking, gives up too. One that took the
+// lock before reading an ask answers it once it does, and an asker waits
+// for that, or for its free; unless it told that one to wait, since it
+// may have read the ask before asking and let it by. A holder answers
 // every ask while it holds the lock, and says when it lets go (free),
 // which a waiting request takes as its cue to ask again. A context that
 // goes away (a closed tab, a reload, a crash) stops answering, so its
@@ -157,7 +160,12 @@ export class ChannelLocks {
         }
         resolve(ok);
       };
-      const asking = { lose: () => settle(false), hurry: () => wait(ASK_MS), heed: () => wait(KNOWN_MS) };
+      const asking = {
+        lose: () => settle(false),
+        hurry: () => wait(ASK_MS),
+        heed: () => wait(KNOWN_MS),
+        rivals: new Set(), // the askers this ask told to wait (held, holds false)
+      };
       wait(this.#known.has(name) ? KNOWN_MS : ASK_MS);
       this.#asking.set(name, asking);
       this.#channel.postMessage({ t: "ask", name, id: this.#id });
@@ -187,6 +195,7 @@ export class ChannelLocks {
     switch (m.t) {
       case "ask":
         if (this.#held.has(m.name) || (this.#asking.has(m.name) && this.#id < m.id)) {
+          this.#asking.get(m.name)?.rivals.add(m.id);
           this.#channel.postMessage({ t: "held", name: m.name, to: m.id, id: this.#id, holds: this.#held.has(m.name) });
         } else {
           this.#asking.get(m.name)?.lose(); // the other asker goes first
@@ -197,8 +206,11 @@ export class ChannelLocks {
         if (m.to === this.#id) this.#asking.get(m.name)?.lose();
         break;
       case "took":
-        // It did not hear this ask in time. Its answer (held) comes once it
-        // reads it, or its free if it let go meanwhile: wait for either.
+        // It took the lock before reading this ask. Its answer (held) comes
+        // once it reads it, or its free if it let go first: wait for either.
+        // Not from a rival told to wait: that one may have read this ask
+        // before asking, and will not answer it.
+        if (this.#asking.get(m.name)?.rivals.has(m.id)) this.#asking.get(m.name).lose();
         this.#heardHolding(m.name, m.id);
         break;
       case "free":

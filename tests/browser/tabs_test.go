@@ -499,23 +499,27 @@ export async function run(locksURL) {
 func TestChannelLocksTookThenFreeDuringAnAsk(t *testing.T) {
 	ctx := testContext(t)
 	got := stringify(must(t, ctx, tookLockChecks(t).Call("run", moduleURLs["locks.js"])))
-	if got != `[true,false]` {
-		t.Fatalf("asked while another context took and let go, then while it took and answered: %s, want [true,false]", got)
+	if got != `[true,false,false]` {
+		t.Fatalf("asked while another context took and let go, while it took and answered, while it asked and took: %s, want [true,false,false]", got)
 	}
 }
 
-// tookLockChecks asks for a lock twice while a stand-in for another
-// context, on a channel of its own, answers the ask with took then free,
-// and then with took then held.
+// tookLockChecks asks for a lock three times while a stand-in for another
+// context, on a channel of its own, answers the ask with took then free;
+// with took then held; and with an ask of its own, which the page's ask
+// tells to wait, then took, as a context does whose ask ended before the
+// page's answer came: it may have read the page's ask before asking, and
+// will not answer it, so the page must not wait for it and take the lock.
 var tookLockChecks = testModule("tooklocks.js", `
 export async function run(locksURL) {
   const { ChannelLocks } = await import(locksURL);
   const locks = new ChannelLocks();
   const other = new BroadcastChannel("relaywasm-locks");
-  const id = "other";
+  const id = "~other"; // sorts after the page's id: the page's ask goes first
   const answers = [
     (ask) => [{ t: "took", name: ask.name, id }, { t: "free", name: ask.name, id }],
     (ask) => [{ t: "took", name: ask.name, id }, { t: "held", name: ask.name, to: ask.id, id, holds: true }],
+    (ask) => [{ t: "ask", name: ask.name, id }, { t: "took", name: ask.name, id }],
   ];
   other.onmessage = ({ data }) => {
     if (data.t !== "ask") return;
@@ -523,7 +527,7 @@ export async function run(locksURL) {
   };
   try {
     const out = [];
-    for (const name of ["took-free", "took-held"]) {
+    for (const name of ["took-free", "took-held", "ask-took"]) {
       out.push(await locks.request(name, { ifAvailable: true }, (lock) => lock !== null));
     }
     return out;
