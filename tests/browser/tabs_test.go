@@ -489,6 +489,82 @@ export async function run(locksURL) {
   }
 }`)
 
+// Four contexts, two of the page and two of a worker, take one lock in
+// turns, each five times, with ifAvailable or waiting for it, and hold it
+// for up to half a second of a busy thread: longer than ASK_MS, so a
+// holder is often busy when asked, and within KNOWN_MS, which a known
+// holder is waited for. No two may hold it at once, and every request that
+// waits must get it. Each holder logs when it held the lock (the time of
+// the origin, which page and worker share); a context takes the lock at
+// least ASK_MS after the last holder let go, so those times cannot
+// overlap unless two held it.
+func TestChannelLocksKeepHoldersApart(t *testing.T) {
+	ctx := testContext(t)
+	got := stringify(must(t, ctx, contendedLockChecks(t).Call("run", moduleURLs["locks.js"])))
+	var waits, granted int
+	if _, err := fmt.Sscanf(got, "[%d,%d,", &waits, &granted); err != nil {
+		t.Fatalf("the checks returned %s: %v", got, err)
+	}
+	if !strings.HasSuffix(got, `,[]]`) || waits != granted {
+		t.Fatalf("[waiting requests, of them granted, holds, overlapping holds] = %s, want every waiting request granted and no overlap", got)
+	}
+}
+
+var contendedLockChecks = testModule("contendedlocks.js", `
+const contender = (locksURL) => `+"`"+`
+  import { ChannelLocks } from "${locksURL}";
+  const log = new BroadcastChannel("relaywasm-test-holds");
+  const now = () => performance.timeOrigin + performance.now();
+  // play makes five requests and returns how many waited and how many of
+  // those were granted.
+  export async function play(tag) {
+    const locks = new ChannelLocks();
+    let waits = 0, granted = 0;
+    for (let i = 0; i < 5; i++) {
+      await new Promise((r) => setTimeout(r, Math.random() * 100));
+      const wait = Math.random() < 0.5;
+      waits += wait;
+      await locks.request("contended", wait ? { signal: AbortSignal.timeout(60000) } : { ifAvailable: true }, async (lock) => {
+        if (!lock) return;
+        granted += wait;
+        const from = now();
+        const until = performance.now() + Math.random() * 500;
+        while (performance.now() < until);
+        await new Promise((r) => setTimeout(r, Math.random() * 30));
+        log.postMessage([tag, from, now()]);
+      });
+    }
+    return [waits, granted];
+  }
+`+"`"+`;
+
+export async function run(locksURL) {
+  const url = URL.createObjectURL(new Blob([contender(locksURL)], { type: "text/javascript" }));
+  const { play } = await import(url);
+  const log = new BroadcastChannel("relaywasm-test-holds");
+  const holds = [];
+  log.onmessage = ({ data }) => holds.push(data);
+  const source = "import { play } from '" + url + "'; onmessage = async () => postMessage(await Promise.all([play('w1'), play('w2')]));";
+  const worker = new Worker(URL.createObjectURL(new Blob([source], { type: "text/javascript" })), { type: "module" });
+  try {
+    const inWorker = new Promise((r) => (worker.onmessage = ({ data }) => r(data)));
+    worker.postMessage("play");
+    const [p1, p2, w] = await Promise.all([play("p1"), play("p2"), inWorker]);
+    const counts = [p1, p2, ...w];
+    await new Promise((r) => setTimeout(r, 200)); // the last holds' logs
+    holds.sort((a, b) => a[1] - b[1]);
+    const overlaps = [];
+    for (let i = 1; i < holds.length; i++) {
+      if (holds[i][1] < holds[i - 1][2]) overlaps.push(holds[i - 1][0] + " and " + holds[i][0]);
+    }
+    const sum = (k) => counts.reduce((n, c) => n + c[k], 0);
+    return [sum(0), sum(1), holds.length, overlaps];
+  } finally {
+    worker.terminate();
+    log.close();
+  }
+}`)
+
 // A context that takes a lock without having heard an ask under way (its
 // own ask ended first) says so (took) and answers the ask once it reads
 // it, unless it let go first: then its free follows. The asker heard both
