@@ -192,31 +192,32 @@ export class ChannelLocks {
       return;
     }
     if (typeof m?.name !== "string") return;
+    const asking = this.#asking.get(m.name);
     switch (m.t) {
       case "ask":
         if (this.#held.has(m.name) || (this.#asking.has(m.name) && this.#id < m.id)) {
-          this.#asking.get(m.name)?.rivals.add(m.id);
+          asking?.rivals.add(m.id);
           this.#channel.postMessage({ t: "held", name: m.name, to: m.id, id: this.#id, holds: this.#held.has(m.name) });
         } else {
-          this.#asking.get(m.name)?.lose(); // the other asker goes first
+          asking?.lose(); // the other asker goes first
         }
         break;
       case "held":
         if (m.holds === true) this.#heardHolding(m.name, m.id);
-        if (m.to === this.#id) this.#asking.get(m.name)?.lose();
+        if (m.to === this.#id) asking?.lose();
         break;
       case "took":
         // It took the lock before reading this ask. Its answer (held) comes
         // once it reads it, or its free if it let go first: wait for either.
         // Not from a rival told to wait: that one may have read this ask
         // before asking, and will not answer it.
-        if (this.#asking.get(m.name)?.rivals.has(m.id)) this.#asking.get(m.name).lose();
+        if (asking?.rivals.has(m.id)) asking.lose();
         this.#heardHolding(m.name, m.id);
         break;
       case "free":
         if (this.#known.get(m.name) === m.id) {
           this.#known.delete(m.name);
-          this.#asking.get(m.name)?.hurry(); // no longer waiting KNOWN_MS for it
+          asking?.hurry(); // no longer waiting KNOWN_MS for it
         }
         this.#wake(m.name);
         break;

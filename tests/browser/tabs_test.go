@@ -571,7 +571,8 @@ export async function run(locksURL) {
 // in TestChannelLocksWaitForABusyHolder run twice in a page (the worker's
 // ask began before the page's took and free reached it) and gave up at the
 // took, so the worker found the lock taken though nobody held it. A took
-// now makes an ask wait for the taker's answer or its free.
+// now makes an ask wait for the taker's answer or its free, unless the
+// taker is a rival the ask told to wait (tookLockChecks says why).
 func TestChannelLocksTookThenFreeDuringAnAsk(t *testing.T) {
 	ctx := testContext(t)
 	got := stringify(must(t, ctx, tookLockChecks(t).Call("run", moduleURLs["locks.js"])))
