@@ -38,7 +38,7 @@ import { lockManager } from "./locks.js";
 import { DELIVERY, FINAL, startWorker } from "./remote.js";
 import { openEarly } from "./store.js";
 import { PAUSED } from "./stream.js";
-import { lockRemembered, takeSlot } from "./tabs.js";
+import { holdEarlyWhile, lockRemembered, takeSlot } from "./tabs.js";
 
 export { RelayError };
 
@@ -50,7 +50,8 @@ let starting = null;
 // lockRemembered), and starts the stand-in for Web Locks of a page that has
 // none, so that it has heard who holds what by the time it attaches
 // (locks.js). Worker mode's worker needs no stand-in: its page holds its
-// locks.
+// locks. A load keeps them EARLY_HOLD_MS past its end, if that is later
+// (tabs.js holdEarlyWhile).
 function earlyLocks() {
   if (typeof document === "object") lockManager();
   lockRemembered();
@@ -67,7 +68,9 @@ export async function loadRelay(options = {}) {
   if (options.worker === true && typeof Worker === "function" && typeof document === "object") {
     earlyLocks(); // the page holds its worker's slot locks (tabs.js tabEnv)
     try {
-      return await startWorker(options);
+      const started = startWorker(options);
+      holdEarlyWhile(started);
+      return await started;
     } catch (e) {
       if (e?.[FINAL]) throw e;
       // The worker could not start (a Content-Security-Policy, no module
@@ -87,6 +90,7 @@ export async function loadRelay(options = {}) {
       starting = null;
       throw e;
     });
+    holdEarlyWhile(starting);
     await starting;
   }
   const wanted = options.storage ?? "indexeddb";

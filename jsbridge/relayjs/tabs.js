@@ -130,7 +130,10 @@ async function claim(lockName, going, ask) {
 // for its lock instead of making one. What was remembered is read once and
 // only within REMEMBERED_MS of its pagehide, at most REMEMBER_MAX locks,
 // and a lock no takeSlot takes within EARLY_HOLD_MS is let go, so another
-// tab is kept from that slot no longer.
+// tab is kept from that slot no longer. That time runs from the end of
+// loadRelay's load where one is under way (holdEarlyWhile): a load slower
+// than EARLY_HOLD_MS (a phone; WebKitGTK in worker mode, starved, in
+// make test) had its early lock let go before its attach took it.
 const REMEMBERED = "relaywasm-slots";
 const REMEMBERED_MS = 30000;
 const REMEMBER_MAX = 8;
@@ -255,6 +258,17 @@ function recallSlots() {
 // until takeSlot takes it. On globalThis for the reason compile.js's EARLY
 // is: preload.js and relay.js each hold a copy of this module.
 const EARLY_SLOTS = Symbol.for("relaywasm.slots");
+const EARLY_LOADING = Symbol.for("relaywasm.slotsLoading"); // holdEarlyWhile's
+
+/**
+ * holdEarlyWhile keeps the locks lockRemembered asked for until
+ * EARLY_HOLD_MS after loading settles, if that is later than
+ * EARLY_HOLD_MS after they were asked for.
+ */
+export function holdEarlyWhile(loading) {
+  const after = () => new Promise((resolve) => setTimeout(resolve, EARLY_HOLD_MS));
+  globalThis[EARLY_LOADING] = Promise.resolve(loading).then(after, after);
+}
 
 /**
  * lockRemembered asks now for the slot locks the previous load of this tab
@@ -268,7 +282,7 @@ export function lockRemembered() {
   for (const lockName of lockNames) {
     if (!early.has(lockName)) early.set(lockName, tryLock(locks, lockName, RELOAD_WAIT_MS).catch(() => null));
   }
-  setTimeout(() => releaseEarly(lockNames), EARLY_HOLD_MS);
+  setTimeout(() => Promise.resolve(globalThis[EARLY_LOADING]).then(() => releaseEarly(lockNames)), EARLY_HOLD_MS);
 }
 
 /**

@@ -111,6 +111,31 @@ func TestEarlyLockLimits(t *testing.T) {
 	}
 }
 
+// A reload's early slot lock is kept while loadRelay loads
+// (tabs.js holdEarlyWhile), and for 5 s after, however long the load takes:
+// a worker-mode reload in WebKitGTK, starved in make test, attached after
+// 5 s, when the lock had been let go, and asked for it again.
+func TestEarlyLocksOutlastALoad(t *testing.T) {
+	ctx := testContext(t)
+	tabs := relayjsModule(t, "tabs.js")
+	b, _ := json.Marshal(map[string]any{"at": time.Now().UnixMilli(), "locks": []string{"relaywasm:ws://limits.test/load\x00inst\x00s"}})
+	js.Global().Get("sessionStorage").Call("setItem", rememberedKey, string(b))
+	var settle js.Value
+	executor := js.FuncOf(func(_ js.Value, args []js.Value) any { settle = args[0]; return nil })
+	defer executor.Release()
+	tabs.Call("lockRemembered")
+	tabs.Call("holdEarlyWhile", js.Global().Get("Promise").New(executor))
+	waitHeld(t, ctx, 1)
+	time.Sleep(5500 * time.Millisecond)
+	waitHeld(t, ctx, 1)
+	settled := time.Now()
+	settle.Invoke()
+	waitHeld(t, ctx, 0)
+	if since := time.Since(settled); since < 5*time.Second {
+		t.Fatalf("the untaken lock was let go %v after the load ended, want 5 s", since)
+	}
+}
+
 // waitHeld waits until exactly n of this test's locks are held.
 func waitHeld(t *testing.T, ctx context.Context, n int) {
 	t.Helper()
