@@ -182,11 +182,7 @@ export function holdNextReadWrite() {
     hold.held = true;
     hold.tx = tx;
     IDBDatabase.prototype.transaction = orig;
-    const store = tx.objectStore(Array.isArray(stores) ? stores[0] : stores);
-    const spin = () => {
-      if (!hold.released) store.count().onsuccess = spin;
-    };
-    spin();
+    keepBusy(tx.objectStore(Array.isArray(stores) ? stores[0] : stores), hold);
     return tx;
   };
   hold.release = () => {
@@ -200,6 +196,22 @@ export function holdNextReadWrite() {
     hold.tx?.abort();
   };
   return hold;
+}
+
+// keepBusy keeps store's transaction from ending with one read after
+// another until hold.released. A transaction ended under it (its page torn
+// down mid-test) ends the reads instead of throwing TransactionInactiveError
+// from an event handler, which the runner reports as an uncaught error.
+function keepBusy(store, hold) {
+  const spin = () => {
+    if (hold.released) return;
+    try {
+      store.count().onsuccess = spin;
+    } catch {
+      // the transaction is over: nothing left to keep busy
+    }
+  };
+  spin();
 }
 
 // holdDatabase opens a connection of its own to the named database and
@@ -216,11 +228,8 @@ export function holdDatabase(name) {
       const tx = db.transaction(["state", "chunks"], "readwrite");
       tx.oncomplete = tx.onabort = () => db.close();
       const state = tx.objectStore("state");
-      const spin = () => {
-        if (!hold.released) state.count().onsuccess = spin;
-      };
       state.count().onsuccess = () => {
-        spin();
+        keepBusy(state, hold);
         resolve(hold);
       };
       hold.release = () => { hold.released = true; };
