@@ -4,6 +4,10 @@
 #
 #   ENGINE=chromium|firefox|webkit tests/browser/run.sh [go test flags, e.g. -run Store -v]
 #
+# The whole run has 5 minutes (go test -timeout 5m), room for one pass in
+# WebKit on a busy machine; flags given here come after it and win, so a run
+# of several passes says so: -count=3 -timeout 25m.
+#
 # ENGINE defaults to chromium. Chromium runs the tests through
 # wasmbrowsertest; Firefox and WebKit through the project's own runner
 # (tests/browser/wasmexec, over tests/webdriver), which starts Firefox over
