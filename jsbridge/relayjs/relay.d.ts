@@ -177,7 +177,8 @@ export interface AttachOptions extends StreamName {
    * resume (contenox v1.0.0 never answers): sends are released, the
    * connection stays up, and resumable turns false. Default 3000. The wait
    * ends at the relay's ack of a heartbeat sent then, so an answer that came
-   * while the page was stalled still counts.
+   * while the page was stalled still counts. A resume refused (a runtime
+   * answering unsupported_type) means the same at once.
    */
   resumeTimeoutMs?: number;
   /** Redial pacing: exponential backoff with full jitter. Defaults 500 and 30000. */
@@ -310,7 +311,7 @@ export interface StateInfo {
   /**
    * Whether the runtime resumes this stream. false once a resume went
    * unanswered for a few seconds (a runtime without retention, as contenox
-   * v1.0.0 ships): sends then go out at once, and what arrives while the page
+   * v1.0.0 ships) or was refused: sends then go out at once, and what arrives while the page
    * is away (a drop, a reload) is gone. true before that, and again as soon
    * as the runtime answers a resume or sends a sequenced message. A change
    * of it alone is reported in the same state.

@@ -254,8 +254,9 @@ func (a *Attachment) Session() string {
 
 // Resumable reports whether the runtime resumes this stream: true until a
 // resume goes unanswered for Options.ResumeTimeout (a runtime that keeps no
-// retention, as contenox v1.0.0 ships), and true again as soon as the
-// runtime answers one or sends a sequenced frame. While it is false, what
+// retention, as contenox v1.0.0 ships) or is refused (relay.error
+// unsupported_type), and true again as soon as the runtime resumes one or
+// sends a sequenced frame. While it is false, what
 // arrives while the attachment is away is gone.
 func (a *Attachment) Resumable() bool { return a.resumable.Load() }
 

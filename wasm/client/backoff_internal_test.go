@@ -1,6 +1,7 @@
 package client
 
 import (
+	"math"
 	"testing"
 	"time"
 )
@@ -50,5 +51,24 @@ func TestHeartbeatDefaults(t *testing.T) {
 	h.setDefaults()
 	if h.Interval != 15*time.Second || h.Timeout != 10*time.Second {
 		t.Fatalf("defaults %+v", h)
+	}
+}
+
+// A retry_after too large to be a Duration is the cap too, not what its
+// overflow happens to be (a moment, or a negative wait taken for none).
+func TestRetryAfterOverflowClamped(t *testing.T) {
+	var b Backoff
+	b.setDefaults()
+	for _, s := range []int{1 << 40, 10_000_000_000, 18446744074, math.MaxInt} {
+		if got := b.retryAfter(s); got != b.MaxRetryAfter {
+			t.Fatalf("retry_after %d → %v, want the cap %v", s, got, b.MaxRetryAfter)
+		}
+	}
+	b.MaxRetryAfter = 1500 * time.Millisecond // not whole seconds
+	if got := b.retryAfter(1); got != time.Second {
+		t.Fatalf("retry_after 1 under a cap of 1.5s → %v", got)
+	}
+	if got := b.retryAfter(2); got != b.MaxRetryAfter {
+		t.Fatalf("retry_after 2 under a cap of 1.5s → %v", got)
 	}
 }

@@ -375,7 +375,7 @@ func (r *runner) welcome(f *librelay.Frame) error {
 		return err
 	}
 	if !r.resumable {
-		// The runtime left the last resume unanswered. It is asked again,
+		// The runtime did not resume the last time. It is asked again,
 		// but what the application sends does not wait for an answer that
 		// may not come.
 		r.streamReady()
@@ -416,7 +416,7 @@ func (r *runner) resume() error {
 // and the timer may reach Go first. So the relay ends the wait instead: a
 // heartbeat goes out now, and its ack comes after everything the relay sent
 // before it. If the answer was not among that, the resume is given up on
-// (resumeUnanswered, at the ack); a relay that does not ack in time ends the
+// (notResuming, at the ack); a relay that does not ack in time ends the
 // connection as any unanswered heartbeat does.
 func (r *runner) resumeOverdue() error {
 	l := r.l
@@ -437,20 +437,21 @@ func (r *runner) probeAcked() {
 	id := l.probed
 	l.probed = ""
 	if id != "" && id == l.resumeID && !l.answerWaiting() {
-		r.resumeUnanswered()
+		r.notResuming()
 	}
 }
 
-// resumeUnanswered gives up on the current resume. A runtime without
-// retention (contenox as it ships) never answers one; that is a fact about
-// the runtime, not a broken connection, so the connection stays, sends are
-// released, and the attachment says it cannot resume until the runtime
-// shows otherwise (an answer on a later connection, or a sequenced frame).
+// notResuming gives up on the current resume, left unanswered or refused
+// (resumeRefused). A runtime without retention (contenox as it ships) never
+// answers one; that is a fact about the runtime, not a broken connection,
+// so the connection stays, sends are released, and the attachment says it
+// cannot resume until the runtime shows otherwise (an answer on a later
+// connection, or a sequenced frame).
 // On a connection that took up a stream already under way (a redial, a
 // reload), whatever the runtime sent while the client was away is gone,
 // and OnEvicted says so (reason "not_resumed") instead of the loss passing
 // unseen.
-func (r *runner) resumeUnanswered() {
+func (r *runner) notResuming() {
 	l := r.l
 	l.resumeDue.stop()
 	l.resumeID = ""

@@ -70,14 +70,16 @@ func (r *runner) answerControl(f *librelay.Frame) bool {
 
 // cargo takes a stream frame in order: a sequenced frame only when it is the
 // next one, so the application never sees a gap, a duplicate or a reordering.
+// A request of a type this client does not handle gets its one reply (spec
+// 000: the id obliges it, whatever the type): at once when unsequenced, and
+// when the cursor moves over it when sequenced (flush).
 func (r *runner) cargo(f *RefFrame) error {
 	isACP := f.Type == librelay.TypeACPMessage
 	if f.Seq == 0 {
 		if isACP {
 			r.pending = append(r.pending, pendingMsg{deliver: true, msg: Message{Payload: f.Payload, Session: f.Session, Trace: f.Trace, Ref: f.Ref}})
-		} else if f.IsRequest() {
-			reply := librelay.NewError(f.Frame, librelay.CodeUnsupportedType, "this client handles only "+librelay.TypeACPMessage)
-			return r.writeFrame(&reply)
+		} else if reply := unhandled(&f.Frame); reply != nil {
+			return r.writeFrame(reply)
 		}
 		return nil
 	}
@@ -89,10 +91,24 @@ func (r *runner) cargo(f *RefFrame) error {
 		return r.gap()
 	}
 	r.pos.take(f.Seq)
-	r.pending = append(r.pending, pendingMsg{deliver: isACP, msg: Message{
+	p := pendingMsg{deliver: isACP, msg: Message{
 		Payload: f.Payload, Seq: f.Seq, Session: f.Session, Trace: f.Trace, Replay: r.pos.replay(f.Seq), Ref: f.Ref,
-	}})
+	}}
+	if !isACP {
+		p.owed = unhandled(&f.Frame)
+	}
+	r.pending = append(r.pending, p)
 	return nil
+}
+
+// unhandled is the reply owed to a cargo frame this client does not handle,
+// nil when it is no request.
+func unhandled(f *librelay.Frame) *librelay.Frame {
+	if !f.IsRequest() || f.IsResponse() {
+		return nil
+	}
+	reply := librelay.NewError(*f, librelay.CodeUnsupportedType, "this client handles only "+librelay.TypeACPMessage)
+	return &reply
 }
 
 // gap answers a frame from beyond the next seq by resuming from the cursor
@@ -228,14 +244,23 @@ func (r *runner) tooLarge(seq uint64) error {
 // resumeRefused handles an error answer to a resume. cursor_evicted means the
 // runtime no longer knows the stream at all (it restarted): what followed the
 // cursor is gone, the stream starts again at seq 1, and the attachment stays.
+// A code the client acts on wherever it comes (the relay's
+// unknown_instance, say) ends the connection as it would elsewhere. Any
+// other is the runtime's word
+// that it does not resume: unsupported_type from one that does not handle
+// session.resume (librelay.Unsupported), or a code this client does not
+// know, which spec 000 says is never fatal. That is no broken connection:
+// every redial would be refused the same way, with the sends held for
+// ever, so it is taken as a resume left unanswered is (notResuming).
 func (r *runner) resumeRefused(e librelay.Error) error {
 	r.l.resumeID = ""
 	r.l.resumeDue.stop()
+	if err := relayError(e.Code, e.Message); err != nil {
+		return err
+	}
 	if e.Code != librelay.CodeCursorEvicted {
-		if err := relayError(e.Code, e.Message); err != nil {
-			return err
-		}
-		return wrap(ErrProtocol, "the runtime refused the resume: "+e.Code+" "+e.Message, nil)
+		r.notResuming()
+		return nil
 	}
 	r.setResumable(true)
 	if err := r.flush(); err != nil {
@@ -270,6 +295,7 @@ func (r *runner) flush() error {
 			handled--
 			r.record(p)
 		}
+		r.answer(p)
 		if p.msg.Seq > 0 {
 			last = p.msg.Seq
 		}
@@ -311,6 +337,21 @@ func (r *runner) deliver() (handled int, refused bool) {
 	clear(batch)
 	r.batch = batch[:0]
 	return handled, refused
+}
+
+// answer sends the reply a sequenced request is owed as the cursor moves
+// over it, once: one fetched again after a handler refusal before it is
+// answered when it is finally passed, and a replay after a Resume to an
+// earlier cursor not at all, since the runtime has its one reply already.
+// A failed write ends the connection once the delivery is done.
+func (r *runner) answer(p *pendingMsg) {
+	l := r.l
+	if p.owed == nil || r.pos.replay(p.msg.Seq) || l == nil || l.broken != nil {
+		return
+	}
+	if err := r.writeFrame(p.owed); err != nil {
+		l.broken = err
+	}
 }
 
 // record adds a delivered message to the transcript, once: a message

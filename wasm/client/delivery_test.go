@@ -204,3 +204,49 @@ func TestAnswersControlRequests(t *testing.T) {
 		t.Fatalf("unknown cargo request answered with %s re %q %s", f.Type, f.ReplyTo, f.Payload)
 	}
 }
+
+// A sequenced request of a type the client does not handle gets its one
+// unsupported_type reply like an unsequenced one (spec 000: the id, not the
+// type, obliges exactly one answer). It is answered as the cursor moves
+// over it, in its place in the stream, and only then: its replay after a
+// Resume to an earlier cursor is not answered again.
+func TestSequencedRequestAnsweredOnce(t *testing.T) {
+	s := newScripted(t)
+	_, id := s.expectResume(t)
+	s.resumed(t, id, 1, false)
+	stream := func() {
+		s.msg(t, 1, 1)
+		s.send(t, librelay.Frame{Type: "x.query", ID: "q2", Seq: 2})
+		s.msg(t, 3, 3)
+	}
+	stream()
+	waitCursor(t, s.a, 3)
+	marker := func() {
+		t.Helper()
+		if err := s.a.SendACP(context.Background(), []byte(`{"jsonrpc":"2.0","method":"marker"}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	marker()
+	f := s.next(t)
+	var e librelay.Error
+	if f.Type != librelay.TypeError || f.ReplyTo != "q2" || e.UnmarshalJSON(f.Payload) != nil || e.Code != librelay.CodeUnsupportedType {
+		t.Fatalf("sequenced request q2 answered with %s re %q %s", f.Type, f.ReplyTo, f.Payload)
+	}
+	if f := s.next(t); f.Type != librelay.TypeACPMessage {
+		t.Fatalf("after the reply the client sent %s %s", f.Type, f.Payload)
+	}
+
+	if err := s.a.Resume(context.Background(), 0); err != nil {
+		t.Fatal(err)
+	}
+	_, id = s.expectResume(t)
+	s.resumed(t, id, 1, false)
+	stream()
+	s.c.Wait(t, "the replay", func(c *clienttest.Collector) bool { return len(c.Msgs) == 4 })
+	waitCursor(t, s.a, 3)
+	marker()
+	if f := s.next(t); f.Type != librelay.TypeACPMessage {
+		t.Fatalf("the replayed request was answered again: %s re %q %s", f.Type, f.ReplyTo, f.Payload)
+	}
+}

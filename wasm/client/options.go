@@ -48,7 +48,10 @@ type Options struct {
 	// stops delivery there and the message is fetched again with a resume.
 	// Close and Detach wait for a call under way to return (so what it
 	// accepted is saved); a handler that may take long should use
-	// OnMessages and watch its ctx. Set OnMessage or OnMessages.
+	// OnMessages and watch its ctx. So neither may be called from the
+	// handler itself, which would wait for itself: call it from a
+	// goroutine of its own (go a.Close()) and return. Set OnMessage or
+	// OnMessages.
 	OnMessage func(Message) error
 	// OnMessages receives the deliverable messages of one inbound batch at
 	// once and returns how many it handled, in order; it is what a bridge
@@ -66,9 +69,18 @@ type Options struct {
 	// place, after every message before it was handled.
 	OnMessages func(ctx context.Context, batch []Message) (handled int, err error)
 	// OnState is told of every change of connection state. Optional.
+	//
+	// OnState and OnEvicted run on the attachment's goroutine, which waits
+	// for them, so they must return promptly and must not call SendACP,
+	// Resume, Detach, Close or Abandon: each waits for that goroutine, so
+	// from a callback it blocks until its ctx ends (Close and Abandon,
+	// which take none, for ever). To send from a callback use StartSendACP,
+	// which does not wait; call the others from a goroutine of their own
+	// (go a.Close()), or after the callback has returned.
 	OnState func(StateChange)
 	// OnEvicted is told when content between two cursors is gone for good:
-	// the application must refetch its state rather than append. Optional.
+	// the application must refetch its state rather than append. Optional;
+	// it runs as OnState does, and the same calls are barred from it.
 	OnEvicted func(Eviction)
 
 	// Backoff paces redials after a dropped connection.
@@ -81,12 +93,16 @@ type Options struct {
 	// the runtime is taken not to resume (Resumable false): contenox as it
 	// ships keeps no retention and ignores the request. Queued sends are
 	// then released and the connection stays up; the next connection asks
-	// again, and a sequenced frame or an answer makes it resumable again.
-	// Default 3s (DefaultResumeTimeout), well below the heartbeat timeout,
-	// so a send waits little longer than that for a resume that does not
-	// come: the wait ends at the relay's ack of a heartbeat sent when the
-	// time is up, after every frame the relay sent before it, so an answer
-	// that arrived while the client was stalled is not taken for none.
+	// again, and a sequenced frame or a session.resumed makes it resumable
+	// again. Default 3s (DefaultResumeTimeout), well below the heartbeat
+	// timeout, so a send waits little longer than that for a resume that
+	// does not come: the wait ends at the relay's ack of a heartbeat sent
+	// when the time is up, after every frame the relay sent before it, so
+	// an answer that arrived while the client was stalled is not taken for
+	// none. A runtime that refuses the resume is taken not to resume at
+	// once, without the wait: relay.error unsupported_type (it does not
+	// handle the type), or any code but cursor_evicted and those that end
+	// a connection anyway (unknown_instance, runtime_gone …).
 	ResumeTimeout time.Duration
 	// SendQueue bounds how many messages may wait while the attachment is
 	// reconnecting; a send beyond it fails with ErrSendQueueFull. Default 256.
@@ -225,8 +241,13 @@ func (b Backoff) delay(attempt int) time.Duration {
 	return time.Duration(rand.Int64N(int64(ceiling) + 1))
 }
 
-// retryAfter clamps a relay's hint to the client's own bounds.
+// retryAfter clamps a relay's hint to the client's own bounds. The hint is
+// compared in seconds before it becomes a Duration: one of more than about
+// 292 years overflows as nanoseconds, to a moment or to a negative wait.
 func (b Backoff) retryAfter(seconds int) time.Duration {
+	if time.Duration(seconds) > b.MaxRetryAfter/time.Second {
+		return b.MaxRetryAfter
+	}
 	return min(time.Duration(seconds)*time.Second, b.MaxRetryAfter)
 }
 

@@ -212,3 +212,37 @@ func TestTrace(t *testing.T) {
 		t.Fatalf("delivered with trace %q, want t-1", m.Trace)
 	}
 }
+
+// A runtime that refuses session.resume instead of ignoring it does not
+// resume either: unsupported_type is what one that does not handle the
+// type answers (librelay.Unsupported), and a code the client knows nothing
+// of says no more. Either releases the sends at once and keeps the
+// connection, as an unanswered resume does after ResumeTimeout (here far
+// off, so only the refusal can release them); a redial would only be
+// refused again, with the sends held for ever.
+func TestResumeRefusedMeansNotResuming(t *testing.T) {
+	for _, code := range []string{librelay.CodeUnsupportedType, "some_future_code"} {
+		t.Run(code, func(t *testing.T) {
+			s := newScriptedWith(t, func(o *client.Options) { o.ResumeTimeout = guard })
+			_, id := s.expectResume(t)
+			sent := make(chan error, 1)
+			go func() { sent <- s.a.SendACP(context.Background(), []byte(`{"jsonrpc":"2.0","method":"hi"}`)) }()
+			s.send(t, librelay.NewError(librelay.Frame{Type: librelay.TypeResume, ID: id}, code, "no resume here"))
+			if f := s.next(t); f.Type != librelay.TypeACPMessage {
+				t.Fatalf("after the refusal the client sent %s %s, want the queued acp.message", f.Type, f.Payload)
+			}
+			if err := <-sent; err != nil {
+				t.Fatalf("SendACP: %v", err)
+			}
+			s.c.Wait(t, "resumable false", func(c *clienttest.Collector) bool { return !lastState(c).Resumable })
+			if s.a.Resumable() || s.a.State() != client.Open {
+				t.Fatalf("resumable %v in state %v", s.a.Resumable(), s.a.State())
+			}
+			s.c.Lock()
+			defer s.c.Unlock()
+			if n := countState(s.c, client.Reconnecting); n != 0 {
+				t.Fatalf("reconnected %d times: the refusal dropped the connection (%+v)", n, s.c.States)
+			}
+		})
+	}
+}

@@ -36,7 +36,8 @@ type runner struct {
 	quit     error     // Close or Detach came while a delivery was awaited
 	failures int       // consecutive handler refusals
 
-	// What the runtime has shown: resumable until a resume goes unanswered,
+	// What the runtime has shown: resumable until a resume goes unanswered
+	// or is refused,
 	// and the cursor a gap was last resumed from, with how often in a row.
 	resumable  bool
 	gapAt      uint64
@@ -47,7 +48,8 @@ type runner struct {
 
 type pendingMsg struct {
 	msg     Message
-	deliver bool // an acp.message; other sequenced cargo only moves the cursor
+	deliver bool            // an acp.message; other sequenced cargo only moves the cursor
+	owed    *librelay.Frame // the reply other sequenced cargo is owed, when a request
 }
 
 func newRunner(a *Attachment, saved Saved, opened chan<- error, first <-chan dialed) *runner {

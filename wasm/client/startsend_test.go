@@ -5,9 +5,12 @@ package client_test
 import (
 	"context"
 	"errors"
+	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/relaywasm/relaywasm/demo/relay/relaytest"
+	"github.com/relaywasm/relaywasm/librelay"
 	"github.com/relaywasm/relaywasm/wasm/client"
 	"github.com/relaywasm/relaywasm/wasm/client/clienttest"
 )
@@ -71,4 +74,35 @@ func TestStartSendACP(t *testing.T) {
 	if len(sent)+len(late)+len(bad) != 0 {
 		t.Fatal("a second outcome for one send")
 	}
+}
+
+// OnState and OnEvicted run on the attachment's goroutine, so a callback
+// that sends does it with StartSendACP, which does not wait for that
+// goroutine (Options says so): here an eviction's callback asks the
+// runtime for the state the application lost, and the request goes out.
+func TestStartSendACPFromCallback(t *testing.T) {
+	var att atomic.Pointer[client.Attachment]
+	sent := make(chan error, 1)
+	s := newScriptedWith(t, func(o *client.Options) {
+		collect := o.OnEvicted
+		o.OnEvicted = func(e client.Eviction) {
+			collect(e)
+			att.Load().StartSendACP([]byte(`{"jsonrpc":"2.0","method":"refetch"}`), func(err error) { sent <- err })
+		}
+	})
+	att.Store(s.a)
+	_, id := s.expectResume(t)
+	s.resumed(t, id, 1, false)
+	s.msg(t, 1, 1)
+	s.msg(t, 5, 5) // a gap the runtime can no longer fill
+	_, id = s.expectResume(t)
+	s.resumed(t, id, 5, true)
+	if f := s.next(t); f.Type != librelay.TypeACPMessage || !strings.Contains(string(f.Payload), "refetch") {
+		t.Fatalf("the callback's send: got %s %s", f.Type, f.Payload)
+	}
+	if err := <-sent; err != nil {
+		t.Fatalf("StartSendACP from OnEvicted: %v", err)
+	}
+	s.msg(t, 5, 5)
+	s.c.Wait(t, "seq 5", func(c *clienttest.Collector) bool { return len(c.Msgs) == 2 })
 }

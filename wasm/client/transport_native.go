@@ -5,6 +5,8 @@ package client
 import (
 	"context"
 	"errors"
+	"net"
+	"sync"
 
 	"github.com/coder/websocket"
 
@@ -33,7 +35,7 @@ func (t *WebSocketTransport) Dial(ctx context.Context, url string, protocols []s
 		return nil, err
 	}
 	c.SetReadLimit(librelay.MaxFrameBytes)
-	w := &wsConn{c: c, in: make(chan []byte, 256)}
+	w := &wsConn{c: c, in: make(chan []byte, 256), done: make(chan struct{})}
 	go w.readLoop()
 	return w, nil
 }
@@ -41,12 +43,17 @@ func (t *WebSocketTransport) Dial(ctx context.Context, url string, protocols []s
 // wsConn reads ahead on its own goroutine, so Read can hand over everything
 // that has arrived as one batch, the way the browser's event loop does.
 type wsConn struct {
-	c     *websocket.Conn
-	in    chan []byte
-	err   error // why reading stopped; written before in is closed
-	batch [][]byte
+	c       *websocket.Conn
+	in      chan []byte
+	err     error         // why reading stopped; written before in is closed
+	done    chan struct{} // closed by Close
+	closing sync.Once
+	batch   [][]byte
 }
 
+// readLoop stops at Close even while it waits to hand a message over: the
+// engine stops reading a connection it has given up on, and a loop blocked
+// on a full in would outlive the socket, holding what it had read.
 func (w *wsConn) readLoop() {
 	defer close(w.in)
 	for {
@@ -55,7 +62,12 @@ func (w *wsConn) readLoop() {
 			w.err = err
 			return
 		}
-		w.in <- msg
+		select {
+		case w.in <- msg:
+		case <-w.done:
+			w.err = net.ErrClosed
+			return
+		}
 	}
 }
 
@@ -100,8 +112,13 @@ func (w *wsConn) Write(ctx context.Context, msg []byte) error {
 
 // Close implements Conn. The close handshake waits for the peer, up to five
 // seconds with a dead one, so it runs on its own goroutine: hanging up must
-// not hold up the redial.
+// not hold up the redial. The engine may close a connection twice (at once
+// when it breaks during a delivery, and again as it ends); the first close
+// says why, so the second has nothing to add.
 func (w *wsConn) Close(code int, reason string) error {
-	go w.c.Close(websocket.StatusCode(code), reason)
+	w.closing.Do(func() {
+		close(w.done)
+		go w.c.Close(websocket.StatusCode(code), reason)
+	})
 	return nil
 }
