@@ -332,7 +332,9 @@ func (e *refusal) Unwrap() error { return e.sentinel }
 // many messages the handler accepted, at once, or later (-1-i, i the
 // messages accepted before it) when a handler returned a Promise; a Promise
 // is waited for until ctx ends (the attachment closed or detached), and what
-// it had not accepted by then is not counted.
+// it had not accepted by then is not counted. close() and detach() send
+// relay.js's count of a batch a Promise holds before they reach Go, so a
+// count already there when ctx ends is the one taken.
 func (a *attachment) deliver(ctx context.Context, batch []client.Message) (int, error) {
 	if len(batch) == 0 {
 		return 0, nil
@@ -373,7 +375,12 @@ func (a *attachment) deliver(ctx context.Context, batch []client.Message) (int, 
 		case ev := <-events:
 			n = jsInt(ev.value)
 		case <-ctx.Done():
-			return -n - 1, ctx.Err() // those before the Promise were accepted
+			select {
+			case ev := <-events: // relay.js counted the batch before Close or Detach came
+				n = jsInt(ev.value)
+			default:
+				return -n - 1, ctx.Err() // those before the Promise were accepted
+			}
 		}
 	}
 	if n < len(batch) {

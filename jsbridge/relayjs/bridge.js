@@ -13,7 +13,7 @@
 import { ABORTED, BRIDGE_GLOBAL, CODE_CANCELED, CODE_WASM_LOAD_FAILED, DONE_FAILED, DONE_OK, VERSION } from "./boundary.js";
 import { go, outbuf, outBuffer, text } from "./crossing.js";
 import { unhold } from "./entries.js";
-import { asError, guarded, RelayError, toGo } from "./errors.js";
+import { asError, guarded, RelayError, settling, toGo } from "./errors.js";
 import { release } from "./held.js";
 import { close, dial, messages, send } from "./sockets.js";
 import { Stores, writeAll } from "./store.js";
@@ -162,14 +162,14 @@ function makeBridge() {
           return;
         }
         const id = nextCall++;
-        calls.set(id, { resolve, reject });
-        signal?.addEventListener("abort", () => b.api.cancel(id), { once: true });
+        const call = settling(signal, () => b.api.cancel(id), resolve, reject);
+        calls.set(id, call);
         try {
           const fn = b.api[op]; // called without this: Go need not take it
           fn(id, ...(typeof args === "function" ? args() : args));
         } catch (e) {
           calls.delete(id);
-          reject(e);
+          call.reject(e);
         }
       });
     },

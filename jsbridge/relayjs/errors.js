@@ -65,3 +65,18 @@ export function guard(what, fn) {
     report(what, e);
   }
 }
+
+// settling is the entry of a call that an AbortSignal may cancel
+// ({resolve, reject}): onAbort runs if the signal aborts before the call
+// settles, and the listener goes once it settles, so an application that
+// passes one long-lived signal to every call does not keep a listener per
+// call it ever made.
+export function settling(signal, onAbort, resolve, reject) {
+  if (!signal) return { resolve, reject };
+  signal.addEventListener("abort", onAbort, { once: true });
+  const done = (fn) => (v) => {
+    signal.removeEventListener("abort", onAbort);
+    fn(v);
+  };
+  return { resolve: done(resolve), reject: done(reject) };
+}

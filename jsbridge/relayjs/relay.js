@@ -211,6 +211,8 @@ const TAKEN = "another tab took this stream while the page was in the back/forwa
 class Attachment extends BaseAttachment {
   #slot;
   #last = ["connecting", 0, ""]; // state, cursor, session: kept for after the end
+  #over = false; // close() or detach() was called, or the attachment ended: no more deliveries
+  #held = null; // {waitID, n}: the batch a handler's Promise holds, n of it accepted before
 
   constructor(handle, slot, options) {
     super(handle, options);
@@ -283,6 +285,8 @@ class Attachment extends BaseAttachment {
   }
 
   async #end(op) {
+    this.#over = true;
+    this.#counted();
     this.#slot.leave(); // another attach of this page may wait for it (tabs.js)
     try {
       if (B.attachments.has(this._handle)) await B.call(op, [this._handle]);
@@ -296,8 +300,13 @@ class Attachment extends BaseAttachment {
   // when the handler of message i returned a Promise; the count then goes to Go when the
   // batch is done. A message counts as accepted once its handler returned, or
   // its Promise resolved, without throwing: only those move the cursor.
+  // Once close() or detach() is called, even from a handler, the rest of the
+  // batch is not delivered: the next attach of the stream gets it, and Go
+  // has counted what came before (a Promise still pending then does not
+  // count, and its message comes again too).
   _deliver(batch, replay, waitID, from = 0) {
     for (let i = from; i < batch.length; i++) {
+      if (this.#over) return this.#delivered(i, waitID, from);
       const f = batch[i];
       let r;
       try {
@@ -307,9 +316,13 @@ class Attachment extends BaseAttachment {
         return this.#delivered(i, waitID, from);
       }
       if (r !== null && typeof r === "object" && typeof r.then === "function") {
+        const held = (this.#held = { waitID, n: i });
+        // Unless close() or detach() counted the batch meanwhile (#counted).
+        const still = () => this.#held === held && !(this.#held = null);
         Promise.resolve(r).then(
-          () => this._deliver(batch, replay, waitID, i + 1),
+          () => still() && this._deliver(batch, replay, waitID, i + 1),
           (e) => {
+            if (!still()) return;
             if (e !== PAUSED) report("onMessage", e);
             B.done(waitID, DONE_OK, i);
           },
@@ -318,6 +331,16 @@ class Attachment extends BaseAttachment {
       }
     }
     return this.#delivered(batch.length, waitID, from);
+  }
+
+  // #counted tells Go how many of the batch a handler's Promise holds were
+  // accepted, before close() or detach() reaches it: Go stops waiting for
+  // the batch then, and a count it never had would have the stream's next
+  // attach deliver those messages again.
+  #counted() {
+    const held = this.#held;
+    this.#held = null;
+    if (held) B.done(held.waitID, DONE_OK, held.n);
   }
   #delivered(n, waitID, from) {
     // Called from a Promise continuation, the count must be sent; called
@@ -334,6 +357,8 @@ class Attachment extends BaseAttachment {
   // The attachment ended (detach, close or a fatal error): keep its last
   // state, cursor and session for the getters, and free its slot.
   _ended() {
+    this.#over = true;
+    this.#held = null;
     this.#info();
     this.#slot.release();
   }

@@ -19,7 +19,7 @@ import { BaseAttachment, checkCursor, meta, sendArgs, urlText } from "./attachme
 import { ABORTED, CODE_BAD_OPTIONS, CODE_CANCELED, DONE_FAILED, DONE_OK } from "./boundary.js";
 import { compileSource, handBack, pageURL, preloaded } from "./compile.js";
 import { packEntry } from "./entries.js";
-import { RelayError, report } from "./errors.js";
+import { RelayError, report, settling } from "./errors.js";
 import { wasmExecBeside } from "./load.js";
 import { concat, openEarly, Stores, writeAll } from "./store.js";
 import { PAUSED } from "./stream.js";
@@ -349,8 +349,7 @@ class Connection {
         reject(new RelayError(CODE_BAD_OPTIONS, `${op}: an argument cannot be passed to the worker: ${e?.message ?? e}`));
         return;
       }
-      this.calls.set(id, { resolve, reject });
-      signal?.addEventListener("abort", () => this.worker.postMessage({ t: "abort", id }), { once: true });
+      this.calls.set(id, settling(signal, () => this.worker.postMessage({ t: "abort", id }), resolve, reject));
     });
   }
 
@@ -365,14 +364,8 @@ class Connection {
       }
       case "batch": {
         const a = this.attachments.get(m.h);
-        if (!a) {
-          this.worker.postMessage({ t: "done", waitID: m.waitID, n: 0 });
-          break;
-        }
-        a._deliver(m.batch, m.replay, m.now).then((n) => {
-          a._accepted(m.waitID, m.batch, m.replay, n);
-          this.worker.postMessage({ t: "done", waitID: m.waitID, n });
-        });
+        if (a) a._deliver(m);
+        else this.worker.postMessage({ t: "done", waitID: m.waitID, n: 0 });
         break;
       }
       case "state":
@@ -498,8 +491,6 @@ class RemoteRelay {
     if (typeof options.onMessage !== "function") return this.#bad("onMessage is required");
     const c = this.#c;
     const h = c.nextHandle++;
-    const a = new RemoteAttachment(c, h, options);
-    c.attachments.set(h, a);
     const o = {};
     for (const [k, v] of Object.entries(options)) {
       if (typeof v !== "function" && k !== "signal") o[k] = v;
@@ -507,6 +498,8 @@ class RemoteRelay {
     o.url = urlText(o.url);
     if (typeof options.token === "function") o.token = null;
     else if (typeof options.token !== "string") return this.#bad("token must be a string or a function");
+    const a = new RemoteAttachment(c, h, options);
+    c.attachments.set(h, a);
     try {
       const { name, now, place } = await c.call("attach", [this.#id, h, o, slots(), reloading()], options.signal);
       a._attached(name, now, place);
@@ -533,6 +526,9 @@ class RemoteAttachment extends BaseAttachment {
   #c;
   #name = "";
   #now = ["connecting", 0, ""]; // state, cursor, session, as the worker last said
+  #over = false; // close() or detach() was called, or the attachment closed: no more deliveries
+  #busy = null; // the batch being delivered: {waitID, batch, replay, n accepted, held by a Promise, reported}
+  #ending = null; // the outcome of close() or detach()
 
   constructor(c, h, options) {
     super(h, options);
@@ -554,8 +550,13 @@ class RemoteAttachment extends BaseAttachment {
   #tail = []; // [{waitID, batch, replay, n}]: the first n of each batch
   #place = null; // [store handle, stream] in the page's stores, or null
 
+  // Only a batch the worker commits for is kept: one that moves the cursor
+  // (a message with a seq, not replayed) or adds to the transcript. Others
+  // (contenox as it ships stamps no seq) would stay for good.
   _accepted(waitID, batch, replay, n) {
-    if (n > 0 && this.#place !== null) this.#tail.push({ waitID, batch, replay, n });
+    if (n === 0 || this.#place === null) return;
+    const commits = (f, i) => ((f.seq ?? 0) > 0 ? replay[i] !== 1 : this._history > 0);
+    if (batch.slice(0, n).some(commits)) this.#tail.push({ waitID, batch, replay, n });
   }
 
   _stores(h, stream) {
@@ -610,37 +611,78 @@ class RemoteAttachment extends BaseAttachment {
   }
 
   async detach() {
-    await this.#c.call("detach", [this._handle]);
+    await this.#end("detach");
   }
 
   async close() {
-    await this.#c.call("close", [this._handle]);
+    await this.#end("close");
   }
 
-  // One batch from the worker: resolves to how many messages the handlers
-  // accepted (returned, or resolved a returned Promise, without throwing),
-  // as relay.js's _deliver counts them.
-  async _deliver(batch, replay, now) {
+  // #end is close() or detach(), once: a second call, or one after the
+  // attachment ended, gets the first's outcome, as on the main thread. The
+  // worker hears the count of the batch being delivered first, so that
+  // those accepted are not delivered again to the stream's next attach:
+  // at once when a handler's Promise holds the batch, else (the call came
+  // from a handler) once that handler has returned.
+  #end(op) {
+    if (this.#ending === null) {
+      this.#over = true;
+      const busy = this.#busy;
+      if (busy?.held) this.#report(busy);
+      this.#ending = Promise.resolve(busy?.reported).then(() =>
+        this.#c.attachments.has(this._handle) ? this.#c.call(op, [this._handle]) : undefined,
+      );
+    }
+    return this.#ending;
+  }
+
+  // One batch from the worker. The count of messages its handlers accepted
+  // (returned, or resolved a returned Promise, without throwing), as
+  // relay.js's _deliver counts them, goes back once they are done, or
+  // sooner when close() or detach() is called (#end). No message is
+  // delivered once either is.
+  async _deliver({ waitID, batch, replay, now }) {
     if (now) this.#now = now;
-    for (let i = 0; i < batch.length; i++) {
+    const busy = { waitID, batch, replay, n: 0, held: false };
+    busy.reported = new Promise((resolve) => (busy.done = resolve));
+    this.#busy = busy;
+    for (let i = 0; i < batch.length && !this.#over; i++) {
       const f = batch[i];
-      const seq = f.seq ?? 0;
       try {
         const r = (this._tap ?? this).onMessage(f.payload ?? null, meta(f, replay[i] === 1));
-        if (r !== null && typeof r === "object" && typeof r.then === "function") await r;
+        if (r !== null && typeof r === "object" && typeof r.then === "function") {
+          busy.held = true;
+          if (this.#over) this.#report(busy); // the handler awaits its own close()
+          await r;
+          busy.held = false;
+        }
       } catch (e) {
-        if (e !== PAUSED) report("onMessage", e);
-        return i;
+        if (e !== PAUSED && this.#busy === busy) report("onMessage", e);
+        break;
       }
+      if (this.#busy !== busy) return; // counted by #end meanwhile
+      busy.n = i + 1;
+      const seq = f.seq ?? 0;
       if (seq > this.#now[1]) this.#now = [this.#now[0], seq, this.#now[2]];
     }
-    return batch.length;
+    this.#report(busy);
+  }
+
+  #report(busy) {
+    if (this.#busy !== busy) return;
+    this.#busy = null;
+    this._accepted(busy.waitID, busy.batch, busy.replay, busy.n);
+    this.#c.worker.postMessage({ t: "done", waitID: busy.waitID, n: busy.n });
+    busy.done();
   }
 
   _state(state, info, now) {
     this.#now = now ?? [state, this.#now[1], this.#now[2]];
     this.#now[0] = state;
-    if (state === "closed") this.#c.attachments.delete(this._handle);
+    if (state === "closed") {
+      this.#over = true;
+      this.#c.attachments.delete(this._handle);
+    }
     super._state(state, info);
   }
 }

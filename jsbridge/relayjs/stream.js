@@ -106,7 +106,10 @@ export function openStream(att, options) {
 
   // end stops the stream: the attachment's messages go to onMessage again,
   // one held but not read included, and writes fail with err (or "closed").
-  const end = (err, errorReadable) => {
+  // When the attachment has closed (closed), the one held goes to no one:
+  // nothing is delivered after the end, and the stream's next attach
+  // delivers it again.
+  const end = (err, errorReadable, closed = false) => {
     if (ended) return;
     ended = err ?? new RelayError("closed", "the stream is closed");
     if (att._tap === tap) att._tap = null;
@@ -120,6 +123,7 @@ export function openStream(att, options) {
     }
     wanted?.();
     wanted = null;
+    if (held && closed) pause();
     if (held) {
       const h = held;
       held = null;
@@ -218,7 +222,7 @@ export function openStream(att, options) {
       });
     },
     state(state, info) {
-      if (state === "closed") end(new RelayError(info?.code ?? "closed", info?.message ?? "the attachment is closed"), true);
+      if (state === "closed") end(new RelayError(info?.code ?? "closed", info?.message ?? "the attachment is closed"), true, true);
     },
     // evicted ends the stream when content is gone, unless nothing the
     // stream wrote has gone out yet: the SDK's conversation starts with its

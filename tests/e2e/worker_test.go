@@ -313,3 +313,122 @@ const relayChecks = `(async () => {
 		await r.attach({ url, instance: "demo", token: "dev-token", name: "as-url", onMessage() {} }).then((a) => a.close().then(() => "attached"), (e) => e.code ?? String(e)),
 	];
 })()`
+
+// close() during a delivery, in both modes: no message reaches onMessage
+// once close() is called, and what the handlers accepted before it counts,
+// so the stream's next attach delivers neither less nor more again. The
+// page attaches a stream of its own, has the dev agent count to 3,000, and
+// at the 300th chunk (mid-batch in a flood) either calls close() from the
+// handler ("handler") or returns a Promise that it resolves only after
+// close() has resolved ("held"). The next attach of the stream must start
+// right after the last message accepted: the one after the 300th chunk, or
+// the 300th chunk itself, whose Promise was pending at the close. Worker
+// mode counted none of the batch before (the close reached the worker
+// before the page's count), and both modes delivered the rest of the batch
+// after the close. In "stream", att.stream() holds a response its readable
+// was never read for as the attachment closes: that message too goes to no
+// one (it went to onMessage), and comes again.
+func TestCloseDuringDeliveryCountsWhatWasAccepted(t *testing.T) {
+	t.Parallel()
+	s := startStackServing(t, workerDir, 0)
+	b := newBrowser(t)
+	for _, mode := range []string{"main", "worker"} {
+		url := s.PageURL()
+		if mode == "main" {
+			url += "?main"
+		}
+		tb := openTab(t, b, mode, url)
+		workerReady(tb, mode)
+		for _, how := range []string{"handler", "held", "stream"} {
+			var got struct {
+				After, At, First, Accepted int
+				Err                        string
+			}
+			tb.eval(fmt.Sprintf(closeDuringDelivery, how), &got)
+			if got.Err != "" {
+				t.Fatalf("%s, %s: %s", mode, how, got.Err)
+			}
+			if got.After != 0 {
+				t.Errorf("%s, %s: onMessage got %d messages after close()", mode, how, got.After)
+			}
+			want := got.At + 1 // closed from the handler: the message was accepted
+			if how != "handler" {
+				want = got.At // pending, or never read, at the close
+			}
+			if got.First != want {
+				t.Errorf("%s, %s: the message closed at was seq %d (%d messages accepted); the next attach delivers from seq %d, want %d",
+					mode, how, got.At, got.Accepted, got.First, want)
+			}
+		}
+	}
+}
+
+// closeDuringDelivery is the page's side of the test above; %q is how the
+// attachment closes mid-delivery.
+const closeDuringDelivery = `(async () => {
+	const how = %q;
+	const r = __w.relay;
+	const stream = { url: new URL("/v1/attach", location.href.replace(/^http/, "ws")), instance: "demo", token: "dev-token", name: "close-mid-" + how };
+	const out = { After: 0, At: 0, First: 0, Accepted: 0, Err: "" };
+	const waiting = new Map();
+	let chunks = 0, closed = false, closing = null, release = null, att;
+	const isChunk = (m) => m?.params?.update?.sessionUpdate === "agent_message_chunk";
+	const onMessage = (m, meta) => {
+		if (closed) {
+			out.After++;
+			return;
+		}
+		if (m?.id !== undefined && m.method === undefined) waiting.get(m.id)?.(m);
+		if (isChunk(m) && ++chunks === 300) {
+			out.At = meta.seq;
+			if (how === "held") return new Promise((resolve) => (release = resolve));
+			closed = true;
+			closing = att.close();
+		}
+		out.Accepted++;
+	};
+	const ask = (id, method, params) =>
+		new Promise((resolve) => {
+			waiting.set(id, resolve);
+			att.sendACP({ jsonrpc: "2.0", id, method, params });
+		});
+	const until = async (pred, what) => {
+		for (const t0 = Date.now(); !pred(); await new Promise((r) => setTimeout(r, 10))) {
+			if (Date.now() - t0 > 20000) throw new Error("timed out waiting for " + what);
+		}
+	};
+	const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+	try {
+		att = await r.attach({ ...stream, onMessage });
+		await ask("c1", "initialize", { protocolVersion: 1, clientCapabilities: {} });
+		if (how === "stream") {
+			// The response to a request written to the stream is the stream's;
+			// with no read, it is held. Its seq is the cursor's next.
+			out.At = att.cursor + 1;
+			const s = att.stream();
+			await s.writable.getWriter().write({ jsonrpc: "2.0", id: 1, method: "session/new", params: { cwd: "/", mcpServers: [] } });
+			await sleep(300); // the response arrives and is held by now
+			closed = true;
+			closing = att.close();
+		} else {
+			const s = await ask("c2", "session/new", { cwd: "/", mcpServers: [] });
+			att.sendACP({ jsonrpc: "2.0", id: "c3", method: "session/prompt", params: { sessionId: s.result.sessionId, prompt: [{ type: "text", text: "count 3000" }] } });
+			await until(() => closing !== null || release !== null, "the 300th chunk");
+			if (how === "held") {
+				closed = true;
+				closing = att.close();
+			}
+		}
+		await closing;
+		release?.();
+		await sleep(300); // what would come after the close comes by now
+		let first = 0;
+		const att2 = await r.attach({ ...stream, onMessage: (m, meta) => void (first ||= meta.seq) });
+		await until(() => first > 0, "the next attach's first message");
+		out.First = first;
+		await att2.detach();
+	} catch (e) {
+		out.Err = String(e?.message ?? e);
+	}
+	return out;
+})()`
