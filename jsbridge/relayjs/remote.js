@@ -303,6 +303,17 @@ class Connection {
     );
   }
 
+  // suspendLocks lets go of the locks the page holds for the worker as the
+  // page goes into the back/forward cache. The worker lets its slots go
+  // too (suspend), but its word comes back as a message, which a page
+  // frozen in the cache may never read: WPE 2.38 kept the locks then, and
+  // the tab's next page took name#2 (tests/e2e TestReloadLocksEarly). Its
+  // "unlock" later finds them gone; on pageshow it asks for them again.
+  suspendLocks() {
+    for (const l of this.locks.values()) l.release();
+    this.locks.clear();
+  }
+
   #unlock(m) {
     const lock = this.locks.get(m.id);
     this.locks.delete(m.id);
@@ -419,6 +430,7 @@ function forwardLifecycle(w, c) {
     else send("suspend");
     writeAll();
     rememberSlots(c.lockNames());
+    if (ev.persisted) c.suspendLocks();
   });
   addEventListener("pageshow", (ev) => ev.persisted && send("pageshow"));
   document.addEventListener("freeze", () => writeAll());
