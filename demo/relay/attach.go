@@ -13,7 +13,7 @@ type attachment struct {
 	key   route
 	sock  *browserConn
 	grace *time.Timer
-	left  time.Time // when its socket dropped; zero while one holds it
+	left  time.Time // when its socket dropped; zero while one holds it, or before any has
 }
 
 // attach grants s an attachment id for instance: wanted back when it was
@@ -40,6 +40,7 @@ func (r *Relay) attach(s *browserConn, instance, wanted string, welcome func(id 
 		return code
 	}
 	if !welcome(id) {
+		r.dropUnheldLocked(a)
 		r.mu.Unlock()
 		return relayleg.CodeShuttingDown
 	}
@@ -168,16 +169,23 @@ func (r *Relay) reclaimable(instance, session string) bool {
 	return a != nil && a.sock == nil
 }
 
-// payOwed sends a runtime that has just connected the detaches of the
-// attachments whose grace ran out while it was away.
+// payOwed sends a runtime that has just been reached on another node the
+// detaches of the attachments whose grace ran out while it was away; a
+// runtime connecting to this node gets them from its welcome.
 func (r *Relay) payOwed(instance string, rt Endpoint) {
-	r.mu.Lock()
-	owed := r.owed[instance]
-	delete(r.owed, instance)
-	r.mu.Unlock()
-	for _, session := range owed {
+	for _, session := range r.takeOwed(instance) {
 		rt.Send(detachFrame(instance, session))
 	}
+}
+
+// takeOwed returns the sessions whose detaches instance's runtime is owed,
+// and forgets them: they are sent once.
+func (r *Relay) takeOwed(instance string) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	owed := r.owed[instance]
+	delete(r.owed, instance)
+	return owed
 }
 
 func detachFrame(instance, session string) librelay.Frame {
@@ -185,8 +193,24 @@ func detachFrame(instance, session string) librelay.Frame {
 }
 
 func (r *Relay) endLocked(a *attachment) {
-	delete(r.attachments, a.key)
+	r.forgetLocked(a)
 	r.ended.add(a.key.session)
+}
+
+// dropUnheldLocked forgets a record claimLocked made for a hello whose
+// welcome could not be queued (its socket was closing): no socket ever
+// held it, so no grace timer would ever end it, and it would count against
+// its instance's limit for good. Its id does not end: it was never granted,
+// or it is a client's own, which the client may still reclaim. A record a
+// socket held keeps its socket or its grace.
+func (r *Relay) dropUnheldLocked(a *attachment) {
+	if a.sock == nil && a.left.IsZero() {
+		r.forgetLocked(a)
+	}
+}
+
+func (r *Relay) forgetLocked(a *attachment) {
+	delete(r.attachments, a.key)
 	if r.perInstance[a.key.instance]--; r.perInstance[a.key.instance] <= 0 {
 		delete(r.perInstance, a.key.instance)
 	}

@@ -2,6 +2,7 @@ package relay_test
 
 import (
 	"bytes"
+	"context"
 	"log/slog"
 	"strings"
 	"sync"
@@ -58,4 +59,64 @@ func TestDetachOwedToAnAbsentRuntime(t *testing.T) {
 	if err != nil || f.Type != librelay.TypeACPDetach || f.Instance != env.Instance || f.Session != b.Session {
 		t.Fatalf("the reconnected runtime got %s %s/%s (%v), want acp.detach for %s", f.Type, f.Instance, f.Session, err, b.Session)
 	}
+}
+
+// The detaches owed to a returning runtime never wait for room in its
+// queue. The welcome holds that queue (nothing is written before the route
+// exists) under the relay's takeover lock, so when as many detaches were
+// owed as the queue holds frames, the one that waited for room waited for
+// ever, and so did the handshake of every runtime, of every instance.
+func TestOwedDetachesDoNotHoldTheHandshake(t *testing.T) {
+	const attachments = 8
+	logs := &syncBuffer{}
+	env := relaytest.Start(t, func(c *relay.Config) {
+		c.Limits.Grace = 50 * time.Millisecond
+		c.Limits.AttachmentsPerInstance = attachments
+		c.Limits.RuntimeQueueFrames = attachments / 2
+		c.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	})
+	rt := env.Connect(t)
+	owed := map[string]bool{}
+	var bs []*relaytest.Browser
+	for range attachments {
+		b := env.Attach(t, "")
+		bs = append(bs, b)
+		owed[b.Session] = true
+	}
+	rt.Conn.Close()
+	for _, b := range bs {
+		b.ReadUntilClosed()
+	}
+	for deadline := time.Now().Add(relaytest.IOTimeout); strings.Count(logs.String(), "attachment grace expired") < attachments; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the grace periods never ran out:\n%s", logs.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	back := dialRuntime(t, env, env.RuntimeToken, env.Instance)
+	for range attachments {
+		f, err := back.ReadCargo()
+		if err != nil || f.Type != librelay.TypeACPDetach || !owed[f.Session] {
+			t.Fatalf("the returning runtime got %s for %s (%v), want an owed acp.detach", f.Type, f.Session, err)
+		}
+		delete(owed, f.Session)
+	}
+	dialRuntime(t, env, "any-runtime", "another-instance") // the takeover lock is free
+}
+
+// dialRuntime connects a runtime for instance and fails the test unless it
+// is welcomed within 3s.
+func dialRuntime(t *testing.T, env *relaytest.Env, token, instance string) *relaytest.Runtime {
+	t.Helper()
+	r, _, err := relaytest.DialRuntime(context.Background(), env.HTTPURL, token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Conn.Close() })
+	r.Timeout = 3 * time.Second
+	if f, _, err := r.Hello(instance, librelay.ProtocolVersion); err != nil || f.Type != librelay.TypeWelcome {
+		t.Fatalf("a runtime for %s got %s (%v), want a welcome", instance, f.Type, err)
+	}
+	return r
 }

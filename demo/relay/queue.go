@@ -41,7 +41,7 @@ var (
 //
 // The bounds count what is queued and what is being written, so a socket
 // never holds more than maxBytes as size counts them (plus one oversized
-// frame when empty, plus controlSlack replies).
+// frame when empty, plus controlSlack replies, plus what pushPast queued).
 type sendQueue[T any] struct {
 	maxMsgs, maxBytes int
 	maxBatch          int
@@ -125,6 +125,21 @@ func (q *sendQueue[T]) pushControl(msg T) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.closing || q.n >= q.maxMsgs+controlSlack {
+		return false
+	}
+	q.appendLocked(msg)
+	return true
+}
+
+// pushPast queues one of the relay's own frames without waiting, past the
+// bounds if need be; false only when the queue is closing. It is for frames
+// that must neither wait nor fail and whose number the caller bounds: the
+// detaches owed to a runtime as it is welcomed (payOwed), queued while
+// welcome holds the queue, when nothing drains it.
+func (q *sendQueue[T]) pushPast(msg T) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closing {
 		return false
 	}
 	q.appendLocked(msg)

@@ -199,7 +199,20 @@ func (c *runtimeConn) welcome(hello librelay.Frame, v int, sig []byte, replaced 
 		}
 	}
 	c.r.log.Info("runtime connected", "instance", c.instance, "remote", c.addr, "took_over", replaced != nil)
-	c.r.payOwed(c.instance, c)
+	c.payOwed()
+}
+
+// payOwed queues, behind the welcome, the detaches of the attachments whose
+// grace ran out while the instance had no runtime (attach.go). They never
+// wait for room, past the queue's bound if need be: welcome holds the
+// queue, so nothing drains it yet, and runs under the takeover lock, so a
+// detach waiting for room there (once AttachmentsPerInstance reached
+// RuntimeQueueFrames) hung every runtime's handshake for good. r.owed keeps
+// at most AttachmentsPerInstance per instance, which bounds what they add.
+func (c *runtimeConn) payOwed() {
+	for _, session := range c.r.takeOwed(c.instance) {
+		c.q.pushPast(detachFrame(c.instance, session))
+	}
 }
 
 func (c *runtimeConn) refuse(req librelay.Frame, code, message string) {
