@@ -357,7 +357,8 @@ func (t *Table) nodeGoneLocked(node uint64, fx *effects) {
 // unreachable now, so their sockets here get runtime_gone and their clients
 // redial (to this node or another) and resume once the route is back;
 // frames of this node's own runtimes to other nodes are dropped meanwhile,
-// and those nodes' clients resume the same way.
+// and those nodes' clients resume the same way, told at the next frame or
+// at the tail sent once the bus is back (reconnected).
 func (t *Table) disconnected(err error) {
 	<-t.ready
 	var fx effects
@@ -379,7 +380,11 @@ func (t *Table) disconnected(err error) {
 }
 
 // reconnected: this node has the bus (again). NATS has restored its
-// subscriptions; it says what it holds and asks the others to do the same.
+// subscriptions; it says what it holds and asks the others to do the same,
+// and tells the nodes holding its streams' attachments how far each stream
+// went (stream.tail), so that the sockets whose frames it lost meanwhile
+// get runtime_gone there and their clients resume. The other nodes did not
+// see this node go if it was back within the lease.
 func (t *Table) reconnected() {
 	<-t.ready
 	t.mu.Lock()
@@ -392,4 +397,18 @@ func (t *Table) reconnected() {
 	t.log.Info("connected to NATS", "url", t.nc.ConnectedUrlRedacted())
 	t.publishBeat()
 	t.publishControl(control{Kind: kindSync})
+	t.sendTails()
+}
+
+// sendTails sends a tail on every stream to an attachment elsewhere.
+func (t *Table) sendTails() {
+	t.mu.RLock()
+	tails := make([]*stream, 0, len(t.toAtt))
+	for _, s := range t.toAtt {
+		tails = append(tails, s)
+	}
+	t.mu.RUnlock()
+	for _, s := range tails {
+		s.tail()
+	}
 }

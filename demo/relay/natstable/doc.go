@@ -79,7 +79,12 @@
 //     unknown_instance until the bus is back; this node's own runtimes keep
 //     routing to their sockets here. Frames are not buffered for the
 //     reconnect (ReconnectBufSize -1): receivers resume instead of getting
-//     stale frames.
+//     stale frames. Those its runtimes sent meanwhile to sockets on other
+//     nodes are lost, and those nodes, which see nothing amiss when it is
+//     back within the lease, learn it from the node's tails: back on the
+//     bus, it sends on each of its streams to an attachment a message that
+//     says how far the stream went, so a socket that missed frames gets
+//     runtime_gone even when no frame follows them.
 //   - NATS restarts: every node goes through the above; once reconnected,
 //     the nodes beat, learn the holds again, and the redialled clients
 //     attach and resume. Lost during the outage: runtime frames to browsers

@@ -13,6 +13,12 @@ func DataMessage(node, stream, n uint64, f *librelay.Frame) []byte {
 	return appendFrame(appendHeader(nil, header{node, stream, n}), f)
 }
 
+// TailMessage is the tail node would publish on a stream whose last frame
+// took counter n-1 (stream.tail).
+func TailMessage(node, stream, n uint64) []byte {
+	return appendHeader(nil, header{node, stream, n})
+}
+
 // AttachmentSubject is the subject of an attachment's frames under the
 // default prefix.
 func AttachmentSubject(instance, session string) string {

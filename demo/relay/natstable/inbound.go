@@ -13,11 +13,11 @@ import (
 // published. A runtime's subject has a goroutine of its own (NATS's, for an
 // async subscription); the subjects of one instance's attachments on this
 // node share one (a dispatcher), as the frames of one instance share the
-// runtime connection's reader on a single relay: a socket that makes its
-// sender wait (a full send queue, up to SlowConsumerWait) holds up its
-// instance's other sockets on this node, and nothing else. One goroutine
-// that stays busy while frames flow costs far less than a goroutine per
-// attachment woken for every frame.
+// runtime connection's reader on a single relay, which no socket makes
+// wait: one whose send queue is full is shed at once
+// (relay.Limits.QueueFrames), so a slow browser holds up no other. One
+// goroutine that stays busy while frames flow costs far less than a
+// goroutine per attachment woken for every frame.
 type inbound struct {
 	t   *Table
 	sub *nats.Subscription
@@ -31,6 +31,8 @@ type inbound struct {
 
 	mu   sync.Mutex
 	pubs map[pubKey]*pubState // per publishing stream: how far it came
+	// lost: a loss was reported (onGap), and the socket told is ending, so
+	// frames are dropped until another socket takes the subscription over.
 	lost bool
 	buf  []byte
 }
@@ -140,7 +142,12 @@ func (in *inbound) handle(m *nats.Msg) {
 		p = &pubState{}
 		in.pubs[k] = p
 	}
-	gap := p.n != 0 && h.n != p.n+1
+	// A tail (no frame) shows a loss even to a receiver that has had nothing
+	// of the stream yet: whatever it published went astray, or was for a
+	// socket before this one, whose client resumed; its redial costs only
+	// latency.
+	tail := len(body) == 0
+	gap := p.n != 0 && h.n != p.n+1 || tail && p.n == 0 && h.n > 1
 	first := p.n == 0
 	if h.n > p.n {
 		p.n = h.n
@@ -159,7 +166,7 @@ func (in *inbound) handle(m *nats.Msg) {
 	if report {
 		in.onGap()
 	}
-	if !lost {
+	if !lost && !tail {
 		if ep := in.target(); ep != nil {
 			if f, ok := parseFrame(body); ok {
 				if in.toRuntime && f.Session != "" {
@@ -172,6 +179,18 @@ func (in *inbound) handle(m *nats.Msg) {
 	if first || h.n%uint64(in.t.ackEvery) == 0 {
 		in.ack(k, p, h.n, false)
 	}
+}
+
+// takenOver: a new socket on this node took the attachment over from the
+// one a loss ended, and with it this subscription. The loss is not the new
+// socket's to pay for: its client resumes from its own cursor as it
+// attaches, which brings back what was lost. So frames are handed on again,
+// and a later loss is reported again, to the new socket; before, every
+// frame for it on this node was dropped, its resume's replay included.
+func (in *inbound) takenOver() {
+	in.mu.Lock()
+	in.lost = false
+	in.mu.Unlock()
 }
 
 // ack tells the publisher how far its stream was handed on.

@@ -2,6 +2,7 @@ package natstable_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
 	"testing"
@@ -457,5 +458,154 @@ func TestInvalidFrameFromTheBusNotWritten(t *testing.T) {
 		if f := readBrowser(t, b); string(f.Payload) != want {
 			t.Fatalf("browser got %+v (payload %s), want payload %s", f, f.Payload, want)
 		}
+	}
+}
+
+// A socket that takes its attachment id over on the node where a loss on
+// the bus ended the previous one gets the frames that follow. The new
+// socket inherits the old one's subscription, and with it, before, the
+// mark of the loss, which dropped every later frame for the attachment on
+// that node, the replay its client's session.resume asked for included.
+// The old socket here never answers its close, so it still holds the id
+// when the new one takes it (a phone that lost its network).
+func TestReclaimAfterALossOnTheSameNode(t *testing.T) {
+	c := cluster(t, func(c *relay.Config) {
+		c.Limits.CloseTimeout = time.Minute
+		c.Limits.HeartbeatInterval = time.Hour
+	})
+	rt, b := routed(t, c)
+	nc, err := nats.Connect(c.NATSURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	subject := natstable.AttachmentSubject(b.Instance, b.Session)
+	for _, n := range []uint64{1, 3} { // a node's stream whose counter 2 the bus lost
+		if err := nc.Publish(subject, natstable.DataMessage(99, 1, n, ptr(msg(b, `{}`)))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	relaytest.WaitFor(t, "node 1 to see the loss", func() bool { return c.Node(1).Table().Gaps() > 0 })
+	time.Sleep(100 * time.Millisecond) // it ends b runtime_gone just after counting the loss
+
+	nb := env(c, 1).Attach(t, b.Session)
+	if nb.Session != b.Session {
+		t.Fatalf("the id was not reclaimed: got %s", nb.Session)
+	}
+	if err := rt.Send(librelay.Frame{Type: librelay.TypeACPMessage, Instance: b.Instance, Session: b.Session, Seq: 1, Payload: []byte(`{"n":1}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := readWithin(nb, 5*time.Second); err != nil || f.Seq != 1 {
+		t.Fatalf("the socket that took the id over got %+v (%v), want seq 1", f, err)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// readWithin is the browser's next frame that is not a heartbeat, or an
+// error when none comes within d.
+func readWithin(b *relaytest.Browser, d time.Duration) (librelay.Frame, error) {
+	type read struct {
+		f   librelay.Frame
+		err error
+	}
+	got := make(chan read, 1)
+	go func() {
+		for {
+			f, err := b.Read()
+			if err == nil && f.Type == librelay.TypeHeartbeat {
+				b.Send(librelay.Frame{Type: librelay.TypeAck, ReplyTo: f.ID})
+				continue
+			}
+			got <- read{f, err}
+			return
+		}
+	}()
+	select {
+	case r := <-got:
+		return r.f, r.err
+	case <-time.After(d):
+		return librelay.Frame{}, errors.New("nothing within " + d.String())
+	}
+}
+
+// A runtime's node that loses NATS for less than a lease drops the frames
+// its runtime sends meanwhile to browsers on other nodes, and their nodes
+// see nothing go. Back on the bus it tells them how far its streams went,
+// so a socket that missed frames is told (runtime_gone) and its client
+// resumes. Before, the browser's node learnt of the loss only from a later
+// frame: when the lost frames ended an answer, the client waited for ever.
+func TestRuntimeNodeBlipTellsTheBrowser(t *testing.T) {
+	var p *relaytest.Proxy
+	ctx, cancel := context.WithTimeout(context.Background(), guard)
+	defer cancel()
+	c, err := stack.StartCluster(ctx, stack.ClusterConfig{
+		Nodes: 2, RelayOnly: true, Instance: "test", ClientToken: "client-token", RuntimeToken: "runtime-token",
+		Logger: slog.New(slog.DiscardHandler),
+		EditTable: func(i int, tc *natstable.Config) {
+			tc.Heartbeat, tc.Lease = 100*time.Millisecond, 3*time.Second
+			if i == 0 { // the runtime's node reaches NATS through a proxy the test breaks
+				p = relaytest.NewProxy(t, strings.TrimPrefix(tc.URL, "nats://"))
+				tc.URL = "nats://" + p.Addr()
+			}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	rt, b := routed(t, c)
+	send := func(seq uint64) {
+		t.Helper()
+		if err := rt.Send(librelay.Frame{Type: librelay.TypeACPMessage, Instance: b.Instance, Session: b.Session, Seq: seq, Payload: []byte(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(1)
+	if f := readBrowser(t, b); f.Seq != 1 {
+		t.Fatalf("got %+v, want seq 1", f)
+	}
+	p.Down()
+	time.Sleep(100 * time.Millisecond)
+	send(2) // the last frame of an answer
+	time.Sleep(100 * time.Millisecond)
+	p.Up()
+	// Within the lease: node 1 never takes node 0 for gone.
+	f, err := readWithin(b, 2*time.Second)
+	if err != nil || f.Seq != 2 && (f.Type != librelay.TypeError || errCode(f) != relayleg.CodeRuntimeGone) {
+		t.Fatalf("after the blip the browser got %+v (%v), want seq 2 or relay.error runtime_gone", f, err)
+	}
+}
+
+// A tail (a node back on the bus saying how far a stream went) that
+// follows every frame changes nothing, and one past the last frame seen
+// ends the socket runtime_gone, even when the socket had nothing of that
+// stream yet: what went astray may have been the answer to its resume.
+func TestTailShowsWhatWasLost(t *testing.T) {
+	c := cluster(t, nil)
+	_, b := routed(t, c)
+	nc, err := nats.Connect(c.NATSURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	subject := natstable.AttachmentSubject(b.Instance, b.Session)
+	publish := func(data []byte) {
+		t.Helper()
+		if err := nc.Publish(subject, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publish(natstable.DataMessage(99, 1, 1, ptr(msg(b, `{"n":1}`))))
+	publish(natstable.TailMessage(99, 1, 2))
+	publish(natstable.DataMessage(99, 1, 3, ptr(msg(b, `{"n":3}`))))
+	for _, want := range []string{`{"n":1}`, `{"n":3}`} {
+		if f := readBrowser(t, b); string(f.Payload) != want {
+			t.Fatalf("browser got %+v (payload %s), want payload %s", f, f.Payload, want)
+		}
+	}
+	publish(natstable.TailMessage(98, 1, 7)) // another node's stream, six frames of it unseen
+	if f := readBrowser(t, b); f.Type != librelay.TypeError || errCode(f) != relayleg.CodeRuntimeGone {
+		t.Fatalf("browser got %+v (payload %s), want relay.error runtime_gone", f, f.Payload)
 	}
 }

@@ -48,7 +48,8 @@ func (t *Table) newStream(subject, instance string, toRuntime bool) *stream {
 // Send publishes f to the far end. It reports false when the frame was not
 // published: the stream is closed, its consumer left the window full past
 // StallTimeout, or the bus refused it. A dropped frame still takes its
-// counter, so a consumer that is still there sees the gap and its client
+// counter, so a consumer that is still there sees the gap, at the next
+// frame or at the tail this node sends once back on the bus, and its client
 // resumes.
 func (s *stream) Send(f librelay.Frame) bool {
 	s.mu.Lock()
@@ -71,6 +72,24 @@ func (s *stream) Send(f librelay.Frame) bool {
 }
 
 const maxKeptBuffer = 64 << 10
+
+// tail tells the consumer how far the stream went: a message with the next
+// counter and no frame (wire.go). The table sends one on each stream to an
+// attachment when this node is back on the bus: what Send published while
+// the connection was failing was refused, or lost with the dead
+// connection's buffers, and nobody was told, so a client whose last frames
+// those were (the end of an answer) waited for ever for a frame that would
+// show the gap. A stream that never sent a frame has nothing to tell.
+func (s *stream) tail() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || s.sent == 0 {
+		return
+	}
+	s.sent++
+	s.buf = appendHeader(s.buf[:0], header{s.t.id, s.no, s.sent})
+	s.t.nc.Publish(s.subject, s.buf)
+}
 
 // waitRoom waits, with s.mu held, until the window has room or waiting is
 // pointless; false means drop.

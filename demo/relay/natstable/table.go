@@ -31,8 +31,9 @@ type Config struct {
 	Heartbeat, Lease time.Duration
 	// Window is how many frames a stream keeps unacknowledged by the node
 	// consuming it before Send waits (default 128); StallTimeout how long
-	// it waits for room before dropping (default 5s; the consuming node
-	// closes a slow socket after its own SlowConsumerWait first).
+	// it waits for room before dropping (default 5s). The consuming node
+	// never waits on a slow socket (it sheds it at once), so a window left
+	// full is a node that is behind, or gone.
 	Window       int
 	StallTimeout time.Duration
 	// PendingFrames bounds the frames waiting on this node for one
@@ -393,6 +394,9 @@ func (t *Table) SetAttachment(instance, session string, ep relay.Endpoint) relay
 	la := &localAtt{ep: ep, since: holder{t.id, t.epoch}}
 	if old != nil {
 		la.in, la.disp = old.in, old.disp
+		if la.in != nil {
+			la.in.takenOver()
+		}
 	} else {
 		d := t.dispatcherLocked(instance)
 		in, err := t.subscribeVia(d, t.sub.attachment(instance, session), func() relay.Endpoint { return t.localAtt(k) },

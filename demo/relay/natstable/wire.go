@@ -24,7 +24,12 @@ import (
 // The counter is how a receiver knows that nothing was lost on the bus: NATS
 // delivers at most once, in order per publisher, and a message it drops (a
 // subscriber past its pending limits, no interest while a subscription is
-// being re-established) shows as a counter that skips.
+// being re-established) shows as a counter that skips. A header with no
+// frame after it is a tail (stream.tail): it takes a counter like a frame
+// and is handed to no one, and shows a receiver the frames lost at the end
+// of a stream, where no later frame would show the skip. A node built
+// before tails reads one as a frame that does not parse, a step like any
+// other, so the version stays 2.
 //
 // Why not the frame's JSON: the node that read the frame from its socket has
 // parsed and validated it already, and the node that writes it to a socket
