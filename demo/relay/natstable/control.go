@@ -253,7 +253,8 @@ func (t *Table) claimLocked(k route, h holder, fx *effects) {
 }
 
 // beat is the node's clock: it beats, expires the nodes not heard from
-// within the lease, and forgets what is too old to matter.
+// within the lease, forgets what is too old to matter, and sends the tails
+// its streams owe (stream.payTail).
 func (t *Table) beat() {
 	defer t.wg.Done()
 	tick := time.NewTicker(t.cfg.Heartbeat)
@@ -297,14 +298,20 @@ func (t *Table) expire(now time.Time) {
 			delete(t.recent, k)
 		}
 	}
+	var owing []*stream
 	for k, s := range t.toAtt {
 		if s.idle(now.Unix(), 60) {
 			delete(t.toAtt, k)
 			t.dropStream(s)
+		} else if t.connected && s.owes() {
+			owing = append(owing, s)
 		}
 	}
 	t.mu.Unlock()
 	fx.run(t)
+	for _, s := range owing {
+		s.payTail()
+	}
 }
 
 // orphanedLocked records that instance's runtime was held by node and is now

@@ -50,14 +50,26 @@
 // subscriber's pending limit. The counter shows such a loss to the
 // receiver, which closes the attachment's socket with runtime_gone, so its
 // client redials and resumes from its cursor; what the bus lost is replayed
-// from the runtime's retention. A frame for a runtime lost on the bus is
-// logged and counted (Gaps): what a browser sends is at most once, as over
-// any socket that drops. Each stream keeps at most Window frames
-// unacknowledged by the node consuming it; past that Send waits, as it
-// waits on a full local queue, so a browser on another node slows its
-// runtime down exactly as one on the same node does, and a consumer that
-// is gone (its node's lease ran out, or it let the route go) is not waited
-// for.
+// from the runtime's retention. A drop past the pending limits
+// (PendingFrames, PendingBytes) is a loss as soon as NATS reports it to the
+// node (nats.ErrSlowConsumer), with no later frame to wait for. A frame for
+// a runtime lost on the bus is logged and counted (Gaps): what a browser
+// sends is at most once, as over any socket that drops.
+//
+// Each stream keeps at most Window frames unacknowledged by the node
+// consuming it. That node hands frames to its sockets without waiting (one
+// whose queue is full is shed at once, as on a single relay), so a window
+// to a socket left full is a node behind or out of reach; frames to a
+// runtime wait for room in its queue, as on a single relay, so a runtime
+// that is behind fills the windows of the nodes sending to it. Past a full
+// window Send waits up to StallTimeout, then drops that frame and the ones
+// after it until the consumer acknowledges again; a consumer that is gone
+// (its node's lease ran out, or it let the route go) is not waited for. A
+// frame dropped so, or refused by the bus, still takes its counter, and a
+// stream to a socket that publishes no frame after it owes the consumer a
+// tail (wire.go), sent on the node's next heartbeat once the window has
+// room, so the socket gets runtime_gone even when the dropped frames ended
+// an answer.
 //
 // # Failures
 //

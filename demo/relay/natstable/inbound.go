@@ -152,10 +152,7 @@ func (in *inbound) handle(m *nats.Msg) {
 	if h.n > p.n {
 		p.n = h.n
 	}
-	report := gap && !in.lost && in.onGap != nil
-	if report {
-		in.lost = true
-	}
+	report := gap && in.loseLocked()
 	lost := in.lost
 	in.mu.Unlock()
 
@@ -179,6 +176,61 @@ func (in *inbound) handle(m *nats.Msg) {
 	if first || h.n%uint64(in.t.ackEvery) == 0 {
 		in.ack(k, p, h.n, false)
 	}
+}
+
+// loseLocked marks a loss; true when it is the onGap's to report, once;
+// with in.mu held.
+func (in *inbound) loseLocked() bool {
+	if in.lost || in.onGap == nil {
+		return false
+	}
+	in.lost = true
+	return true
+}
+
+// dropped: NATS dropped messages of this subscription on this node, past
+// its pending limits (an instance's dispatcher, or a runtime's handler,
+// behind). It is a loss as a skip of the counter is, told now: before, it
+// showed only at the stream's next frame, and a client whose last frames
+// those were (the end of an answer) waited for ever. NATS tells once per
+// run of drops; the skip a later frame shows counts again in Gaps.
+func (in *inbound) dropped() {
+	in.mu.Lock()
+	report := in.loseLocked()
+	in.mu.Unlock()
+	in.t.log.Warn("frames dropped past a subscription's pending limits", "subject", in.sub.Subject)
+	in.t.gaps.Add(1)
+	if report {
+		in.onGap()
+	}
+}
+
+// slowConsumer: NATS reported that it dropped messages of sub
+// (nats.ErrSlowConsumer); the inbound it is, if it is still one of this
+// node's, takes it as a loss.
+func (t *Table) slowConsumer(sub *nats.Subscription) {
+	if in := t.inboundOf(sub); in != nil {
+		in.dropped()
+	}
+}
+
+// inboundOf is sub's inbound, found by the runtime or attachment its
+// subject names, so that no index of subscriptions is kept for a rare
+// report; nil for a subscription this node has let go since, or one that
+// is no inbound's (control, acks).
+func (t *Table) inboundOf(sub *nats.Subscription) *inbound {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	var in *inbound
+	if k, ok := t.sub.parseAttachment(sub.Subject); ok && t.atts[k] != nil {
+		in = t.atts[k].in
+	} else if inst, ok := t.sub.parseRuntime(sub.Subject); ok && t.runtimes[inst] != nil {
+		in = t.runtimes[inst].in
+	}
+	if in == nil || in.sub != sub {
+		return nil
+	}
+	return in
 }
 
 // takenOver: a new socket on this node took the attachment over from the

@@ -537,23 +537,11 @@ func readWithin(b *relaytest.Browser, d time.Duration) (librelay.Frame, error) {
 // frame: when the lost frames ended an answer, the client waited for ever.
 func TestRuntimeNodeBlipTellsTheBrowser(t *testing.T) {
 	var p *relaytest.Proxy
-	ctx, cancel := context.WithTimeout(context.Background(), guard)
-	defer cancel()
-	c, err := stack.StartCluster(ctx, stack.ClusterConfig{
-		Nodes: 2, RelayOnly: true, Instance: "test", ClientToken: "client-token", RuntimeToken: "runtime-token",
-		Logger: slog.New(slog.DiscardHandler),
-		EditTable: func(i int, tc *natstable.Config) {
-			tc.Heartbeat, tc.Lease = 100*time.Millisecond, 3*time.Second
-			if i == 0 { // the runtime's node reaches NATS through a proxy the test breaks
-				p = relaytest.NewProxy(t, strings.TrimPrefix(tc.URL, "nats://"))
-				tc.URL = "nats://" + p.Addr()
-			}
-		},
+	c := twoNodes(t, func(i int, tc *natstable.Config) {
+		if i == 0 { // the runtime's node reaches NATS through a proxy the test breaks
+			p = proxied(t, tc)
+		}
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
 	rt, b := routed(t, c)
 	send := func(seq uint64) {
 		t.Helper()
@@ -608,4 +596,117 @@ func TestTailShowsWhatWasLost(t *testing.T) {
 	if f := readBrowser(t, b); f.Type != librelay.TypeError || errCode(f) != relayleg.CodeRuntimeGone {
 		t.Fatalf("browser got %+v (payload %s), want relay.error runtime_gone", f, f.Payload)
 	}
+}
+
+// twoNodes is a cluster of two nodes (routed's runtime's and browser's)
+// whose tables edit edits.
+func twoNodes(t *testing.T, edit func(i int, tc *natstable.Config)) *stack.Cluster {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), guard)
+	defer cancel()
+	c, err := stack.StartCluster(ctx, stack.ClusterConfig{
+		Nodes: 2, RelayOnly: true, Instance: "test", ClientToken: "client-token", RuntimeToken: "runtime-token",
+		Logger: slog.New(slog.DiscardHandler),
+		EditTable: func(i int, tc *natstable.Config) {
+			tc.Heartbeat, tc.Lease = 100*time.Millisecond, 3*time.Second
+			edit(i, tc)
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// proxied points a node's table at NATS through a proxy the test breaks.
+func proxied(t *testing.T, tc *natstable.Config) *relaytest.Proxy {
+	p := relaytest.NewProxy(t, strings.TrimPrefix(tc.URL, "nats://"))
+	tc.URL = "nats://" + p.Addr()
+	return p
+}
+
+// toldOfALoss reads the browser's frames until relay.error runtime_gone,
+// and fails when none comes within 3 s.
+func toldOfALoss(t *testing.T, b *relaytest.Browser) {
+	t.Helper()
+	for {
+		f, err := readWithin(b, 3*time.Second)
+		if err != nil {
+			t.Fatalf("the browser was not told of the loss: %v", err)
+		}
+		if f.Type == librelay.TypeError {
+			if errCode(f) != relayleg.CodeRuntimeGone {
+				t.Fatalf("browser got %s, want relay.error runtime_gone", f.Payload)
+			}
+			return
+		}
+	}
+}
+
+// A frame its stream drops because the browser's node left the window
+// full past StallTimeout (that node's bus connection stalled) takes its
+// counter, and the browser's node learns of it: once the window has room,
+// the stream sends the tail it owes. Before, only a later frame showed the
+// skip, and when the dropped frame ended an answer the client waited for
+// ever.
+func TestStalledWindowDropTellsTheBrowser(t *testing.T) {
+	var p *relaytest.Proxy
+	c := twoNodes(t, func(i int, tc *natstable.Config) {
+		tc.Window, tc.StallTimeout = 4, 200*time.Millisecond
+		if i == 1 {
+			p = proxied(t, tc)
+		}
+	})
+	rt, b := routed(t, c)
+	send := func(seq uint64) {
+		t.Helper()
+		if err := rt.Send(librelay.Frame{Type: librelay.TypeACPMessage, Instance: b.Instance, Session: b.Session, Seq: seq, Payload: []byte(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(1)
+	if f := readBrowser(t, b); f.Seq != 1 {
+		t.Fatalf("got %+v, want seq 1", f)
+	}
+	node := c.Node(0).Table()
+	relaytest.WaitFor(t, "node 0 to hear node 1's ack", func() bool { return node.Consumed(b.Instance, b.Session) })
+	p.Freeze()
+	for seq := uint64(2); seq <= 6; seq++ { // 2 to 5 fill the window; 6, the answer's last, is dropped
+		send(seq)
+	}
+	relaytest.WaitFor(t, "node 0 to drop seq 6", func() bool { return node.Sent(b.Instance, b.Session) == 6 })
+	p.Thaw()
+	for seq := uint64(2); seq <= 5; seq++ {
+		if f, err := readWithin(b, 3*time.Second); err != nil || f.Seq != seq {
+			t.Fatalf("got %+v (%v), want seq %d", f, err, seq)
+		}
+	}
+	toldOfALoss(t, b)
+}
+
+// Frames NATS drops on the browser's node because the subscription passed
+// its pending limits (the node's dispatcher for the instance was behind)
+// are a loss at once: NATS reports the drop (nats.ErrSlowConsumer) to the
+// connection's error handler, and the socket gets runtime_gone. Before,
+// only a later frame showed the skip, and when the dropped ones ended an
+// answer the client waited for ever.
+func TestDropsPastPendingLimitsTellTheBrowser(t *testing.T) {
+	c := twoNodes(t, func(i int, tc *natstable.Config) {
+		if i == 1 {
+			tc.PendingFrames = 4
+		}
+	})
+	rt, b := routed(t, c)
+	node := c.Node(1).Table()
+	release := node.StallDispatcher(b.Instance)
+	defer release()
+	for seq := uint64(1); seq <= 8; seq++ { // 1 to 4 wait in the dispatcher's channel; the rest are dropped
+		if err := rt.Send(librelay.Frame{Type: librelay.TypeACPMessage, Instance: b.Instance, Session: b.Session, Seq: seq, Payload: []byte(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	relaytest.WaitFor(t, "NATS to drop frames on node 1", func() bool { return node.Dropped(b.Instance, b.Session) > 0 || node.Gaps() > 0 })
+	release()
+	toldOfALoss(t, b)
 }

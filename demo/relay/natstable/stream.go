@@ -10,8 +10,8 @@ import (
 // stream is the Endpoint of a far end: frames sent to it are published on
 // its subject, numbered, for whichever node holds the far end. It is also
 // the backpressure across the bus: a stream keeps at most Window frames
-// unacknowledged by the node consuming it, and Send waits for room as a
-// full local queue makes it wait, bounded by StallTimeout. A stream with no
+// unacknowledged by the node consuming it, and Send waits for room, up to
+// StallTimeout (doc.go, Order, backpressure and loss). A stream with no
 // known consumer (none has acknowledged yet, or it let go, or its node or
 // this node's bus connection is gone) does not wait: frames nobody takes
 // are dropped by NATS as they are dropped by a single relay.
@@ -30,6 +30,7 @@ type stream struct {
 	acked    uint64 // highest counter the consumer acknowledged
 	consumer uint64 // node id of the consumer, 0 when none is known
 	stalled  bool   // the consumer left the window full for StallTimeout
+	owed     bool   // a frame was dropped that no frame published since shows: a tail is owed (payTail)
 	closed   bool
 	used     int64 // the table's coarse clock at the last Send
 	// reply is the reply subject a stream to a runtime gives its frames
@@ -49,7 +50,7 @@ func (t *Table) newStream(subject, instance string, toRuntime bool) *stream {
 // published: the stream is closed, its consumer left the window full past
 // StallTimeout, or the bus refused it. A dropped frame still takes its
 // counter, so a consumer that is still there sees the gap, at the next
-// frame or at the tail this node sends once back on the bus, and its client
+// frame published or at the tail owed meanwhile (payTail), and its client
 // resumes.
 func (s *stream) Send(f librelay.Frame) bool {
 	s.mu.Lock()
@@ -57,6 +58,7 @@ func (s *stream) Send(f librelay.Frame) bool {
 	s.used = s.t.clock.Load()
 	if !s.waitRoom() {
 		s.sent++
+		s.owed = true
 		return false
 	}
 	// Not validated here: the node writing it to a socket does (wire.go).
@@ -65,10 +67,14 @@ func (s *stream) Send(f librelay.Frame) bool {
 	if cap(b) <= maxKeptBuffer {
 		s.buf = b
 	}
+	var err error
 	if s.reply != "" {
-		return s.t.nc.PublishRequest(s.subject, s.reply, b) == nil
+		err = s.t.nc.PublishRequest(s.subject, s.reply, b)
+	} else {
+		err = s.t.nc.Publish(s.subject, b)
 	}
-	return s.t.nc.Publish(s.subject, b) == nil
+	s.owed = err != nil // a frame published shows the consumer any skip before it
+	return err == nil
 }
 
 const maxKeptBuffer = 64 << 10
@@ -83,12 +89,50 @@ const maxKeptBuffer = 64 << 10
 func (s *stream) tail() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.tailLocked()
+}
+
+func (s *stream) tailLocked() {
 	if s.closed || s.sent == 0 {
 		return
 	}
 	s.sent++
 	s.buf = appendHeader(s.buf[:0], header{s.t.id, s.no, s.sent})
-	s.t.nc.Publish(s.subject, s.buf)
+	s.owed = s.t.nc.Publish(s.subject, s.buf) != nil
+}
+
+// owes reports whether a frame was dropped that nothing published since
+// shows the consumer.
+func (s *stream) owes() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.owed
+}
+
+// payTail sends the tail a stream owes once its window has room; the
+// table's heartbeat calls it for each stream to an attachment that owes
+// one (Table.expire). Send drops a frame when the consumer left the window
+// full past StallTimeout, or the bus refused it, and a consumer that gets
+// no frame after that never sees the skip: a client whose last frames
+// those were (the end of an answer) waited for ever. Waiting for room
+// sends the tail once the consumer has caught up, or once it is known to
+// be gone (then it reaches nobody, or the node the socket moved to, whose
+// client redials once more at worst), and never into a window left full.
+// So a run of drops costs one tail, and none when a later frame showed the
+// skip; a stream to a runtime pays none (what a browser sends is at most
+// once, and the relay answers a request it could not send).
+func (s *stream) payTail() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.owed && s.hasRoom() {
+		s.tailLocked()
+	}
+}
+
+// hasRoom: the window takes another message without waiting; with s.mu
+// held.
+func (s *stream) hasRoom() bool {
+	return s.consumer == 0 || s.sent-s.acked < uint64(s.t.cfg.Window)
 }
 
 // waitRoom waits, with s.mu held, until the window has room or waiting is
@@ -105,7 +149,7 @@ func (s *stream) waitRoom() bool {
 		switch {
 		case s.closed:
 			return false
-		case s.consumer == 0 || s.sent-s.acked < uint64(s.t.cfg.Window):
+		case s.hasRoom():
 			return true
 		case s.stalled || !time.Now().Before(deadline):
 			if !s.stalled {

@@ -33,13 +33,15 @@ type Config struct {
 	// consuming it before Send waits (default 128); StallTimeout how long
 	// it waits for room before dropping (default 5s). The consuming node
 	// never waits on a slow socket (it sheds it at once), so a window left
-	// full is a node that is behind, or gone.
+	// full is a node that is behind, or gone; a socket whose frames were
+	// dropped so is told by a tail (stream.payTail).
 	Window       int
 	StallTimeout time.Duration
 	// PendingFrames bounds the frames waiting on this node for one
 	// instance's sockets here, and for one runtime here (default 65536);
 	// PendingBytes bounds the latter's bytes too (default 16 MiB). Past them
-	// NATS drops, and the receiver sees the gap.
+	// NATS drops, and tells the node, which takes it as a loss at once
+	// (inbound.dropped).
 	PendingFrames, PendingBytes int
 	// Remember is how long the node remembers that an attachment it held
 	// was reclaimed on another node, so that its grace running out does not
@@ -186,6 +188,9 @@ func New(cfg Config) (*Table, error) {
 		nats.ConnectHandler(func(*nats.Conn) { t.reconnected() }),
 		nats.ErrorHandler(func(_ *nats.Conn, s *nats.Subscription, err error) {
 			t.log.Warn("nats", "err", err)
+			if errors.Is(err, nats.ErrSlowConsumer) && s != nil {
+				t.slowConsumer(s)
+			}
 		}),
 	)
 	if err != nil {
@@ -221,7 +226,10 @@ func (t *Table) Node() string { return nodeToken(t.id) }
 // node's death looks like to the others) and metrics.
 func (t *Table) Conn() *nats.Conn { return t.nc }
 
-// Gaps counts the losses receivers of this node have seen on the bus.
+// Gaps counts the losses receivers of this node have seen on the bus: each
+// skip of a stream's counter, and each run of messages NATS dropped on a
+// subscription past its pending limits (whose skip, when a later frame
+// shows it, counts again).
 func (t *Table) Gaps() int64 { return t.gaps.Load() }
 
 // Watch implements relay.Watcher.

@@ -169,6 +169,17 @@ func token(s string) string {
 	return s
 }
 
+// untoken is the name or id token made s of, or false for what token never
+// makes.
+func untoken(s string) (string, bool) {
+	enc, ok := strings.CutPrefix(s, "~")
+	if !ok {
+		return s, s != "" && !strings.ContainsAny(s, ".*>")
+	}
+	b, err := base64.RawURLEncoding.DecodeString(enc)
+	return string(b), err == nil
+}
+
 func nodeToken(id uint64) string { return strconv.FormatUint(id, 16) }
 
 // subjects names what the table publishes and subscribes under a prefix.
@@ -182,6 +193,24 @@ func (s subjects) runtime(instance string) string { return s.prefix + ".rt." + t
 // holding that socket subscribes.
 func (s subjects) attachment(instance, session string) string {
 	return s.prefix + ".at." + token(instance) + "." + token(session)
+}
+
+// parseRuntime reads the instance back from a runtime's subject.
+func (s subjects) parseRuntime(subject string) (string, bool) {
+	tok, ok := strings.CutPrefix(subject, s.prefix+".rt.")
+	if !ok {
+		return "", false
+	}
+	return untoken(tok)
+}
+
+// parseAttachment reads the route back from an attachment's subject.
+func (s subjects) parseAttachment(subject string) (route, bool) {
+	rest, ok := strings.CutPrefix(subject, s.prefix+".at.")
+	itok, stok, ok2 := strings.Cut(rest, ".")
+	instance, ok3 := untoken(itok)
+	session, ok4 := untoken(stok)
+	return route{instance, session}, ok && ok2 && ok3 && ok4
 }
 
 // control carries holds, releases, claims and heartbeats; every node

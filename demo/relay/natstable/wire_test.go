@@ -54,3 +54,24 @@ func TestFrameRefusesWhatIsNotOne(t *testing.T) {
 		t.Error("a header of another version parsed")
 	}
 }
+
+// A subscription's subject names its runtime or attachment again, whatever
+// the names (the error handler learns of a subscription's drops by it),
+// and neither kind is taken for the other.
+func TestSubjectsParseBack(t *testing.T) {
+	s := subjects{"relay.a"}
+	for _, k := range []route{{"test", "c2Vzc2lvbg"}, {"é.x", "*"}, {"", ">"}, {"~w6k", "a-b_c"}} {
+		if got, ok := s.parseAttachment(s.attachment(k.instance, k.session)); !ok || got != k {
+			t.Errorf("attachment %+v parsed back as %+v (%v)", k, got, ok)
+		}
+		if got, ok := s.parseRuntime(s.runtime(k.instance)); !ok || got != k.instance {
+			t.Errorf("runtime %q parsed back as %q (%v)", k.instance, got, ok)
+		}
+		if _, ok := s.parseRuntime(s.attachment(k.instance, k.session)); ok {
+			t.Errorf("attachment %+v parsed as a runtime", k)
+		}
+		if _, ok := s.parseAttachment(s.runtime(k.instance)); ok {
+			t.Errorf("runtime %q parsed as an attachment", k.instance)
+		}
+	}
+}
