@@ -49,10 +49,11 @@
 // that opens the database finishes the spills of stores no longer alive (the
 // previous page): an entry whose state record carries neither its mark nor a
 // later one of the same page was never written, and is written now, unless
-// the record is gone or ends before the entry starts, or the open created
-// the database (the storage was cleared since: a spill never brings back
-// what was deleted; a stream's first write spills from its start, and over
-// a deleted database only the database's being new tells). There
+// the record is gone or ends before the entry starts, or another page wrote
+// or deleted it since (movedOn), or the open created the database (the
+// storage was cleared since: a spill never brings back what was deleted; a
+// stream's first write spills from its start, and over a deleted database
+// only the database's being new tells). There
 // is no sessionStorage in a worker, and a spill over the origin's quota is
 // not kept: then IndexedDB's transaction is all there is.
 //
@@ -108,6 +109,12 @@ const all = new Set(); // the page's IndexedDB stores, for writeAll
 const PAGE = `${Date.now().toString(36)}.${Math.random().toString(36).slice(2)}`;
 let stores = 0;
 let marks = 0;
+
+// A page shown again from the back/forward cache reads its streams again
+// as it writes them (Store.forget).
+globalThis.addEventListener?.("pageshow", (ev) => {
+  if (ev.persisted) for (const s of all) s.forget();
+});
 
 /** writeAll has every store write what it has queued, now (pagehide, hidden). */
 export function writeAll() {
@@ -209,7 +216,7 @@ export class Store {
     this.mayReopen = true; // false from a reopen until a transaction on it completes
     this.mem = null; // once fallen back: stream -> {session, cursor, keep, chunks: [{n, bytes}]}
     this.keys = []; // stream number -> [url, instance, name]
-    this.known = new Map(); // stream -> {session, cursor, total, keep, totalKnown}
+    this.known = new Map(); // stream -> {session, cursor, total, keep, totalKnown, base}
     this.pending = []; // queued commits
     this.writing = false; // a write is scheduled or running
     this.flying = []; // the transactions issued and not yet ended, oldest first: {batch, bases, mark, final, db, era}
@@ -249,10 +256,11 @@ export class Store {
     const [db, era] = [this.db, this.era];
     try {
       const tx = db.transaction(STORE_STATE, "readonly");
-      const rec = readState(await bounded(request(tx.objectStore(STORE_STATE).get(this.keys[stream])), "reading the stream's state"));
+      const raw = await bounded(request(tx.objectStore(STORE_STATE).get(this.keys[stream])), "reading the stream's state");
+      const rec = readState(raw);
       this.mayReopen ||= era === this.era;
       // A queued write knows better, and reads the total itself.
-      if (!this.#unsettled().some((c) => c.stream === stream)) this.known.set(stream, { ...rec, totalKnown: true });
+      if (!this.#unsettled().some((c) => c.stream === stream)) this.known.set(stream, { ...rec, totalKnown: true, base: markOf(raw) });
       return [rec.session, rec.cursor];
     } catch (e) {
       if (this.#severed(db, era)) return this.load(stream); // over the reopened connection
@@ -334,7 +342,7 @@ export class Store {
       this.#fallBackFor(e);
       return this.clear(stream); // in memory, as it now is
     }
-    this.known.set(stream, { session: "", cursor: 0, total: 0, keep: 0, totalKnown: true });
+    this.known.set(stream, { session: "", cursor: 0, total: 0, keep: 0, totalKnown: true, base: "" });
   }
 
   /** flush resolves once every commit so far is written (or the store is in memory). */
@@ -434,7 +442,8 @@ export class Store {
       const bytes = c.keep > 0 && c.n > 0 ? toBase64(c.chunk instanceof Uint8Array ? c.chunk : concat(c.parts)) : "";
       const { session, cursor, keep, n } = c;
       const start = c.total ?? -1;
-      this.spilled.set(c.stream, { mark, key: this.keys[c.stream], session, cursor, keep, start, n, bytes });
+      const base = this.known.get(c.stream)?.base ?? null;
+      this.spilled.set(c.stream, { mark, key: this.keys[c.stream], session, cursor, keep, start, n, bytes, base });
     }
     this.#keepSpill(storage);
   }
@@ -542,6 +551,7 @@ export class Store {
       // A later write holds the commits of those in flight when it was made.
       if (this.unwritten.length > 0) this.unwritten = this.unwritten.filter((c) => !f.batch.includes(c));
       if (f.final) this.#unspill(f.mark);
+      this.#stored(f);
     }
     this.flying.splice(this.flying.indexOf(f), 1);
     if (this.flying.length > 0) return;
@@ -558,6 +568,17 @@ export class Store {
     }
     this.#drain();
     if (this.failed) this.#report(reasonFor(this.failed), this.failed);
+  }
+
+  // #stored notes f's mark as what its streams' records hold now, for the
+  // spills made from now on (movedOn): a record found without it later was
+  // written, or deleted, by another page. Not for a stream whose record
+  // the store no longer knows (forget): its next write reads it again.
+  #stored(f) {
+    for (const c of f.batch) {
+      const rec = this.known.get(c.stream);
+      if (typeof rec?.base === "string") rec.base = f.mark;
+    }
   }
 
   #drain() {
@@ -656,7 +677,20 @@ export class Store {
       outcome = await connect(this.database);
     }
     if (!(await this.#take(outcome))) return;
-    for (const rec of this.known.values()) Object.assign(rec, { totalKnown: false, made: (rec.made ?? 0) + 1 });
+    this.forget();
+  }
+
+  /**
+   * forget has each stream's next write read what is stored, in its own
+   * transaction, rather than trust what the store knows of it: after a
+   * reopen (the database may have been made afresh), and when the page is
+   * shown again from the back/forward cache, whose slots the tab's next
+   * page took as this one let them go (tabs.js suspendSlots), and wrote.
+   * A write at a total known before would put its entries among that
+   * page's, out of order, and over some of them.
+   */
+  forget() {
+    for (const rec of this.known.values()) Object.assign(rec, { totalKnown: false, base: undefined, made: (rec.made ?? 0) + 1 });
   }
 
   #report(reason, err) {
@@ -885,7 +919,7 @@ function writeStreams(db, keys, known, streams, bases, mark, final, blobs, done)
         try {
           c.total = typeof req.result?.total === "number" ? req.result.total : 0;
           const now = known.get(c.stream); // a commit since replaced rec
-          if (now.made === made) Object.assign(now, { total: c.keep <= 0 ? 0 : c.total + c.n, totalKnown: true });
+          if (now.made === made) Object.assign(now, { total: c.keep <= 0 ? 0 : c.total + c.n, totalKnown: true, base: now.base ?? markOf(req.result) });
           put(c.total);
         } catch (e) {
           fail(e);
@@ -973,7 +1007,10 @@ function writeSpill(db, entries) {
     req.onsuccess = () => {
       if (written(req.result?.mark, e.mark)) return;
       // A spill continues what is stored: with the record gone (the storage
-      // was cleared since) or short of where it starts, it is not written.
+      // was cleared since) or short of where it starts, it is not written;
+      // nor over a record another page wrote since the spill's page began
+      // the stream (base): another tab's later cursor, or its detach.
+      if (movedOn(req.result, e)) return;
       const stored = readState(req.result);
       if (e.start < 0 ? req.result == null : e.start > stored.total) return;
       let total = e.start >= 0 ? e.start : stored.total;
@@ -997,6 +1034,22 @@ function written(stored, mark) {
   const at = mark.lastIndexOf("/");
   const page = mark.slice(0, at + 1);
   return stored.startsWith(page) && Number(stored.slice(at + 1)) >= Number(mark.slice(at + 1));
+}
+
+// movedOn tells whether the state record stored is another's than the one
+// spill entry e's page last knew there (e.base: the mark of its own last
+// write known to have committed, or of the record as it found it, "" for
+// none; null when it did not know), and not one of that page's own later
+// writes.
+function movedOn(stored, e) {
+  if (typeof e.base !== "string") return false;
+  const mark = markOf(stored);
+  return mark !== e.base && !mark.startsWith(e.mark.slice(0, e.mark.lastIndexOf("/") + 1));
+}
+
+// markOf is the mark of a state record, or "" for none (or one unmarked).
+function markOf(v) {
+  return typeof v?.mark === "string" ? v.mark : "";
 }
 
 // readSpill is the entries of a spill's text, or none when it is not one.

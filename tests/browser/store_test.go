@@ -518,3 +518,43 @@ func TestStoreTakesTheEarlyOpen(t *testing.T) {
 	store.Call("openEarly", refused)
 	checkFallsBack(t, ctx, refused, jsbridge.FallbackFailed, "VersionError")
 }
+
+// A page shown again from the back/forward cache writes its streams after
+// what the tab's next page wrote meanwhile (it took the slots this page let
+// go as it was cached), not at the totals this page knew before: those
+// writes landed among that page's entries, over some of them, and the
+// transcript read back out of order (1…6, 6, 7, 8, 7, 8, 9). The restored
+// page's own entries follow the other page's whole; it recorded the
+// messages its resume brought again as the other page did, so those are
+// there twice (README, "How nothing is lost").
+func TestStoreRestoredPageWritesAfterTheNextPage(t *testing.T) {
+	ctx := testContext(t)
+	db := database(t)
+	first := openStore(t, ctx, db)
+	mustLoad(t, ctx, first, testKey)
+	commit := func(s *jsbridge.Store, cursor uint64, entries []client.Entry) {
+		t.Helper()
+		if err := s.Commit(ctx, testKey, client.Saved{Session: "att", Cursor: cursor}, entries, 100); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	commit(first, 3, received(0, 3))
+
+	next := openStore(t, ctx, db) // the tab's next page, while the first is cached
+	mustLoad(t, ctx, next, testKey)
+	commit(next, 5, received(3, 2))
+	commit(next, 8, received(5, 3))
+
+	ev := js.Global().Get("PageTransitionEvent").New("pageshow", map[string]any{"persisted": true})
+	js.Global().Call("dispatchEvent", ev) // the first page is back; its resume brings 4… again
+	commit(first, 6, received(3, 3))
+	commit(first, 9, received(6, 3))
+
+	got := describe(mustHistory(t, ctx, openStore(t, ctx, db), testKey))
+	if want := describe(received(0, 8)) + describe(received(3, 6)); got != want {
+		t.Fatalf("the transcript is\n%s, want\n%s", got, want)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -306,6 +307,87 @@ func TestStoreSpillOverClearedStorageIsDropped(t *testing.T) {
 			}
 			if h := mustHistory(t, ctx, next, testKey); len(h) != 0 {
 				t.Fatalf("over cleared storage the spill brought back the transcript %s", describe(h))
+			}
+			if left := spills(db); len(left) != 0 {
+				t.Fatalf("the dropped spill is still there: %v", left)
+			}
+		})
+	}
+}
+
+// A spill left by a page of this tab that went away is not finished over
+// a record another page wrote since that page began the stream (store.js
+// movedOn): another tab that took the free slot and went on (its later
+// cursor stays), or detached the stream (it stays detached; with no
+// transcript every spill starts at 0, so "start > total" did not tell).
+// Before, the spill took the record back to the gone page's cursor, or
+// brought back the detached stream.
+func TestStoreSpillOverAnotherPagesWriteIsDropped(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		keep int
+	}{
+		{"another tab wrote on", 10},
+		{"another tab detached", 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := testContext(t)
+			db := database(t)
+			s := fallibleStore(t, ctx, db, nil)
+			entries := func(from uint64, n int) []client.Entry {
+				if c.keep == 0 {
+					return nil
+				}
+				return received(from, n)
+			}
+			mustLoad(t, ctx, s, testKey) // as an attach does
+			if err := s.Commit(ctx, testKey, client.Saved{Session: "att", Cursor: 3}, entries(0, 3), c.keep); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Commit(ctx, testKey, client.Saved{Session: "att", Cursor: 5}, entries(3, 2), c.keep); err != nil {
+				t.Fatal(err)
+			}
+			jsbridge.WriteAll()
+			spill := spills(db)
+			if len(spill) != 1 {
+				t.Fatalf("WriteAll left %d spills, want 1", len(spill))
+			}
+			if err := s.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			// The page went before it heard its last write commit; its
+			// spill stays, under marks of its own page, not this one's.
+			gone := regexp.MustCompile(`"mark":"[^"/]*/`).ReplaceAllString(spill[0], `"mark":"gonepage.x/`)
+
+			other := openStore(t, ctx, db) // another tab, the slot free
+			mustLoad(t, ctx, other, testKey)
+			want := client.Saved{}
+			if c.keep == 0 {
+				if err := other.Clear(ctx, testKey); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				want = client.Saved{Session: "att", Cursor: 8}
+				if err := other.Commit(ctx, testKey, want, received(5, 3), c.keep); err != nil {
+					t.Fatal(err)
+				}
+				if err := other.Flush(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			sessionStorage().Call("setItem", spillPrefix(db)+"gone:1", gone)
+
+			next := openStore(t, ctx, db) // the first tab's next page
+			if got := mustLoad(t, ctx, next, testKey); got != want {
+				t.Fatalf("after the other tab's write the stream loads %+v, want %+v: the gone page's spill was written over it", got, want)
+			}
+			if c.keep > 0 {
+				if got, w := describe(mustHistory(t, ctx, next, testKey)), describe(received(0, 8)); got != w {
+					t.Fatalf("the transcript is %s, want %s", got, w)
+				}
 			}
 			if left := spills(db); len(left) != 0 {
 				t.Fatalf("the dropped spill is still there: %v", left)
