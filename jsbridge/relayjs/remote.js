@@ -539,7 +539,7 @@ class RemoteAttachment extends BaseAttachment {
   #name = "";
   #now = ["connecting", 0, ""]; // state, cursor, session, as the worker last said
   #over = false; // close() or detach() was called, or the attachment closed: no more deliveries
-  #busy = null; // the batch being delivered: {waitID, batch, replay, n accepted, held by a Promise, reported}
+  #busy = null; // the batch being delivered: {waitID, batch, replay, n accepted, held by a Promise, done: #end's wait}
   #ending = null; // the outcome of close() or detach()
 
   constructor(c, h, options) {
@@ -639,9 +639,10 @@ class RemoteAttachment extends BaseAttachment {
   #end(op) {
     if (this.#ending === null) {
       this.#over = true;
-      const busy = this.#busy;
-      if (busy?.held) this.#report(busy);
-      this.#ending = Promise.resolve(busy?.reported).then(() =>
+      if (this.#busy?.held) this.#report(this.#busy);
+      const busy = this.#busy; // called from a handler, which has yet to return
+      const reported = busy && new Promise((resolve) => (busy.done = resolve));
+      this.#ending = Promise.resolve(reported).then(() =>
         this.#c.attachments.has(this._handle) ? this.#c.call(op, [this._handle]) : undefined,
       );
     }
@@ -655,8 +656,7 @@ class RemoteAttachment extends BaseAttachment {
   // delivered once either is.
   async _deliver({ waitID, batch, replay, now }) {
     if (now) this.#now = now;
-    const busy = { waitID, batch, replay, n: 0, held: false };
-    busy.reported = new Promise((resolve) => (busy.done = resolve));
+    const busy = { waitID, batch, replay, n: 0, held: false, done: null };
     this.#busy = busy;
     for (let i = 0; i < batch.length && !this.#over; i++) {
       const f = batch[i];
@@ -685,7 +685,7 @@ class RemoteAttachment extends BaseAttachment {
     this.#busy = null;
     this._accepted(busy.waitID, busy.batch, busy.replay, busy.n);
     this.#c.worker.postMessage({ t: "done", waitID: busy.waitID, n: busy.n });
-    busy.done();
+    busy.done?.(); // #end waits for it
   }
 
   _state(state, info, now) {
