@@ -32,11 +32,8 @@ func cluster(t *testing.T, edit func(*relay.Config)) *stack.Cluster {
 // lease.
 func clusterLease(t *testing.T, edit func(*relay.Config), lease time.Duration) *stack.Cluster {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), guard)
-	defer cancel()
-	c, err := stack.StartCluster(ctx, stack.ClusterConfig{
-		Nodes: 3, RelayOnly: true, Instance: "test", ClientToken: "client-token", RuntimeToken: "runtime-token",
-		Logger: slog.New(slog.DiscardHandler),
+	return startCluster(t, stack.ClusterConfig{
+		Nodes: 3,
 		EditTable: func(_ int, c *natstable.Config) {
 			c.Heartbeat, c.Lease = 100*time.Millisecond, lease
 		},
@@ -46,6 +43,17 @@ func clusterLease(t *testing.T, edit func(*relay.Config), lease time.Duration) *
 			}
 		},
 	})
+}
+
+// startCluster starts the cluster cfg says (its nodes, their edits), with
+// the tests' instance and credentials, for the test's length.
+func startCluster(t *testing.T, cfg stack.ClusterConfig) *stack.Cluster {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), guard)
+	defer cancel()
+	cfg.RelayOnly, cfg.Instance, cfg.ClientToken, cfg.RuntimeToken = true, "test", "client-token", "runtime-token"
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	c, err := stack.StartCluster(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -442,11 +450,7 @@ func TestInvalidFrameFromTheBusNotWritten(t *testing.T) {
 	if f := readBrowser(t, b); f.Seq != 1 {
 		t.Fatalf("got %+v first", f)
 	}
-	nc, err := nats.Connect(c.NATSURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc := bus(t, c)
 	subject := natstable.AttachmentSubject(b.Instance, b.Session)
 	for i, payload := range []string{`{"n":1}`, `{"n":`, `{"n":3}`} {
 		f := librelay.Frame{Type: librelay.TypeACPMessage, Instance: b.Instance, Session: b.Session, Seq: uint64(i + 2), Payload: []byte(payload)}
@@ -474,11 +478,7 @@ func TestReclaimAfterALossOnTheSameNode(t *testing.T) {
 		c.Limits.HeartbeatInterval = time.Hour
 	})
 	rt, b := routed(t, c)
-	nc, err := nats.Connect(c.NATSURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc := bus(t, c)
 	subject := natstable.AttachmentSubject(b.Instance, b.Session)
 	for _, n := range []uint64{1, 3} { // a node's stream whose counter 2 the bus lost
 		if err := nc.Publish(subject, natstable.DataMessage(99, 1, n, ptr(msg(b, `{}`)))); err != nil {
@@ -542,17 +542,7 @@ func TestRuntimeNodeBlipTellsTheBrowser(t *testing.T) {
 			p = proxied(t, tc)
 		}
 	})
-	rt, b := routed(t, c)
-	send := func(seq uint64) {
-		t.Helper()
-		if err := rt.Send(librelay.Frame{Type: librelay.TypeACPMessage, Instance: b.Instance, Session: b.Session, Seq: seq, Payload: []byte(`{}`)}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	send(1)
-	if f := readBrowser(t, b); f.Seq != 1 {
-		t.Fatalf("got %+v, want seq 1", f)
-	}
+	b, send := flowing(t, c)
 	p.Down()
 	time.Sleep(100 * time.Millisecond)
 	send(2) // the last frame of an answer
@@ -572,11 +562,7 @@ func TestRuntimeNodeBlipTellsTheBrowser(t *testing.T) {
 func TestTailShowsWhatWasLost(t *testing.T) {
 	c := cluster(t, nil)
 	_, b := routed(t, c)
-	nc, err := nats.Connect(c.NATSURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc := bus(t, c)
 	subject := natstable.AttachmentSubject(b.Instance, b.Session)
 	publish := func(data []byte) {
 		t.Helper()
@@ -598,28 +584,51 @@ func TestTailShowsWhatWasLost(t *testing.T) {
 	}
 }
 
+// bus is a connection to c's NATS of the test's own, standing in for a
+// node: it publishes what the test makes.
+func bus(t *testing.T, c *stack.Cluster) *nats.Conn {
+	t.Helper()
+	nc, err := nats.Connect(c.NATSURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
 // twoNodes is a cluster of two nodes (routed's runtime's and browser's)
 // whose tables edit edits.
 func twoNodes(t *testing.T, edit func(i int, tc *natstable.Config)) *stack.Cluster {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), guard)
-	defer cancel()
-	c, err := stack.StartCluster(ctx, stack.ClusterConfig{
-		Nodes: 2, RelayOnly: true, Instance: "test", ClientToken: "client-token", RuntimeToken: "runtime-token",
-		Logger: slog.New(slog.DiscardHandler),
+	return startCluster(t, stack.ClusterConfig{
+		Nodes: 2,
 		EditTable: func(i int, tc *natstable.Config) {
 			tc.Heartbeat, tc.Lease = 100*time.Millisecond, 3*time.Second
 			edit(i, tc)
 		},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
 }
 
 // proxied points a node's table at NATS through a proxy the test breaks.
+// flowing routes a browser on node 1 to a runtime on node 0 (routed), and
+// returns it with a func that sends its stream's frame seq from the
+// runtime, once seq 1 has reached it.
+func flowing(t *testing.T, c *stack.Cluster) (*relaytest.Browser, func(seq uint64)) {
+	t.Helper()
+	rt, b := routed(t, c)
+	send := func(seq uint64) {
+		t.Helper()
+		if err := rt.Send(librelay.Frame{Type: librelay.TypeACPMessage, Instance: b.Instance, Session: b.Session, Seq: seq, Payload: []byte(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(1)
+	if f := readBrowser(t, b); f.Seq != 1 {
+		t.Fatalf("got %+v, want seq 1", f)
+	}
+	return b, send
+}
+
 func proxied(t *testing.T, tc *natstable.Config) *relaytest.Proxy {
 	p := relaytest.NewProxy(t, strings.TrimPrefix(tc.URL, "nats://"))
 	tc.URL = "nats://" + p.Addr()
@@ -658,17 +667,7 @@ func TestStalledWindowDropTellsTheBrowser(t *testing.T) {
 			p = proxied(t, tc)
 		}
 	})
-	rt, b := routed(t, c)
-	send := func(seq uint64) {
-		t.Helper()
-		if err := rt.Send(librelay.Frame{Type: librelay.TypeACPMessage, Instance: b.Instance, Session: b.Session, Seq: seq, Payload: []byte(`{}`)}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	send(1)
-	if f := readBrowser(t, b); f.Seq != 1 {
-		t.Fatalf("got %+v, want seq 1", f)
-	}
+	b, send := flowing(t, c)
 	node := c.Node(0).Table()
 	relaytest.WaitFor(t, "node 0 to hear node 1's ack", func() bool { return node.Consumed(b.Instance, b.Session) })
 	p.Freeze()
