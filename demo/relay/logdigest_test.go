@@ -18,7 +18,10 @@ func TestLogsCarryNoAttachmentID(t *testing.T) {
 	logs := &syncBuffer{}
 	env := relaytest.Start(t, func(c *relay.Config) {
 		c.Limits.Grace = 20 * time.Millisecond
-		c.Limits.HeartbeatInterval, c.Limits.HeartbeatTimeout = 50*time.Millisecond, 50*time.Millisecond
+		// The browser that answers no probe times out; the runtime, which
+		// answers each, must not, with the race detector on a busy machine
+		// (at 50 ms it did: the hellos after it met unknown_instance).
+		c.Limits.HeartbeatInterval, c.Limits.HeartbeatTimeout = 50*time.Millisecond, time.Second
 		c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	})
 	rt := env.Connect(t)
