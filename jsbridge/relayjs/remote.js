@@ -640,11 +640,12 @@ class RemoteAttachment extends BaseAttachment {
     if (this.#ending === null) {
       this.#over = true;
       if (this.#busy?.held) this.#report(this.#busy);
+      const end = () => (this.#c.attachments.has(this._handle) ? this.#c.call(op, [this._handle]) : Promise.resolve());
       const busy = this.#busy; // called from a handler, which has yet to return
-      const reported = busy && new Promise((resolve) => (busy.done = resolve));
-      this.#ending = Promise.resolve(reported).then(() =>
-        this.#c.attachments.has(this._handle) ? this.#c.call(op, [this._handle]) : undefined,
-      );
+      // The call goes now, before anything the page does next (an attach of
+      // the same stream, which takes its slot), unless that handler's count
+      // must go first.
+      this.#ending = busy ? new Promise((resolve) => (busy.done = resolve)).then(end) : end();
     }
     return this.#ending;
   }
