@@ -140,6 +140,9 @@ function applyIn(msg, seq, live) {
     const p = msg.params ?? {};
     const u = p.update ?? {};
     if (u.sessionUpdate === "agent_message_chunk" && u.content?.type === "text") {
+      // A transcript trimmed in the middle of an answer holds no prompt
+      // before it to name the session: its chunks do.
+      if (replaying && p.sessionId) sessionId = p.sessionId;
       turnFor(p.sessionId ?? "").append(u.content.text, seq, live);
       if (live) chat.live++;
     }
@@ -167,6 +170,11 @@ function respond(msg) {
       retired.delete(msg.id);
       const cur = openTurns.get(old.sid);
       (cur?.orphan ? cur : old).finish(stopOf(msg));
+    } else if (msg.result?.stopReason !== undefined) {
+      // The answer to a prompt the transcript no longer reaches (trimmed
+      // in the middle of its answer): it ends the turn its chunks went to,
+      // which was otherwise left answering for good.
+      for (const t of openTurns.values()) if (t.orphan) t.finish(stopOf(msg));
     }
     return;
   }

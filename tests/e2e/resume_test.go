@@ -231,6 +231,35 @@ func TestReloadWithATrimmedTranscriptKeepsTheSession(t *testing.T) {
 	}
 }
 
+// A transcript trimmed in the middle of an answer (history=6: the count's
+// last five chunks and its response) holds neither the answer's prompt nor
+// any prompt to name the session. After a reload the answer's own response
+// ends its turn, and its chunks name the session the page goes on in.
+// Before, the turn stayed busy for good ("The agent is answering") and the
+// page started a new ACP session, s2.
+func TestReloadWithATranscriptTrimmedMidAnswer(t *testing.T) {
+	t.Parallel()
+	s := startStack(t, streamRate)
+	tb := openChat(t, newBrowser(t), "tab", s.PageURL()+"#history=6")
+	tb.prompt("count 8")
+	tb.waitFor("the count to end", lastAgentDone)
+	waitStored(tb, lastSeq(tb))
+
+	tb.reload()
+	got := tb.transcript()
+	if len(got) == 0 || got[0].Role != "divider" {
+		t.Fatalf("the reloaded page shows %+v, want the trimmed start's divider first: the transcript was not trimmed, and the test tested nothing", got)
+	}
+	if a := got[len(got)-1]; a.Role != "agent" || a.ID != "" || !a.Done || a.Stop != "end_turn" {
+		t.Errorf("the answer whose prompt was trimmed shows as %+v, want it ended with end_turn", a)
+	}
+	tb.prompt("count 1")
+	tb.waitFor("the next count to end", lastAgentDone)
+	if st := tb.chat(); st.SessionID != "s1" {
+		t.Errorf("after the reload the page prompts in ACP session %q, want s1 (the trimmed answer's)", st.SessionID)
+	}
+}
+
 // The relay restarts (same key, same port) in the middle of a stream: the
 // page notices, reconnects by itself, and the stream completes with nothing
 // lost or doubled.
