@@ -47,6 +47,7 @@ const sessionKey = `relaywasm-demo-app:${config.instance}:session`;
 // The stream the app attaches to, kept on this device for preview.
 const stream = { url: config.relay, instance: config.instance, name: "app" };
 const KEEP = 20000; // transcript entries kept (both directions)
+const SETUP_TRIES = 3; // losses in a row while setting up, before the app gives up
 
 const $ = <T extends HTMLElement>(id: string) => document.getElementById(id) as T;
 const ui = {
@@ -224,18 +225,22 @@ async function main() {
       return { outcome: { outcome: "selected", optionId: allow.optionId } };
     });
   let loss: RelayError | null = null; // what ended the last stream
+  let again = 0; // losses in a row while setting up
   for (;;) {
     let began = false; // the conversation got going on this stream
     try {
       await acp.connectWith(att.stream(), async (ctx) => {
         await converse(ctx, loss);
         began = true;
+        again = 0;
         await new Promise<never>(() => {}); // the connection lives as long as the page
       });
     } catch (e) {
-      // A loss while setting up again is not retried: the same loss (a
-      // message too large to carry, replayed) would come back each time.
-      if (!lost(e) || !began) throw e;
+      // A loss while setting up again (a drop during session/load's
+      // replay) is retried, a few times in a row and no more: the same
+      // loss (a message too large to carry, replayed) would come back
+      // each time.
+      if (!lost(e) || (!began && ++again > SETUP_TRIES)) throw e;
       loss = e;
       app.losses.push(e.code);
       setReady(false);
@@ -260,7 +265,8 @@ async function converse(ctx: ClientContext, loss: RelayError | null) {
       await ctx.request("session/load", { sessionId: kept, cwd: "/", mcpServers: [] });
       app.sessionId = kept;
       app.loaded = true;
-    } catch {
+    } catch (e) {
+      if (lost(e)) throw e; // the stream's loss, not the session's: main sets up again
       clearView();
       note("The earlier conversation is gone; starting a new one.");
     }
@@ -314,4 +320,9 @@ function fail(e: unknown) {
   note(message);
 }
 
-main().catch(fail);
+// The attachment ended for good (superseded, unauthorized, the relay's key
+// changed): nothing more can be sent.
+main().catch((e) => {
+  setReady(false);
+  fail(e);
+});
