@@ -64,6 +64,7 @@ function earlyLocks() {
  * loaded.
  */
 export async function loadRelay(options = {}) {
+  const [wanted, window] = relayOptions(options); // before anything loads, in either mode
   let reason = "";
   if (options.worker === true && typeof Worker === "function" && typeof document === "object") {
     earlyLocks(); // the page holds its worker's slot locks (tabs.js tabEnv)
@@ -93,6 +94,17 @@ export async function loadRelay(options = {}) {
     holdEarlyWhile(starting);
     await starting;
   }
+  const handle = B.nextHandle++;
+  const storage = await B.call("relay", [handle, options.database ?? "", wanted, window]);
+  return new Relay(handle, storage, reason);
+}
+
+// relayOptions checks what loadRelay's Relay is made with: [storage,
+// commit window (-1: the default)]. Checked before relay.wasm loads, so a
+// bad option in worker mode is refused as it is on the main thread, not
+// taken for a worker that cannot start (which had the main thread load
+// relay.wasm for nothing).
+function relayOptions(options) {
   const wanted = options.storage ?? "indexeddb";
   if (wanted !== "indexeddb" && wanted !== "memory") {
     throw new RelayError(CODE_BAD_OPTIONS, `storage must be "indexeddb" or "memory", not ${JSON.stringify(wanted)}`);
@@ -101,9 +113,7 @@ export async function loadRelay(options = {}) {
   if (options.commitWindowMs !== undefined && !(Number.isFinite(window) && window >= 0)) {
     throw new RelayError(CODE_BAD_OPTIONS, "commitWindowMs must be a duration in milliseconds");
   }
-  const handle = B.nextHandle++;
-  const storage = await B.call("relay", [handle, options.database ?? "", wanted, window]);
-  return new Relay(handle, storage, reason);
+  return [wanted, window];
 }
 
 class Relay {

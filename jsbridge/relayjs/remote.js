@@ -96,7 +96,7 @@ async function startIn(options, early) {
     // A worker that never loaded relay.wasm is given up (the caller falls
     // back); one that did serves other Relays, and this error is final.
     if (w.used) throw Object.assign(e, { [FINAL]: true });
-    w.worker.terminate();
+    w.end(e);
     worker = null;
     throw e;
   }
@@ -278,11 +278,26 @@ class Connection {
     this.fromBlob = fromBlob;
     this.calls = new Map();
     this.nextCall = 1;
+    this.lifecycle = new AbortController(); // ends the page's listeners for it (forwardLifecycle)
+    this.ended = null; // why the worker was given up (end): a call made after fails with it
     this.attachments = new Map(); // handle -> RemoteAttachment
     this.nextHandle = 1;
     this.used = false; // relay.wasm loaded in the worker
     this.stores = new Stores((id, kind, value, h) => this.#stored(id, kind, value, h));
     this.locks = new Map(); // lock request id -> {name, release}: the worker's slots (tabs.js tabEnv)
+  }
+
+  // end gives up a worker that never loaded relay.wasm (startIn). Every
+  // call still waiting on it fails with err, and falls back as the first
+  // did: terminate drops the answers the worker may have posted, and a
+  // second loadRelay made meanwhile waited for good. Its lifecycle
+  // listeners go too.
+  end(err) {
+    this.ended = err;
+    this.worker.terminate();
+    for (const call of this.calls.values()) call.reject(err);
+    this.calls.clear();
+    this.lifecycle.abort();
   }
 
   /** lockNames are the names of the locks the page holds for the worker. */
@@ -347,8 +362,8 @@ class Connection {
 
   call(op, args, signal) {
     return new Promise((resolve, reject) => {
-      if (signal?.aborted) {
-        reject(new RelayError(CODE_CANCELED, ABORTED));
+      if (signal?.aborted || this.ended) {
+        reject(this.ended ?? new RelayError(CODE_CANCELED, ABORTED));
         return;
       }
       const id = this.nextCall++;
@@ -421,9 +436,7 @@ class Connection {
 // suspendSlots).
 function forwardLifecycle(w, c) {
   const send = (ev) => w.postMessage({ t: "life", ev });
-  addEventListener("online", () => send("online"));
-  addEventListener("offline", () => send("offline"));
-  addEventListener("pagehide", (ev) => {
+  const hide = (ev) => {
     // A page kept in the back/forward cache keeps its worker, whose
     // commits then still come.
     if (!ev.persisted) for (const a of c.attachments.values()) a._commitTail(c.stores);
@@ -431,17 +444,22 @@ function forwardLifecycle(w, c) {
     writeAll();
     rememberSlots(c.lockNames());
     if (ev.persisted) c.suspendLocks();
-  });
-  addEventListener("pageshow", (ev) => ev.persisted && send("pageshow"));
-  document.addEventListener("freeze", () => writeAll());
-  document.addEventListener("resume", () => send("resume"));
-  document.addEventListener("visibilitychange", () => {
+  };
+  const visibility = () => {
     if (document.visibilityState === "visible") send("visible");
     else {
       send("hidden");
       writeAll();
     }
-  });
+  };
+  const on = { signal: c.lifecycle.signal }; // until the worker is given up (Connection.end)
+  addEventListener("online", () => send("online"), on);
+  addEventListener("offline", () => send("offline"), on);
+  addEventListener("pagehide", hide, on);
+  addEventListener("pageshow", (ev) => ev.persisted && send("pageshow"), on);
+  document.addEventListener("freeze", () => writeAll(), on);
+  document.addEventListener("resume", () => send("resume"), on);
+  document.addEventListener("visibilitychange", visibility, on);
   if (document.visibilityState !== "visible") send("hidden");
 }
 

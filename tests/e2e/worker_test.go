@@ -314,6 +314,49 @@ const relayChecks = `(async () => {
 	];
 })()`
 
+// Loads in worker mode that fail settle, each, and say why. Two loads made
+// together whose worker cannot load relay.wasm (wasm_exec.js missing, as a
+// wrong path in an app whose effect runs twice, React's StrictMode) both
+// fall back to the main thread and fail there alike: the second had waited
+// for good, its answer dropped with the worker the first gave up. And a
+// bad option is refused before anything loads: it had been taken for a
+// worker that cannot start, which ended a working worker and loaded
+// relay.wasm on the main thread for nothing, and a good load made beside
+// it waited for good.
+func TestWorkerModeLoadsThatFailSettle(t *testing.T) {
+	t.Parallel()
+	s := startStackServing(t, workerDir, 0)
+	tb := openTab(t, newBrowser(t), "blank", s.PageURL()+"blank.html")
+	// The missing file, as the engines report it: a 404, or (Firefox) a
+	// module of the wrong type.
+	tb.page = allowing{allowing{tb.page, "404"}, "/nope/wasm_exec.js"}
+	tb.eval(`import("/relay.js").then(({ loadRelay }) => {
+		const outcome = (p) => p.then((r) => "loaded in " + r.mode, (e) => e.code ?? String(e));
+		window.__r = {};
+		for (const k of ["a", "b"]) outcome(loadRelay({ worker: true, wasmExec: "/nope/wasm_exec.js" })).then((o) => (__r[k] = o));
+	})`, nil)
+	tb.waitFor("both loads to settle", `window.__r?.a !== undefined && __r.b !== undefined`)
+	var both [2]string
+	tb.eval(`[__r.a, __r.b]`, &both)
+	if both != [2]string{"wasm_load_failed", "wasm_load_failed"} {
+		t.Errorf("two loads with wasm_exec.js missing ended %q, want both wasm_load_failed", both)
+	}
+
+	tb = openTab(t, newBrowser(t), "blank", s.PageURL()+"blank.html")
+	tb.eval(`import("/relay.js").then(({ loadRelay }) => {
+		const outcome = (p) => p.then((r) => "loaded in " + r.mode, (e) => e.code ?? String(e));
+		window.__r = {};
+		outcome(loadRelay({ worker: true, commitWindowMs: -5 })).then((o) => (__r.bad = o));
+		outcome(loadRelay({ worker: true })).then((o) => (__r.good = o));
+	})`, nil)
+	tb.waitFor("both loads to settle", `window.__r?.bad !== undefined && __r.good !== undefined`)
+	var got struct{ Bad, Good, Go string }
+	tb.eval(`({ bad: __r.bad, good: __r.good, go: typeof globalThis.Go })`, &got)
+	if got.Bad != "bad_options" || got.Good != "loaded in worker" || got.Go != "undefined" {
+		t.Errorf("a load with a bad option beside a good one: %+v, want bad_options, the good one loaded in the worker, and no Go on the page", got)
+	}
+}
+
 // close() during a delivery, in both modes: no message reaches onMessage
 // once close() is called, and what the handlers accepted before it counts,
 // so the stream's next attach delivers neither less nor more again. The
