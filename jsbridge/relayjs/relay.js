@@ -327,8 +327,13 @@ class Attachment extends BaseAttachment {
       }
       if (r !== null && typeof r === "object" && typeof r.then === "function") {
         const held = (this.#held = { waitID, n: i });
-        // Unless close() or detach() counted the batch meanwhile (#counted).
-        const still = () => this.#held === held && !(this.#held = null);
+        // still: the batch is this Promise's to go on with, unless close()
+        // or detach() counted it meanwhile (#counted).
+        const still = () => {
+          if (this.#held !== held) return false;
+          this.#held = null;
+          return true;
+        };
         Promise.resolve(r).then(
           () => still() && this._deliver(batch, replay, waitID, i + 1),
           (e) => {

@@ -584,9 +584,14 @@ class RemoteAttachment extends BaseAttachment {
   // (a message with a seq, not replayed) or adds to the transcript. Others
   // (contenox as it ships stamps no seq) would stay for good.
   _accepted(waitID, batch, replay, n) {
-    if (n === 0 || this.#place === null) return;
-    const commits = (f, i) => ((f.seq ?? 0) > 0 ? replay[i] !== 1 : this._history > 0);
-    if (batch.slice(0, n).some(commits)) this.#tail.push({ waitID, batch, replay, n });
+    if (this.#place === null) return;
+    for (let i = 0; i < n; i++) {
+      const commits = (batch[i].seq ?? 0) > 0 ? replay[i] !== 1 : this._history > 0;
+      if (commits) {
+        this.#tail.push({ waitID, batch, replay, n });
+        return;
+      }
+    }
   }
 
   _stores(h, stream) {

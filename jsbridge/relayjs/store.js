@@ -1008,8 +1008,8 @@ function writeSpill(db, entries) {
       if (written(req.result?.mark, e.mark)) return;
       // A spill continues what is stored: with the record gone (the storage
       // was cleared since) or short of where it starts, it is not written;
-      // nor over a record another page wrote since the spill's page began
-      // the stream (base): another tab's later cursor, or its detach.
+      // nor over a record another page wrote since the spill's page last
+      // knew it (base): another tab's later cursor, or its detach.
       if (movedOn(req.result, e)) return;
       const stored = readState(req.result);
       if (e.start < 0 ? req.result == null : e.start > stored.total) return;
@@ -1031,9 +1031,13 @@ function writeSpill(db, entries) {
 // marked mark: it is that write's, or a later one's of the same page.
 function written(stored, mark) {
   if (typeof stored !== "string") return false;
-  const at = mark.lastIndexOf("/");
-  const page = mark.slice(0, at + 1);
-  return stored.startsWith(page) && Number(stored.slice(at + 1)) >= Number(mark.slice(at + 1));
+  const page = pageOf(mark);
+  return stored.startsWith(page) && Number(stored.slice(page.length)) >= Number(mark.slice(page.length));
+}
+
+// pageOf is the page part of a write's mark ("page/"), which its number follows.
+function pageOf(mark) {
+  return mark.slice(0, mark.lastIndexOf("/") + 1);
 }
 
 // movedOn tells whether the state record stored is another's than the one
@@ -1044,7 +1048,7 @@ function written(stored, mark) {
 function movedOn(stored, e) {
   if (typeof e.base !== "string") return false;
   const mark = markOf(stored);
-  return mark !== e.base && !mark.startsWith(e.mark.slice(0, e.mark.lastIndexOf("/") + 1));
+  return mark !== e.base && !mark.startsWith(pageOf(e.mark));
 }
 
 // markOf is the mark of a state record, or "" for none (or one unmarked).

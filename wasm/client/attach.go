@@ -256,8 +256,8 @@ func (a *Attachment) Session() string {
 // resume goes unanswered for Options.ResumeTimeout (a runtime that keeps no
 // retention, as contenox v1.0.0 ships) or is refused (relay.error
 // unsupported_type), and true again as soon as the runtime resumes one or
-// sends a sequenced frame. While it is false, what
-// arrives while the attachment is away is gone.
+// sends a sequenced frame. While it is false, what arrives while the
+// attachment is away is gone.
 func (a *Attachment) Resumable() bool { return a.resumable.Load() }
 
 // Queued is how many sent messages wait for the connection, for an

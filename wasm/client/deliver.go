@@ -246,10 +246,9 @@ func (r *runner) tooLarge(seq uint64) error {
 // cursor is gone, the stream starts again at seq 1, and the attachment stays.
 // A code the client acts on wherever it comes (the relay's
 // unknown_instance, say) ends the connection as it would elsewhere. Any
-// other is the runtime's word
-// that it does not resume: unsupported_type from one that does not handle
-// session.resume (librelay.Unsupported), or a code this client does not
-// know, which spec 000 says is never fatal. That is no broken connection:
+// other is the runtime's word that it does not resume: unsupported_type
+// from one that does not handle session.resume (librelay.Unsupported), or
+// a code this client does not know, which spec 000 says is never fatal. That is no broken connection:
 // every redial would be refused the same way, with the sends held for
 // ever, so it is taken as a resume left unanswered is (notResuming).
 func (r *runner) resumeRefused(e librelay.Error) error {
@@ -346,7 +345,7 @@ func (r *runner) deliver() (handled int, refused bool) {
 // A failed write ends the connection once the delivery is done.
 func (r *runner) answer(p *pendingMsg) {
 	l := r.l
-	if p.owed == nil || r.pos.replay(p.msg.Seq) || l == nil || l.broken != nil {
+	if p.owed == nil || p.msg.Replay || l == nil || l.broken != nil {
 		return
 	}
 	if err := r.writeFrame(p.owed); err != nil {

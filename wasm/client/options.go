@@ -248,7 +248,7 @@ func (b Backoff) retryAfter(seconds int) time.Duration {
 	if time.Duration(seconds) > b.MaxRetryAfter/time.Second {
 		return b.MaxRetryAfter
 	}
-	return min(time.Duration(seconds)*time.Second, b.MaxRetryAfter)
+	return time.Duration(seconds) * time.Second
 }
 
 func (h *Heartbeat) setDefaults() {

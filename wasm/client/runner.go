@@ -37,8 +37,8 @@ type runner struct {
 	failures int       // consecutive handler refusals
 
 	// What the runtime has shown: resumable until a resume goes unanswered
-	// or is refused,
-	// and the cursor a gap was last resumed from, with how often in a row.
+	// or is refused, and the cursor a gap was last resumed from, with how
+	// often in a row.
 	resumable  bool
 	gapAt      uint64
 	gapRepeats int

@@ -46,10 +46,10 @@ type StateChange struct {
 	// Resumable is what the runtime has shown about resuming: false once a
 	// resume went unanswered for Options.ResumeTimeout (a runtime without
 	// retention, as contenox v1.0.0 ships: what arrives while the
-	// attachment is away is gone) or was refused (Options.ResumeTimeout),
-	// true before that and again as soon as the runtime resumes one or
-	// sends a sequenced frame. A change of it alone is reported as a
-	// StateChange in the same State.
+	// attachment is away is gone) or was refused (relay.error
+	// unsupported_type), true before that and again as soon as the runtime
+	// resumes one or sends a sequenced frame. A change of it alone is
+	// reported as a StateChange in the same State.
 	Resumable bool
 }
 
@@ -99,11 +99,12 @@ const (
 	// the one after it, and delivery goes on there.
 	EvictedFrameTooLarge = relayleg.CodeFrameTooLarge
 	// EvictedNotResumed: after a redial or a reload the runtime left the
-	// resume unanswered, or refused it; it keeps nothing (StateChange.Resumable false), so
-	// what it sent while the client was away is gone. FromSeq is 0. It is
-	// told when the wait for the resume's answer ends, up to ResumeTimeout
-	// after the connection opened: messages delivered since it opened came
-	// after the loss, not before it.
+	// resume unanswered, or refused it; it keeps nothing
+	// (StateChange.Resumable false), so what it sent while the client was
+	// away is gone. FromSeq is 0. It is told when the wait for the
+	// resume's answer ends, up to ResumeTimeout after the connection
+	// opened: messages delivered since it opened came after the loss, not
+	// before it.
 	EvictedNotResumed = "not_resumed"
 )
 
