@@ -174,7 +174,7 @@ func constants() []constant {
 		{"DONE_OK", DoneOK}, {"DONE_FAILED", DoneFailed},
 		{"STORE_DATABASE", StoreDatabase}, {"STORE_VERSION", StoreVersion},
 		{"STORE_STATE", StoreState}, {"STORE_CHUNKS", StoreChunks}, {"STORE_SPILL", StoreSpill},
-		{"ENTRY_HELD", EntryHeld},
+		{"ENTRY_OUTBOUND", EntryOutbound}, {"ENTRY_HELD", EntryHeld},
 		{"DEFAULT_COMMIT_WINDOW_MS", DefaultCommitWindowMs},
 		{"FLOOD_BATCH", FloodBatch}, {"FLOOD_MS", FloodMs},
 		{"FALLBACK_UNAVAILABLE", FallbackUnavailable}, {"FALLBACK_BLOCKED", FallbackBlocked},

@@ -28,6 +28,7 @@ export const STORE_VERSION = 1;
 export const STORE_STATE = "state";
 export const STORE_CHUNKS = "chunks";
 export const STORE_SPILL = "relaywasm.spill";
+export const ENTRY_OUTBOUND = 1;
 export const ENTRY_HELD = 2;
 export const DEFAULT_COMMIT_WINDOW_MS = 50;
 export const FLOOD_BATCH = 8;

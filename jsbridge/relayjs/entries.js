@@ -4,7 +4,7 @@
 // packs the ones it makes itself (worker mode's page, remote.js) and puts
 // held payloads into the ones Go hands it (unhold).
 
-import { ENTRY_HELD } from "./boundary.js";
+import { ENTRY_HELD, ENTRY_OUTBOUND } from "./boundary.js";
 import { take } from "./held.js";
 import { REFS_PER_SOCKET } from "./records.js";
 
@@ -55,6 +55,40 @@ export function unhold(bytes) {
     off = putText(text ?? "", off);
   }
   return out.subarray(0, off);
+}
+
+/**
+ * unrecorded returns the packed entries in parts that a transcript whose
+ * stream is at cursor past holds already left out, and how many are kept:
+ * it keeps the outbound ones, those with no seq, and those of a seq over
+ * past. parts is returned as it is when it keeps every entry. (store.js:
+ * a page shown again from the back/forward cache resumes from its own
+ * cursor, behind what the tab's next page recorded.)
+ */
+export function unrecorded(parts, past) {
+  const kept = [];
+  let n = 0;
+  let dropped = false;
+  for (const bytes of parts) {
+    let at = 0;
+    let from = 0;
+    while (at < bytes.length) {
+      const start = at;
+      const seqEnd = skipUvarint(bytes, at + 1);
+      const seq = readUvarint(bytes, at + 1);
+      at = skipUvarint(bytes, seqEnd);
+      at += readUvarint(bytes, seqEnd);
+      if (bytes[start] & ENTRY_OUTBOUND || seq === 0 || seq > past) {
+        n++;
+        continue;
+      }
+      dropped = true;
+      if (start > from) kept.push(bytes.subarray(from, start));
+      from = at;
+    }
+    if (from < bytes.length) kept.push(from === 0 ? bytes : bytes.subarray(from));
+  }
+  return dropped ? [kept, n] : [parts, n];
 }
 
 // put appends bytes at off and returns the new end.

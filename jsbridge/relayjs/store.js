@@ -9,7 +9,8 @@
 //   STORE_CHUNKS: [url, instance, name, start] -> packed entries, a Blob or a Uint8Array
 //
 // A chunk is the transcript entries one write appended to a stream, packed
-// by Go (this module never looks inside one); start counts the stream's
+// by Go (this module looks inside one only to leave out what the stream's
+// transcript holds already: skipRecorded); start counts the stream's
 // entries since it began (total), so chunks sort in order and dropping the
 // oldest is one range delete. A chunk is one record rather than one per
 // entry because IndexedDB's cost is per record.
@@ -79,6 +80,7 @@ import {
   STORE_VERSION,
 } from "./boundary.js";
 import { atTurnEnd } from "./crossing.js";
+import { unrecorded } from "./entries.js";
 import { asError } from "./errors.js";
 
 const OPEN_TIMEOUT_MS = 5000; // some private modes never answer an open
@@ -892,8 +894,9 @@ function writeStreams(db, keys, known, streams, bases, mark, final, blobs, done)
     for (const c of streams) {
       const key = keys[c.stream];
       const rec = known.get(c.stream);
-      c.chunk = blobs && c.parts.length > 0 ? new Blob(c.parts) : concat(c.parts);
       c.total = bases.has(c.stream) ? bases.get(c.stream) : rec.totalKnown ? rec.total : -1;
+      if (c.total >= 0 && rec.past > 0) rec.past = skipRecorded(c, rec.past);
+      c.chunk = chunkOf(c, blobs);
       const made = (rec.made = (rec.made ?? 0) + 1);
       rec.keep = c.keep;
       rec.totalKnown = c.total >= 0 || c.keep <= 0;
@@ -918,8 +921,10 @@ function writeStreams(db, keys, known, streams, bases, mark, final, blobs, done)
       req.onsuccess = () => {
         try {
           c.total = typeof req.result?.total === "number" ? req.result.total : 0;
+          const past = skipRecorded(c, recordedBy(req.result, c));
+          c.chunk = chunkOf(c, blobs);
           const now = known.get(c.stream); // a commit since replaced rec
-          if (now.made === made) Object.assign(now, { total: c.keep <= 0 ? 0 : c.total + c.n, totalKnown: true, base: now.base ?? markOf(req.result) });
+          if (now.made === made) Object.assign(now, { total: c.keep <= 0 ? 0 : c.total + c.n, totalKnown: true, base: now.base ?? markOf(req.result), past });
           put(c.total);
         } catch (e) {
           fail(e);
@@ -930,6 +935,35 @@ function writeStreams(db, keys, known, streams, bases, mark, final, blobs, done)
   } catch (e) {
     fail(e);
   }
+}
+
+// chunkOf is the chunk of coalesced commits c: a Blob when blobs is set.
+function chunkOf(c, blobs) {
+  return blobs && c.parts.length > 0 ? new Blob(c.parts) : concat(c.parts);
+}
+
+// recordedBy is the cursor up to which the stored state record holds the
+// transcript of coalesced commits c's stream: a page shown again from the
+// back/forward cache resumes from its own cursor, and brings again what the
+// tab's next page, which took its slots meanwhile, received and recorded
+// (Store.forget). 0 for a record of another attachment, whose seqs are
+// not c's.
+function recordedBy(stored, c) {
+  const state = readState(stored);
+  return state.session === c.session ? state.cursor : 0;
+}
+
+// skipRecorded drops from coalesced commits c the entries a transcript
+// at cursor past holds already (entries.js unrecorded), so that they are
+// not stored twice, and keeps the stored cursor from going back to c's. It
+// returns what the stream's later writes must still skip: nothing once c
+// reaches past, as later entries come after c's cursor.
+function skipRecorded(c, past) {
+  if (past <= 0 || c.keep <= 0) return 0;
+  [c.parts, c.n] = unrecorded(c.parts, past);
+  const behind = c.cursor < past;
+  c.cursor = Math.max(c.cursor, past);
+  return behind ? past : 0;
 }
 
 // trim deletes the chunks of key that hold only entries before index first.
@@ -1014,14 +1048,16 @@ function writeSpill(db, entries) {
       const stored = readState(req.result);
       if (e.start < 0 ? req.result == null : e.start > stored.total) return;
       let total = e.start >= 0 ? e.start : stored.total;
+      const c = { session: e.session, cursor: e.cursor, keep: e.keep, n: e.n, parts: e.n > 0 && e.bytes ? [fromBase64(e.bytes)] : [] };
+      skipRecorded(c, recordedBy(stored, c));
       if (e.keep <= 0) {
         chunks.delete(chunkRange(e.key, 0, MAX_CHUNK_KEY, false));
         total = 0;
-      } else if (e.n > 0 && e.bytes) {
-        chunks.put(fromBase64(e.bytes), [...e.key, total]);
-        total += e.n;
+      } else if (c.n > 0) {
+        chunks.put(concat(c.parts), [...e.key, total]);
+        total += c.n;
       }
-      states.put({ session: e.session, cursor: e.cursor, total, keep: e.keep, mark: e.mark }, e.key);
+      states.put({ session: e.session, cursor: c.cursor, total, keep: e.keep, mark: e.mark }, e.key);
     };
   }
   return tx;

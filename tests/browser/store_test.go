@@ -524,9 +524,11 @@ func TestStoreTakesTheEarlyOpen(t *testing.T) {
 // go as it was cached), not at the totals this page knew before: those
 // writes landed among that page's entries, over some of them, and the
 // transcript read back out of order (1…6, 6, 7, 8, 7, 8, 9). The restored
-// page's own entries follow the other page's whole; it recorded the
-// messages its resume brought again as the other page did, so those are
-// there twice (README, "How nothing is lost").
+// page resumes from its own cursor, so its resume brings again what the
+// other page received and recorded: those entries are not stored twice, and
+// the stored cursor does not go back; its own prompt among them is kept.
+// Over another attachment's record (the other page attached the name anew)
+// its seqs are not that record's, and nothing is dropped.
 func TestStoreRestoredPageWritesAfterTheNextPage(t *testing.T) {
 	ctx := testContext(t)
 	db := database(t)
@@ -548,13 +550,42 @@ func TestStoreRestoredPageWritesAfterTheNextPage(t *testing.T) {
 	commit(next, 5, received(3, 2))
 	commit(next, 8, received(5, 3))
 
+	other := testKey
+	other.Name = "anew"
+	if err := first.Commit(ctx, other, client.Saved{Session: "att", Cursor: 2}, received(0, 2), 100); err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := next.Commit(ctx, other, client.Saved{Session: "att-2", Cursor: 5}, received(0, 5), 100); err != nil {
+		t.Fatal(err)
+	}
+	if err := next.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+
 	ev := js.Global().Get("PageTransitionEvent").New("pageshow", map[string]any{"persisted": true})
 	js.Global().Call("dispatchEvent", ev) // the first page is back; its resume brings 4… again
-	commit(first, 6, received(3, 3))
+	prompt := client.Entry{Out: true, Payload: []byte(`{"jsonrpc":"2.0","id":9,"method":"session/prompt"}`)}
+	commit(first, 6, append(received(3, 2), prompt, received(5, 1)[0]))
+	if got := mustLoad(t, ctx, openStore(t, ctx, db), testKey); got != (client.Saved{Session: "att", Cursor: 8}) {
+		t.Fatalf("after the restored page's first write the stream loads as %+v, want the cursor of 8 recorded", got)
+	}
 	commit(first, 9, received(6, 3))
+	if err := first.Commit(ctx, other, client.Saved{Session: "att", Cursor: 3}, received(2, 1), 100); err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
 
 	got := describe(mustHistory(t, ctx, openStore(t, ctx, db), testKey))
-	if want := describe(received(0, 8)) + describe(received(3, 6)); got != want {
+	if want := describe(received(0, 8)) + describe([]client.Entry{prompt}) + describe(received(8, 1)); got != want {
 		t.Fatalf("the transcript is\n%s, want\n%s", got, want)
+	}
+	got = describe(mustHistory(t, ctx, openStore(t, ctx, db), other))
+	if want := describe(received(0, 2)) + describe(received(0, 5)) + describe(received(2, 1)); got != want {
+		t.Fatalf("over another attachment's record the transcript is\n%s, want\n%s", got, want)
 	}
 }
