@@ -3,7 +3,7 @@
 // the doors they come through — paths, upgrade tokens, how a browser presents
 // its credential, and the close codes that tell a client why it was let go.
 //
-// The relay (demo/relay), the runtime (demo/runtime), the client engine
+// The relay (demo/relay), the dev runtime (demo/devruntime), the client engine
 // (wasm/client) and the conformance suite all import these names, so a close
 // code or a subprotocol is defined once. The package is standard library only
 // and small, because the browser module links it.
