@@ -322,9 +322,11 @@ function tryLock(locks, lockName, waitMs) {
   return new Promise((resolve, reject) => {
     let unlock;
     const held = new Promise((r) => (unlock = r));
-    const opts = waitMs > 0 ? { signal: AbortSignal.timeout(waitMs) } : { ifAvailable: true };
+    const [signal, stopTimer] = waitMs > 0 ? timeoutSignal(waitMs) : [null, () => {}];
+    const opts = signal ? { signal } : { ifAvailable: true };
     let freed;
     const request = locks.request(lockName, opts, (lock) => {
+      stopTimer();
       if (!lock) {
         resolve(null);
         return undefined;
@@ -342,11 +344,27 @@ function tryLock(locks, lockName, waitMs) {
     freed = request.then(
       () => {},
       (e) => {
+        stopTimer();
         if (e?.name === "TimeoutError" || e?.name === "AbortError") resolve(null);
         else reject(e);
       },
     );
   });
+}
+
+// timeoutSignal is [an AbortSignal that aborts after ms, a stop to its
+// timer], AbortSignal.timeout made by hand: Safari 15.4–15.8, Chrome
+// 69–102 and Firefox 96–99 have Web Locks and no AbortSignal.timeout, and
+// calling it there threw, so every lock a reload waits for was refused:
+// the reloaded page took name#2, its conversation empty, and a page back
+// from the back/forward cache ended its attachment as superseded. The
+// request rejects with an AbortError where abort() takes no reason; either
+// is the wait timing out (tryLock). The timer stops once the lock is
+// granted, so it keeps no page busy meanwhile.
+function timeoutSignal(ms) {
+  const c = new AbortController();
+  const timer = setTimeout(() => c.abort(new DOMException("the lock was not free in time", "TimeoutError")), ms);
+  return [c.signal, () => clearTimeout(timer)];
 }
 
 function reloading() {
