@@ -12,6 +12,7 @@ import { openStream } from "./stream.js";
 export class BaseAttachment {
   #token;
   #resumable = true; // the last onState info's resumable
+  #where = { storage: "indexeddb" }; // the last onState info's storage and reason
   _tap = null; // the open stream() (stream.js): it takes the deliveries while set
 
   constructor(handle, options) {
@@ -35,7 +36,16 @@ export class BaseAttachment {
   _state(state, info) {
     this._tap?.state(state, info);
     if (typeof info?.resumable === "boolean") this.#resumable = info.resumable;
+    if (typeof info?.storage === "string") this.#where = info.reason === undefined ? { storage: info.storage } : { storage: info.storage, reason: info.reason };
     if (this.onState) guard("onState", () => this.onState(state, info));
+  }
+
+  /**
+   * _closedBy tells the handlers, as Go would have, that the attachment
+   * ended with err (a RelayError) without Go: relay.wasm exited.
+   */
+  _closedBy(err) {
+    this._state("closed", { attempt: 0, resumable: this.#resumable, ...this.#where, code: err.code, message: err.message });
   }
 
   _evicted(info) {

@@ -151,12 +151,37 @@ function makeBridge() {
     text, // a message to send, into the buffer Go reads (api.send)
     writeAll,
 
+    gone: null, // the wasm_exited RelayError, once relay.wasm exited (exited)
+
+    // exited is relay.wasm having exited (a Go panic; out of memory, as a
+    // phone's tab may run into): nothing Go was to settle ever will, so every
+    // call waiting for Go rejects with err, and every call after at once;
+    // every live attachment is told, once, with onState("closed", {code:
+    // "wasm_exited"}) and keeps its last state, cursor and session for its
+    // getters. What calls into Go on its own (the lifecycle listeners, a
+    // call's AbortSignal) then calls nothing: Go's functions throw once it
+    // has exited.
+    exited(err) {
+      if (b.gone) return;
+      b.gone = err;
+      b.api = EXITED_API;
+      for (const c of calls.values()) c.reject(err);
+      calls.clear();
+      const live = [...b.attachments.values()];
+      b.attachments.clear();
+      for (const a of live) a._exited(err);
+    },
+
     // call invokes a Go API function with a fresh call id and returns the
     // Promise Go settles. args is the arguments after the id, or a function
     // that makes them just before the call. An AbortSignal cancels the Go
     // side's context.
     call(op, args, signal) {
       return new Promise((resolve, reject) => {
+        if (b.gone) {
+          reject(b.gone);
+          return;
+        }
         if (signal?.aborted) {
           reject(new RelayError(CODE_CANCELED, ABORTED));
           return;
@@ -181,6 +206,10 @@ function makeBridge() {
   };
   return b;
 }
+
+// EXITED_API stands for Go's API once relay.wasm exited: each function
+// does nothing and returns null (an attachment's info then is its last).
+const EXITED_API = new Proxy(Object.freeze({}), { get: (_, k) => (k === "then" ? undefined : () => null) });
 
 function mismatch(version) {
   return new RelayError(

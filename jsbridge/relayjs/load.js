@@ -30,14 +30,37 @@ export async function start(B, options) {
       }
     });
     exited.catch(() => {});
+    let code = null;
+    const exit = go.exit.bind(go);
+    go.exit = (c) => {
+      code = c;
+      exit(c);
+    };
     await Promise.race([B.ready, exited]);
     started = true;
-    exited.then(() => console.error(new RelayError(CODE_WASM_EXITED, "relay.wasm exited")));
+    exited.then(() => {
+      stopTimers(go);
+      const e = new RelayError(CODE_WASM_EXITED, `relay.wasm exited${code === null ? "" : ` with code ${code}`} (a Go panic, or out of memory; what it printed is on the console): load the page again`);
+      console.error(e);
+      B.exited(e);
+    });
   } catch (e) {
     if (e instanceof RelayError) throw e;
     const why = String(e?.message ?? e);
     throw new RelayError(CODE_WASM_LOAD_FAILED, `could not start relay.wasm: ${why}${refusedByPolicy(why) ? POLICY_CURE : ""}`);
   }
+}
+
+// stopTimers clears the timers Go scheduled and will never see fire:
+// wasm_exec.js's timer, firing after Go exited, throws "Go program has
+// already exited" into the page, one uncaught error for each.
+// _scheduledTimeouts is wasm_exec.js's own (a Map of setTimeout ids); a Go
+// without it (an application's own wasm_exec.js) is left as it is.
+function stopTimers(go) {
+  const timers = go._scheduledTimeouts;
+  if (!(timers instanceof Map)) return;
+  for (const id of timers.values()) clearTimeout(id);
+  timers.clear();
 }
 
 // POLICY_CURE is what a page whose Content-Security-Policy refused

@@ -131,12 +131,14 @@ class Relay {
 
   async attach(options) {
     const o = normalise(options);
+    if (B.gone) throw B.gone; // before a slot is taken for nothing
     listenToLifecycle(B);
     const slot = await takeSlot(o.url, o.instance, o.name, options.signal);
     const a = new Attachment(B.nextHandle++, slot, options);
     B.attachments.set(a._handle, a);
     try {
       a._place = await B.call("attach", [this.#handle, a._handle, { ...o, name: slot.name }], options.signal);
+      a._attached = true;
     } catch (e) {
       B.attachments.delete(a._handle);
       await slot.release();
@@ -223,6 +225,7 @@ class Attachment extends BaseAttachment {
   #last = ["connecting", 0, ""]; // state, cursor, session: kept for after the end
   #over = false; // close() or detach() was called, or the attachment ended: no more deliveries
   #held = null; // {waitID, n}: the batch a handler's Promise holds, n of it accepted before
+  _attached = false; // attach resolved: the application has it
 
   constructor(handle, slot, options) {
     super(handle, options);
@@ -259,6 +262,16 @@ class Attachment extends BaseAttachment {
     const live = B.attachments.has(this._handle) ? B.api.info(this._handle) : null;
     if (live) this.#last = live;
     return this.#last;
+  }
+
+  // #accepted keeps a message the handler accepted as the last known
+  // cursor and session: what the getters say once relay.wasm has exited,
+  // when Go can no longer be asked.
+  #accepted(f) {
+    const [state, cursor, session] = this.#last;
+    const seq = f.seq ?? 0;
+    if (f.session && f.session !== session) this.#last = [state, seq, f.session];
+    else if (seq > cursor) this.#last = [state, seq, session];
   }
 
   sendACP(message, options = {}) {
@@ -335,7 +348,7 @@ class Attachment extends BaseAttachment {
           return true;
         };
         Promise.resolve(r).then(
-          () => still() && this._deliver(batch, replay, waitID, i + 1),
+          () => still() && (this.#accepted(f), this._deliver(batch, replay, waitID, i + 1)),
           (e) => {
             if (!still()) return;
             if (e !== PAUSED) report("onMessage", e);
@@ -344,6 +357,7 @@ class Attachment extends BaseAttachment {
         );
         return -1 - i; // later; i were accepted before it (Go counts them if it stops waiting)
       }
+      this.#accepted(f);
     }
     return this.#delivered(batch.length, waitID, from);
   }
@@ -367,6 +381,13 @@ class Attachment extends BaseAttachment {
   _state(state, info) {
     this.#last = [state, this.#last[1], this.#last[2]];
     super._state(state, info);
+  }
+
+  // relay.wasm exited (bridge.js exited): an attachment the application
+  // has is told it ended; one still attaching is not, its attach rejects.
+  _exited(err) {
+    if (this._attached) this._closedBy(err);
+    this._ended();
   }
 
   // The attachment ended (detach, close or a fatal error): keep its last

@@ -227,6 +227,13 @@ const ops = {
   close: (h) => att(h).close().finally(() => atts.delete(h)),
 };
 
+// codeOf is the RelayError code the page rejects a call with: a
+// RelayError's own, "error" for anything else (a DOMException's code is a
+// number, and "" is no code at all).
+function codeOf(e) {
+  return typeof e?.code === "string" && e.code !== "" ? e.code : "error";
+}
+
 function relayOf(id) {
   const relay = relays.get(id);
   if (!relay) throw new RelayError(CODE_BAD_OPTIONS, "no such Relay");
@@ -275,7 +282,7 @@ self.onmessage = ({ data: m }) => {
         .then(() => ops[m.op](...m.args, c.signal))
         .then(
           (value) => post({ t: "reply", id: m.id, ok: true, value: value ?? null }),
-          (e) => post({ t: "reply", id: m.id, ok: false, code: e?.code ?? "", message: String(e?.message ?? e) }),
+          (e) => post({ t: "reply", id: m.id, ok: false, code: codeOf(e), message: String(e?.message ?? e) }),
         )
         .finally(() => controllers.delete(m.id));
       break;
