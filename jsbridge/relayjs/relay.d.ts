@@ -154,7 +154,7 @@ export interface StreamName {
 export interface AttachOptions extends StreamName {
   /** The bearer credential, or a function returning it, called on every dial (so it can be refreshed). */
   token: string | (() => string | Promise<string>);
-  /** The relay's pinned Ed25519 public key (librelay.FormatPublicKey); a welcome that does not verify rejects with bad_relay_signature. Checked with WebCrypto's Ed25519 where the engine has it, else by relay.wasm. */
+  /** The relay's pinned Ed25519 public key (librelay.FormatPublicKey); a welcome that does not verify rejects with bad_relay_signature. Checked with WebCrypto's Ed25519 where the engine has it, else by relay.wasm. Its text, never its bytes: anything but a string rejects with bad_options. */
   relayKey?: string;
   /** How many transcript entries (both directions) to keep for history(). Default 0. */
   history?: number;
@@ -185,7 +185,7 @@ export interface AttachOptions extends StreamName {
   backoff?: { initialMs?: number; maxMs?: number };
   /** Liveness probes of an open connection. Defaults 15000 and 10000. */
   heartbeat?: { intervalMs?: number; timeoutMs?: number };
-  /** How many messages may wait to be sent while reconnecting. Default 256. */
+  /** How many messages may wait to be sent while reconnecting: a positive integer (else bad_options). Default 256. */
   sendQueue?: number;
 }
 

@@ -188,6 +188,11 @@ function normalise(options) {
   if (typeof token !== "string" && typeof token !== "function") bad("token must be a string or a function");
   if (typeof options.onMessage !== "function") bad("onMessage is required");
   if (!Number.isSafeInteger(history) || history < 0) bad("history must be a count");
+  // relay.wasm reads a relayKey that is not a string as none: a key given
+  // as bytes would turn the pinning off without a word.
+  if (relayKey !== undefined && typeof relayKey !== "string") bad("relayKey must be a string (librelay.FormatPublicKey's), not bytes or another value");
+  const { sendQueue = 0 } = options; // 0: relay.wasm's default
+  if (options.sendQueue !== undefined && !(Number.isSafeInteger(sendQueue) && sendQueue > 0)) bad("sendQueue must be a positive count");
   const ms = (v) => (v === undefined ? 0 : Number.isFinite(v) && v > 0 ? v : bad("durations are positive milliseconds"));
   return {
     url,
@@ -201,7 +206,7 @@ function normalise(options) {
     backoffMaxMs: ms(options.backoff?.maxMs),
     heartbeatIntervalMs: ms(options.heartbeat?.intervalMs),
     heartbeatTimeoutMs: ms(options.heartbeat?.timeoutMs),
-    sendQueue: options.sendQueue ?? 0,
+    sendQueue,
   };
 }
 
