@@ -152,7 +152,15 @@ export interface StreamName {
 }
 
 export interface AttachOptions extends StreamName {
-  /** The bearer credential, or a function returning it, called on every dial (so it can be refreshed). */
+  /**
+   * The bearer credential, or a function returning it, called on every dial
+   * (so it can be refreshed). A function that throws, rejects or gives
+   * anything but a string fails that dial as the relay being out of reach:
+   * onState says "reconnecting" with the code "unreachable" and the
+   * function's message, and the dial is made again after the backoff, the
+   * function called again. attach stays pending meanwhile (until a dial
+   * succeeds, or its signal aborts); nothing ends the attachment for it.
+   */
   token: string | (() => string | Promise<string>);
   /** The relay's pinned Ed25519 public key (librelay.FormatPublicKey); a welcome that does not verify rejects with bad_relay_signature. Checked with WebCrypto's Ed25519 where the engine has it, else by relay.wasm. Its text, never its bytes: anything but a string rejects with bad_options. */
   relayKey?: string;
@@ -228,7 +236,14 @@ export interface Attachment {
    * history() or delivered after it, never both (demo/web/app.js does this).
    */
   history(): Promise<HistoryEntry[]>;
-  /** Ends the stream for good: tells the runtime, closes the socket, forgets the stored cursor. */
+  /**
+   * Ends the stream for good: tells the runtime, closes the socket, forgets the stored cursor.
+   * On an attachment that has ended already (state "closed": unauthorized,
+   * superseded, wasm_exited …) it does nothing, and the stored stream
+   * stays: its slot was let go when it ended, and another attachment (this
+   * page's next attach of the stream, or another tab's) may hold that
+   * stream by then. To forget it, attach the stream again and detach that.
+   */
   detach(): Promise<void>;
   /** Ends the attachment in this page only: the stored cursor stays and the stream can be attached again. */
   close(): Promise<void>;
@@ -271,6 +286,11 @@ export interface Attachment {
    *
    * After a reload, open the stream right after attach() resolves, then
    * initialize and session/load the sessionId the page kept (README).
+   *
+   * It throws, synchronously (it returns no Promise), a RelayError:
+   * stream_open when a stream is open already, closed when the attachment
+   * has ended, canceled when options.signal has aborted already, and
+   * bad_options when options is not an object.
    */
   stream<M = any>(options?: StreamOptions): AcpStream<M>;
 }
