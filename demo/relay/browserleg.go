@@ -74,9 +74,11 @@ func (r *Relay) serveAttach(w http.ResponseWriter, req *http.Request) {
 	}
 	s := &browserConn{r: r, ws: ws, cc: cw.conn, cred: hashCredential(cred), credOK: ok, addr: req.RemoteAddr, ended: make(chan struct{})}
 	l := r.cfg.Limits
-	s.q = sendQueue[librelay.Frame]{maxMsgs: l.QueueFrames, maxBytes: l.QueueBytes, maxBatch: browserBatch,
+	s.q = sendQueue[librelay.Frame]{maxMsgs: l.QueueFrames, maxBytes: l.QueueBytes,
+		maxBatch: browserBatch, maxBatchBytes: browserBatchBytes,
 		size: wireSize, flush: s.flush, finish: s.finish,
-		batches: &frameBatches, msgs: fifo[librelay.Frame]{pool: &frameSegments}}
+		batches: &frameBatches, msgs: fifo[librelay.Frame]{pool: &frameSegments},
+		ctl: fifo[librelay.Frame]{pool: &frameSegments}}
 	ws.SetReadLimit(-1) // the relay enforces its own limit, to close with 4413
 	if !r.track(s) {
 		ws.Close(websocket.StatusCode(relayleg.CloseShuttingDown), relayleg.CodeShuttingDown)

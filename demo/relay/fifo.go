@@ -54,6 +54,31 @@ func (q *fifo[T]) take(dst []T, k int) []T {
 	return dst
 }
 
+// within counts how many of the oldest messages, at most k, fit in budget
+// as size counts them; the oldest always counts, when k allows one.
+func (q *fifo[T]) within(k, budget int, size func(T) int) int {
+	n := 0
+	for i, seg := range q.segs {
+		start, end := 0, fifoSegment
+		if i == 0 {
+			start = q.head
+		}
+		if i == len(q.segs)-1 {
+			end = q.tail
+		}
+		for _, v := range seg[start:end] {
+			if n == k {
+				return n
+			}
+			if budget -= size(v); budget < 0 && n > 0 {
+				return n
+			}
+			n++
+		}
+	}
+	return n
+}
+
 // each calls f on every message, oldest first.
 func (q *fifo[T]) each(f func(T)) {
 	for i, seg := range q.segs {

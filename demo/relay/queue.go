@@ -11,6 +11,8 @@ import (
 // relay's own replies (acks, errors). They must not wait — the goroutine
 // answering may be the one that drains the other way — and a peer that
 // floods requests without reading cannot grow the queue by more than this.
+// Nor do they wait behind the cargo queued before them: the writer takes
+// them first, at its next batch (pushControl).
 const controlSlack = 64
 
 // Batch bounds: how many frames a writer takes at once. Room is made when a
@@ -19,9 +21,19 @@ const controlSlack = 64
 // are small; 64 still amortises the lock and the corked write. Towards a
 // runtime the waiters are browsers' readers, all woken when room is made, so
 // batches are larger to wake them less often.
+//
+// A batch is also bounded in bytes (one larger frame makes a batch of its
+// own), because the relay's own replies wait for the batch being written:
+// an ack behind a whole batch of large frames on a slow link would reach
+// the peer after its heartbeat timeout. Towards a browser the bound is what
+// the cork writes at once anyway (corkFlushAt), so it costs no syscall;
+// towards a runtime, on a fast link, it is larger.
 const (
 	browserBatch = 64
 	runtimeBatch = 512
+
+	browserBatchBytes = corkFlushAt
+	runtimeBatchBytes = 256 << 10
 )
 
 // frameSegments is the pool both legs' queues keep their frames in, and
@@ -36,8 +48,17 @@ var (
 // into the connection's write buffer, so a routed frame costs no encoding
 // buffer of its own. A writer goroutine exists only while there is
 // something to write (an idle socket holds neither a goroutine nor a buffer
-// for it), and it takes up to maxBatch frames at once, so a burst is written
-// in batches (one flush each on the runtime leg).
+// for it), and it takes up to maxBatch frames (maxBatchBytes) at once, so a
+// burst is written in batches (one flush each on the runtime leg).
+//
+// The relay's own replies (pushControl) have a lane of their own, which the
+// writer empties before it takes cargo: a peer's heartbeat is answered once
+// the batch being written is out, not after everything queued before it (a
+// replay of megabytes, on a phone's link), so a client does not take a
+// working connection for a dead one. Only replies whose order with cargo
+// does not matter go there; frames that must keep their place among the
+// cargo (a stand-in for a frame too large, which carries its seq; the
+// detaches owed to a runtime) are queued as cargo.
 //
 // The bounds count what is queued and what is being written, so a socket
 // never holds more than maxBytes as size counts them (plus one oversized
@@ -45,6 +66,7 @@ var (
 type sendQueue[T any] struct {
 	maxMsgs, maxBytes int
 	maxBatch          int
+	maxBatchBytes     int // as size counts them; a larger frame is a batch alone
 	// size is what a message counts against maxBytes; it must give the same
 	// answer for a message every time.
 	size func(T) int
@@ -61,6 +83,7 @@ type sendQueue[T any] struct {
 
 	mu      sync.Mutex
 	msgs    fifo[T] // queued, not yet taken by the writer
+	ctl     fifo[T] // the relay's own replies, taken before msgs
 	n       int     // frames queued or being written
 	bytes   int     // bytes queued or being written
 	writing bool
@@ -119,15 +142,18 @@ func (q *sendQueue[T]) push(msg T, wait time.Duration) pushResult {
 	}
 }
 
-// pushControl queues one of the relay's own replies without waiting; it
-// drops the reply only when the peer is controlSlack frames past the bound.
+// pushControl queues one of the relay's own replies without waiting, ahead
+// of the cargo not yet taken by the writer; it drops the reply only when
+// the peer is controlSlack frames past the bound. Replies keep their order
+// among themselves.
 func (q *sendQueue[T]) pushControl(msg T) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.closing || q.n >= q.maxMsgs+controlSlack {
 		return false
 	}
-	q.appendLocked(msg)
+	q.ctl.push(msg)
+	q.countLocked(msg)
 	return true
 }
 
@@ -148,14 +174,22 @@ func (q *sendQueue[T]) pushPast(msg T) bool {
 
 func (q *sendQueue[T]) appendLocked(msg T) {
 	q.msgs.push(msg)
+	q.countLocked(msg)
+}
+
+// countLocked accounts a queued message and has a writer write it.
+func (q *sendQueue[T]) countLocked(msg T) {
 	q.n++
 	q.bytes += q.size(msg)
 	q.startLocked()
 }
 
+// queuedLocked counts the messages not yet taken by the writer.
+func (q *sendQueue[T]) queuedLocked() int { return q.msgs.len() + q.ctl.len() }
+
 // startLocked starts a writer if none runs and nothing holds the queue.
 func (q *sendQueue[T]) startLocked() {
-	if !q.writing && !q.held && q.msgs.len() > 0 {
+	if !q.writing && !q.held && q.queuedLocked() > 0 {
 		q.writing = true
 		go q.drain()
 	}
@@ -190,9 +224,11 @@ func (q *sendQueue[T]) close(last *T, keepPending bool) bool {
 	q.closing = true
 	q.wakeLocked()
 	if !keepPending {
-		q.msgs.each(func(m T) { q.bytes -= q.size(m) })
-		q.n -= q.msgs.len()
-		q.msgs.reset()
+		for _, f := range []*fifo[T]{&q.msgs, &q.ctl} {
+			f.each(func(m T) { q.bytes -= q.size(m) })
+			q.n -= f.len()
+			f.reset()
+		}
 	}
 	if last != nil {
 		q.msgs.push(*last)
@@ -214,6 +250,7 @@ func (q *sendQueue[T]) kill() {
 	defer q.mu.Unlock()
 	q.closing, q.dead = true, true
 	q.msgs.reset()
+	q.ctl.reset()
 	q.n, q.bytes = 0, 0
 	q.wakeLocked()
 }
@@ -226,7 +263,8 @@ func (q *sendQueue[T]) wakeLocked() {
 }
 
 // drain writes batches until the queue is empty, then exits, releasing the
-// slices so an idle queue holds nothing; a closing queue then finishes.
+// slices so an idle queue holds nothing; a closing queue then finishes. A
+// batch starts with the replies queued meanwhile, then cargo.
 func (q *sendQueue[T]) drain() {
 	bp := q.batches.Get().(*[]T)
 	batch := (*bp)[:0]
@@ -235,7 +273,7 @@ func (q *sendQueue[T]) drain() {
 		if !q.dead {
 			q.releaseLocked(batch)
 		}
-		if q.dead || q.msgs.len() == 0 {
+		if q.dead || q.queuedLocked() == 0 {
 			q.writing = false
 			finish, clean := q.closing && !q.ended, !q.dead
 			q.ended = q.ended || finish
@@ -248,7 +286,8 @@ func (q *sendQueue[T]) drain() {
 			}
 			return
 		}
-		batch = q.msgs.take(batch[:0], q.maxBatch)
+		batch = q.ctl.take(batch[:0], q.maxBatch)
+		batch = q.msgs.take(batch, q.msgs.within(q.maxBatch-len(batch), q.maxBatchBytes, q.size))
 		q.mu.Unlock()
 		if err := q.flush(batch); err != nil {
 			q.kill()

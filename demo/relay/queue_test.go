@@ -2,6 +2,8 @@ package relay
 
 import (
 	"errors"
+	"reflect"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -40,9 +42,9 @@ func (g *gate) got() []string {
 }
 
 func newQueue(g *gate, frames, bytes int) *sendQueue[[]byte] {
-	return &sendQueue[[]byte]{maxMsgs: frames, maxBytes: bytes, maxBatch: browserBatch,
+	return &sendQueue[[]byte]{maxMsgs: frames, maxBytes: bytes, maxBatch: browserBatch, maxBatchBytes: browserBatchBytes,
 		size: func(m []byte) int { return len(m) }, flush: g.flush, finish: g.finish,
-		batches: &byteBatches, msgs: fifo[[]byte]{pool: &byteSegments}}
+		batches: &byteBatches, msgs: fifo[[]byte]{pool: &byteSegments}, ctl: fifo[[]byte]{pool: &byteSegments}}
 }
 
 var (
@@ -81,8 +83,40 @@ func TestQueueBounds(t *testing.T) {
 	}
 	q.close(nil, true)
 	<-g.ended
-	if got := g.got(); len(got) != 5 || got[0] != "aaaa" || got[4] != "e" {
+	if got := g.got(); len(got) != 5 || !slices.Contains(got, "ctl") || got[4] != "e" {
 		t.Fatalf("written %q", got)
+	}
+}
+
+// The relay's own replies go ahead of the cargo queued before them, in
+// their own order, and a batch of cargo is bounded in bytes (a larger
+// message is a batch alone), so a reply waits for one small batch at most.
+func TestQueueControlOvertakesCargo(t *testing.T) {
+	var batches [][]string
+	ended := make(chan bool, 1)
+	q := &sendQueue[[]byte]{maxMsgs: 100, maxBytes: 1000, maxBatch: browserBatch, maxBatchBytes: 10,
+		size: func(m []byte) int { return len(m) }, finish: func(clean bool) { ended <- clean },
+		flush: func(batch [][]byte) error {
+			var b []string
+			for _, m := range batch {
+				b = append(b, string(m))
+			}
+			batches = append(batches, b)
+			return nil
+		},
+		batches: &byteBatches, msgs: fifo[[]byte]{pool: &byteSegments}, ctl: fifo[[]byte]{pool: &byteSegments}}
+	q.hold() // the writer is busy: everything below is queued before it looks
+	for _, m := range []string{"aaaa", "bbbb", "cccc", "a-frame-larger-than-a-batch", "dd"} {
+		q.push([]byte(m), 0)
+	}
+	q.pushControl([]byte("ack1"))
+	q.pushControl([]byte("ack2"))
+	q.unhold()
+	q.close(nil, true)
+	<-ended
+	want := [][]string{{"ack1", "ack2", "aaaa", "bbbb"}, {"cccc"}, {"a-frame-larger-than-a-batch"}, {"dd"}}
+	if !reflect.DeepEqual(batches, want) {
+		t.Fatalf("batches %q, want %q", batches, want)
 	}
 }
 

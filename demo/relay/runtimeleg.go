@@ -71,9 +71,11 @@ func (r *Relay) serveConnect(w http.ResponseWriter, req *http.Request) {
 func (r *Relay) newRuntimeConn(nc net.Conn, h credHash, addr string) *runtimeConn {
 	c := &runtimeConn{r: r, nc: nc, cred: h, addr: addr, bw: bufio.NewWriterSize(nc, 32<<10)}
 	l := r.cfg.Limits
-	c.q = sendQueue[librelay.Frame]{maxMsgs: l.RuntimeQueueFrames, maxBytes: l.RuntimeQueueBytes, maxBatch: runtimeBatch,
+	c.q = sendQueue[librelay.Frame]{maxMsgs: l.RuntimeQueueFrames, maxBytes: l.RuntimeQueueBytes,
+		maxBatch: runtimeBatch, maxBatchBytes: runtimeBatchBytes,
 		size: wireSize, flush: c.flush, finish: c.finish,
-		batches: &frameBatches, msgs: fifo[librelay.Frame]{pool: &frameSegments}}
+		batches: &frameBatches, msgs: fifo[librelay.Frame]{pool: &frameSegments},
+		ctl: fifo[librelay.Frame]{pool: &frameSegments}}
 	return c
 }
 

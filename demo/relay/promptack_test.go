@@ -1,0 +1,67 @@
+package relay_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/relaywasm/relaywasm/demo/relay/relaytest"
+	"github.com/relaywasm/relaywasm/librelay"
+)
+
+// A heartbeat from a browser whose socket has megabytes of cargo queued (a
+// replay towards a phone on a slow link) is answered once the batch being
+// written is out, not after the whole queue: the client counts only the ack
+// as life, and one that waited for the queue to drain came after the
+// client's heartbeat timeout, so the client dropped a working connection,
+// redialled, and the replay began again. The browser here reads nothing
+// until its heartbeat is sent — the slowest downlink there is — so the
+// relay's queue holds nearly all of the cargo when the heartbeat arrives;
+// the ack must come before the last of it, and the cargo stays whole and in
+// order around it.
+func TestHeartbeatAckOvertakesQueuedCargo(t *testing.T) {
+	const frames, size = 384, 32 << 10 // 12 MiB: within the 16 MiB queue, well past the kernel's buffers
+	env := relaytest.Start(t, nil)
+	rt := env.Connect(t)
+	b := env.AttachWith(t, "", relaytest.DialOptions{ReadBuf: 16 << 10})
+	payload := []byte(`"` + strings.Repeat("x", size) + `"`)
+	for seq := uint64(1); seq <= frames; seq++ {
+		f := librelay.Frame{Type: librelay.TypeACPMessage, Instance: b.Instance, Session: b.Session, Seq: seq, Payload: payload}
+		if err := rt.Send(f); err != nil {
+			t.Fatalf("runtime send %d: %v", seq, err)
+		}
+	}
+	// The runtime leg is read in order: once this is answered, every frame
+	// above is in the browser's queue.
+	if err := rt.Send(librelay.Frame{Type: librelay.TypeHeartbeat, ID: "sync"}); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := rt.ReadCargo(); err != nil || f.Type != librelay.TypeAck || f.ReplyTo != "sync" {
+		t.Fatalf("runtime's ack: %s re %q, %v", f.Type, f.ReplyTo, err)
+	}
+	if err := b.Send(librelay.Frame{Type: librelay.TypeHeartbeat, ID: "hb"}); err != nil {
+		t.Fatal(err)
+	}
+	ackAfter := -1 // cargo frames read before the ack
+	for next := uint64(1); next <= frames; {
+		f, err := b.Read()
+		switch {
+		case err != nil:
+			t.Fatalf("after seq %d (ack after %d): %v (close %d)", next-1, ackAfter, err, relaytest.CloseCode(err))
+		case f.Type == librelay.TypeAck && f.ReplyTo == "hb":
+			ackAfter = int(next - 1)
+		case f.Type == librelay.TypeACPMessage:
+			if f.Seq != next {
+				t.Fatalf("cargo seq %d, want %d", f.Seq, next)
+			}
+			next++
+		case f.Type == librelay.TypeHeartbeat && f.IsRequest():
+			b.Send(librelay.Frame{Type: librelay.TypeAck, ReplyTo: f.ID})
+		default:
+			t.Fatalf("unexpected %s re %q: %.200s", f.Type, f.ReplyTo, f.Payload)
+		}
+	}
+	if ackAfter < 0 {
+		t.Fatalf("the ack waited behind all %d queued frames", frames)
+	}
+	t.Logf("the ack came after %d of %d queued frames", ackAfter, frames)
+}
