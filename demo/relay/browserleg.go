@@ -190,15 +190,6 @@ func (s *browserConn) hello(f librelay.Frame) bool {
 	return true
 }
 
-// signIfAsked signs the welcome when the peer sent a nonce; a peer that pins
-// no key sends none and gets an unsigned welcome.
-func signIfAsked(r *Relay, nonce []byte, v int, instance string) ([]byte, error) {
-	if len(nonce) == 0 {
-		return nil, nil
-	}
-	return librelay.SignWelcome(r.key, nonce, v, instance)
-}
-
 // welcome queues the welcome; attach calls it with the granted id before the
 // route exists.
 func (s *browserConn) welcome(hello librelay.Frame, id string, v int, sig []byte) bool {

@@ -34,6 +34,18 @@ func judge(f librelay.Frame, authorized, present bool) (librelay.Hello, int, str
 	return h, v, "", ""
 }
 
+// signIfAsked signs the welcome, on either leg, when the peer sent a nonce.
+// Spec 001 makes both the hello's nonce and the welcome's signature
+// optional, since only a peer pinning the relay's key checks one: a peer
+// that pins none may send no nonce, and gets an unsigned welcome rather
+// than a refusal.
+func signIfAsked(r *Relay, nonce []byte, v int, instance string) ([]byte, error) {
+	if len(nonce) == 0 {
+		return nil, nil
+	}
+	return librelay.SignWelcome(r.key, nonce, v, instance)
+}
+
 // negotiate picks min(peer, self) and reports whether this relay speaks it.
 func negotiate(peer int) (int, bool) {
 	v := min(peer, librelay.ProtocolVersion)

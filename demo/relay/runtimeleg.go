@@ -169,7 +169,7 @@ func (c *runtimeConn) handshake(rd *librelay.Reader, lim *helloLimiter) bool {
 		c.refuse(f, code, msg)
 		return false
 	}
-	sig, err := librelay.SignWelcome(c.r.key, h.Nonce, v, f.Instance)
+	sig, err := signIfAsked(c.r, h.Nonce, v, f.Instance)
 	if err != nil {
 		c.refuse(f, librelay.CodeMalformedFrame, "cannot sign over this nonce and instance")
 		return false

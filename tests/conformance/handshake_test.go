@@ -243,3 +243,50 @@ func TestRuntimeLegTLS13(t *testing.T) {
 		t.Fatal("a TLS 1.2 client got through to the runtime leg")
 	}
 }
+
+// A hello without a nonce, as a peer that pins no relay key may send (spec
+// 001: Hello.Nonce and Welcome.Signature are both omitempty), is welcomed,
+// unsigned, on both legs, and the route works.
+func TestHelloWithoutNonceWelcomed(t *testing.T) {
+	s := newSuite(t, nil)
+	payload, _ := librelay.Hello{ProtocolVersion: librelay.ProtocolVersion, Instance: s.Instance, Agent: "conformance"}.MarshalJSON()
+	hello := librelay.Frame{Type: librelay.TypeHello, ID: "hello", Instance: s.Instance, Payload: payload}
+	wantUnsigned := func(leg string, f librelay.Frame) {
+		t.Helper()
+		var w librelay.Welcome
+		if f.Type != librelay.TypeWelcome || f.ReplyTo != "hello" || w.UnmarshalJSON(f.Payload) != nil {
+			t.Fatalf("%s leg: want relay.welcome re hello, got %s re %q %s", leg, f.Type, f.ReplyTo, f.Payload)
+		}
+		if len(w.Signature) != 0 {
+			t.Fatalf("%s leg: a welcome signed over no nonce: %s", leg, f.Payload)
+		}
+	}
+
+	rt, _, err := relaytest.DialRuntimeTLS(t.Context(), s.HTTPURL, s.RuntimeToken, s.TLS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.Conn.Close() })
+	if err := rt.Send(hello); err != nil {
+		t.Fatal(err)
+	}
+	f, err := rt.Read()
+	if err != nil {
+		t.Fatalf("runtime leg: no answer to the hello: %v", err)
+	}
+	wantUnsigned("runtime", f)
+
+	b := dial(t, s, s.ClientToken)
+	if err := b.Send(hello); err != nil {
+		t.Fatal(err)
+	}
+	f = mustRead(t, b)
+	wantUnsigned("browser", f)
+	b.Instance, b.Session = f.Instance, f.Session
+	if err := b.Send(msg(b, `"marker"`)); err != nil {
+		t.Fatal(err)
+	}
+	if f := mustCargo(t, rt); string(f.Payload) != `"marker"` {
+		t.Fatalf("runtime got %s %s, want the marker", f.Type, f.Payload)
+	}
+}
