@@ -107,19 +107,44 @@ func (s *browserConn) control(f *librelay.Frame) {
 // attachment of the instance shares, so a socket whose queue is full is a
 // slow consumer and is shed at once (shed). Its frames stay in the runtime's
 // retention, and the client resumes from its cursor after it redials.
+//
+// A frame too large for the browser leg goes as its stand-in (tooLarge);
+// when it was a request, the runtime also gets its one reply, relay.error
+// frame_too_large answering it, once the stand-in is queued: the browser
+// cannot answer a request it never saw.
 func (s *browserConn) Send(f librelay.Frame) bool {
+	var answer *librelay.Frame
 	if n, ok := s.fits(&f); !ok && n > 0 { // n == 0: it does not encode; flush drops it
 		s.r.log.Warn("a runtime frame larger than the browser-leg limit: sending frame_too_large in its place",
-			"instance", s.instance, "attachment", digest(s.id), "seq", f.Seq, "bytes", n)
+			"instance", s.instance, "attachment", digest(s.id), "seq", f.Seq, "bytes", n, "request", f.IsRequest())
+		if f.IsRequest() {
+			answer = ptr(librelay.NewError(f, relayleg.CodeFrameTooLarge, s.tooLargeMessage(n)))
+		}
 		f = s.tooLarge(&f, n)
 	}
 	switch s.q.push(f, 0) {
 	case pushed:
+		if answer != nil {
+			s.answerRuntime(answer)
+		}
 		return true
 	case pushFull:
 		s.shed()
 	}
 	return false
+}
+
+// answerRuntime sends one of the relay's replies to the instance's runtime:
+// without waiting when it is on this node (the caller may be its reader),
+// through the shared table when it is on another.
+func (s *browserConn) answerRuntime(reply *librelay.Frame) {
+	switch rt := s.r.table.Runtime(s.instance).(type) {
+	case nil:
+	case *runtimeConn:
+		rt.sendControl(reply)
+	default:
+		rt.Send(*reply)
+	}
 }
 
 // shed lets go of a socket that cannot keep up: what is queued is still
@@ -139,10 +164,13 @@ func (s *browserConn) shed() {
 // seq arrived and is lost rather than seeing a gap it would resume over, and
 // find the same frame again, for ever.
 func (s *browserConn) tooLarge(f *librelay.Frame, n int) librelay.Frame {
-	e := librelay.NewError(librelay.Frame{}, relayleg.CodeFrameTooLarge,
-		strconv.Itoa(n)+" bytes, limit "+strconv.Itoa(s.r.cfg.Limits.BrowserFrameBytes))
+	e := librelay.NewError(librelay.Frame{}, relayleg.CodeFrameTooLarge, s.tooLargeMessage(n))
 	e.Instance, e.Session, e.Seq = s.instance, s.id, f.Seq
 	return e
+}
+
+func (s *browserConn) tooLargeMessage(n int) string {
+	return strconv.Itoa(n) + " bytes, limit " + strconv.Itoa(s.r.cfg.Limits.BrowserFrameBytes)
 }
 
 // fits reports whether f's encoding is within the browser-leg limit. Only a

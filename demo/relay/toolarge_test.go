@@ -72,3 +72,24 @@ func TestOversizedRuntimeFrameHasAStandIn(t *testing.T) {
 		t.Fatalf("the socket after three stand-ins: %s seq %d", f.Type, f.Seq)
 	}
 }
+
+// A runtime request too large for the browser leg gets its one reply:
+// relay.error frame_too_large answering its id, while the browser gets the
+// usual stand-in with its seq (answering nothing).
+func TestOversizedRuntimeRequestAnswered(t *testing.T) {
+	env := relaytest.Start(t, func(c *relay.Config) { c.Limits.BrowserFrameBytes = 64 << 10 })
+	rt := env.Connect(t)
+	b := env.Attach(t, "")
+	big := []byte(`"` + strings.Repeat("x", 64<<10) + `"`)
+	if err := rt.Send(librelay.Frame{Type: librelay.TypeACPMessage, ID: "big", Instance: b.Instance, Session: b.Session, Seq: 2, Payload: big}); err != nil {
+		t.Fatal(err)
+	}
+	f, err := rt.ReadCargo()
+	var e librelay.Error
+	if err != nil || f.Type != librelay.TypeError || e.UnmarshalJSON(f.Payload) != nil || e.Code != relayleg.CodeFrameTooLarge || f.ReplyTo != "big" {
+		t.Fatalf("runtime: want relay.error frame_too_large re big, got %s re %q %s (%v)", f.Type, f.ReplyTo, f.Payload, err)
+	}
+	if f := readSkippingHeartbeats(t, b); f.Type != librelay.TypeError || f.Seq != 2 || f.ReplyTo != "" || f.ID != "" {
+		t.Fatalf("browser: want the stand-in with seq 2, got %s seq %d re %q id %q", f.Type, f.Seq, f.ReplyTo, f.ID)
+	}
+}

@@ -148,3 +148,36 @@ func TestRuntimeHeartbeatFloodAnswered(t *testing.T) {
 		}
 	}
 }
+
+// A request from the runtime too large for the browser leg still gets its
+// one reply, a relay.error answering it, sequenced or not: the browser never
+// sees it, so cannot answer it. The relay sends exactly one (a heartbeat
+// sent after it is answered next), and the route goes on working.
+func TestRuntimeRequestTooLargeForBrowserAnswered(t *testing.T) {
+	s := newSuite(t, nil)
+	rt, b := s.pair(t)
+	big := []byte(`"` + strings.Repeat("x", s.frameLimit+1<<10) + `"`)
+	for i, seq := range []uint64{0, 7} {
+		id := "big-" + strconv.Itoa(i)
+		if err := rt.Send(librelay.Frame{Type: librelay.TypeACPMessage, ID: id, Instance: b.Instance, Session: b.Session, Seq: seq, Payload: big}); err != nil {
+			t.Fatal(err)
+		}
+		wantReply(t, mustCargo(t, rt), id)
+		if err := rt.Send(librelay.Frame{Type: librelay.TypeHeartbeat, ID: "after-" + id}); err != nil {
+			t.Fatal(err)
+		}
+		if f := mustCargo(t, rt); f.Type != librelay.TypeAck || f.ReplyTo != "after-"+id {
+			t.Fatalf("after the reply to %s: %s re %q %.200s, want only the ack", id, f.Type, f.ReplyTo, f.Payload)
+		}
+	}
+	rt.Send(librelay.Frame{Type: librelay.TypeACPMessage, Instance: b.Instance, Session: b.Session, Seq: 8, Payload: []byte(`"marker"`)})
+	for {
+		f := mustRead(t, b)
+		if f.ID != "" {
+			t.Fatalf("the browser got a request it cannot have: %s id %q", f.Type, f.ID)
+		}
+		if string(f.Payload) == `"marker"` {
+			break
+		}
+	}
+}
