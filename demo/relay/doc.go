@@ -58,7 +58,10 @@
 // runtime connected is answered with unknown_instance. The relay's own
 // replies are never dropped: a peer with no room in its queue even for one
 // (it sends requests and does not read the answers) is let go with
-// slow_consumer.
+// slow_consumer. Nor do they wait behind the cargo queued for the peer: they
+// are written once the batch being written is out (64 KiB towards a
+// browser, or one larger frame), so a heartbeat is answered promptly (spec
+// 000) even while a replay of megabytes crawls to a phone.
 //
 // # A frame too large for the browser leg
 //
@@ -72,7 +75,9 @@
 // and stays open. A client reads it as "seq N arrived and is lost": it
 // reports the loss and goes on after it, rather than see a gap, resume, and
 // be replayed the same frame for ever. A replay of the frame after a resume
-// gets the same stand-in.
+// gets the same stand-in. When the frame was a request, the runtime gets its
+// one reply, relay.error frame_too_large answering it: the browser never
+// sees the request, so it cannot answer.
 //
 // # Slow consumers
 //
