@@ -385,12 +385,16 @@ func (r *runner) welcome(f *librelay.Frame) error {
 
 // adopt takes the granted attachment id. A different id than the one asked
 // for means the old stream cannot be reclaimed: its cursor means nothing on
-// the new one, and whatever followed it is lost.
+// the new one, and whatever followed it is lost. That is told whether or
+// not the stream was sequenced: the runtime's ACP sessions belonged to the
+// old id (contenox drops them when the relay detaches it, after its
+// grace), so an application that goes on with them is answered "unknown
+// session" until it hears it must start a new one.
 func (r *runner) adopt(session string) {
 	if session == r.pos.session {
 		return
 	}
-	if r.pos.session != "" && r.pos.high > 0 {
+	if r.pos.session != "" {
 		r.evicted(Eviction{AfterSeq: r.pos.high, Reason: EvictedSessionReplaced})
 	}
 	r.pos.adopt(session)
