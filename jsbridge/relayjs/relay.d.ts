@@ -191,7 +191,12 @@ export interface AttachOptions extends StreamName {
   resumeTimeoutMs?: number;
   /** Redial pacing: exponential backoff with full jitter. Defaults 500 and 30000. */
   backoff?: { initialMs?: number; maxMs?: number };
-  /** Liveness probes of an open connection. Defaults 15000 and 10000. */
+  /**
+   * Liveness probes of an open connection. Defaults 15000 and 10000. A page
+   * visible again (or back from being frozen or cached) probes at once, and
+   * sendACP waits for that probe's ack, timeoutMs at most; if none comes the
+   * message goes out on the next connection.
+   */
   heartbeat?: { intervalMs?: number; timeoutMs?: number };
   /** How many messages may wait to be sent while reconnecting: a positive integer (else bad_options). Default 256. */
   sendQueue?: number;

@@ -308,15 +308,38 @@ func (r *runner) command(c command) error {
 }
 
 // wake acts on the platform's signals: offline drops the connection at once,
-// a probe sends a heartbeat now.
+// a probe checks the socket now (check).
 func (r *runner) wake() error {
 	if r.a.offline.Load() {
 		return ErrOffline
 	}
 	if r.a.probe.Swap(false) {
-		return r.heartbeat()
+		return r.check()
 	}
 	return nil
+}
+
+// check sends a heartbeat now, to learn whether the socket still works
+// after the page was away, and holds sends until the relay acks it
+// (checking); an ack missing past the heartbeat timeout ends the
+// connection, and the held sends go out on the next one. A heartbeat
+// already in flight does not do: it was sent before the page went away, and
+// its ack may have been received before the socket died. One check at a
+// time: a second probe while one runs (visibility and pageshow together)
+// waits for the same ack.
+func (r *runner) check() error {
+	l := r.l
+	if !l.welcomed {
+		return nil // the handshake's own deadline is running, and sends wait for the resume
+	}
+	if r.checkID != "" && r.checkID == l.hbID {
+		return nil
+	}
+	l.hbEvery.set(r.o.Heartbeat.Interval)
+	l.hbID = r.newID("hb-")
+	r.checkID = l.hbID
+	l.hbDue.set(r.o.Heartbeat.Timeout)
+	return r.writeFrame(&librelay.Frame{Type: librelay.TypeHeartbeat, ID: l.hbID})
 }
 
 func (r *runner) hello() error {
@@ -433,19 +456,31 @@ func (r *runner) resumeOverdue() error {
 		return nil // it came during a delivery; catchUp takes it
 	}
 	l.probed = l.resumeID
+	checked := r.checkID != "" && r.checkID == l.hbID
 	l.hbID = r.newID("hb-") // replaces one in flight: its ack would come too soon
+	if checked {
+		r.checkID = l.hbID // a later ack answers the liveness check too
+	}
 	l.hbDue.set(r.o.Heartbeat.Timeout)
 	return r.writeFrame(&librelay.Frame{Type: librelay.TypeHeartbeat, ID: l.hbID})
 }
 
-// probeAcked is the ack of resumeOverdue's heartbeat: whatever the relay
-// sent before it has been read, so a resume still unanswered is given up on.
+// probeAcked is the ack of the heartbeat in flight. For resumeOverdue's,
+// whatever the relay sent before it has been read, so a resume still
+// unanswered is given up on. For a liveness check's (check), the socket
+// works: the sends it held go out, once the stream is ready.
 func (r *runner) probeAcked() {
 	l := r.l
 	id := l.probed
 	l.probed = ""
 	if id != "" && id == l.resumeID && !l.answerWaiting() {
 		r.notResuming()
+	}
+	if r.checkID != "" {
+		r.checkID = ""
+		if l.ready && l.broken == nil {
+			r.drain()
+		}
 	}
 }
 

@@ -43,6 +43,12 @@ type runner struct {
 	gapAt      uint64
 	gapRepeats int
 
+	// checkID is the heartbeat of the liveness check a Probe started (the
+	// page became visible again); while it is the one in flight, sends are
+	// held (checking). Heartbeat ids are never reused, so one left from an
+	// earlier connection matches nothing.
+	checkID string
+
 	l *link // the current connection; nil between connections
 }
 
@@ -193,9 +199,10 @@ func (r *runner) rewind(after uint64) error {
 	return r.pos.rewind(after)
 }
 
-// enqueue sends s now when the connection has resumed, or queues it.
+// enqueue sends s now when the connection has resumed and is not being
+// checked, or queues it.
 func (r *runner) enqueue(s *sendCmd) {
-	if r.l != nil && r.l.ready && r.l.broken == nil && len(r.queue.items) == 0 {
+	if r.l != nil && r.l.ready && r.l.broken == nil && !r.checking() && len(r.queue.items) == 0 {
 		r.writeSend(s)
 		return
 	}
@@ -207,8 +214,24 @@ func (r *runner) enqueue(s *sendCmd) {
 	r.a.queued.Store(int32(len(r.queue.items)))
 }
 
+// checking reports whether the socket's liveness is in doubt: a Probe came
+// (the page is back from being hidden, frozen or cached) and the relay has
+// not yet acked the heartbeat it sent, or the probe is still to be acted on.
+// A phone's socket may be dead then and still look open (iOS keeps
+// readyState OPEN): a message written to it would count as sent and be lost
+// when the check fails and the client redials, since sends are never
+// replayed. So sends wait for the ack, or for the next connection.
+func (r *runner) checking() bool {
+	l := r.l
+	return l != nil && l.welcomed && (r.a.probe.Load() || (r.checkID != "" && r.checkID == l.hbID))
+}
+
 // drain writes the queued messages in order, stopping if the socket fails.
+// While the socket is being checked they wait for the check's ack.
 func (r *runner) drain() {
+	if r.checking() {
+		return
+	}
 	defer func() { r.a.queued.Store(int32(len(r.queue.items))) }()
 	for s := r.queue.pop(); s != nil; s = r.queue.pop() {
 		if !r.writeSend(s) {
