@@ -129,7 +129,7 @@ export interface StreamName {
    * fails as it would an unreachable relay.
    */
   url: string | URL;
-  /** The runtime instance to reach. */
+  /** The runtime instance to reach: at most 256 bytes of UTF-8, no control characters (attach rejects another with bad_options). */
   instance: string;
   /**
    * Which stored stream this is. Default "default". Each stream is held by one

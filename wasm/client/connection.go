@@ -347,20 +347,27 @@ func (r *runner) hello() error {
 	if err != nil {
 		return wrap(ErrProtocol, "no randomness for a nonce", err)
 	}
-	payload, err := librelay.Hello{
-		ProtocolVersion: librelay.ProtocolVersion,
-		Instance:        r.o.Instance,
-		Agent:           r.o.Agent,
-		Nonce:           nonce,
-	}.MarshalJSON()
+	r.l.nonce, r.l.helloID = nonce, r.newID("hello-")
+	f, err := helloFrame(r.o, r.l.helloID, r.pos.session, nonce)
 	if err != nil {
 		return wrap(ErrProtocol, "encoding hello", err)
 	}
-	r.l.nonce, r.l.helloID = nonce, r.newID("hello-")
-	return r.writeFrame(&librelay.Frame{
-		Type: librelay.TypeHello, ID: r.l.helloID,
-		Instance: r.o.Instance, Session: r.pos.session, Payload: payload,
-	})
+	return r.writeFrame(&f)
+}
+
+// helloFrame is the hello this client sends; Options.check measures the
+// largest one it can become.
+func helloFrame(o *Options, id, session string, nonce []byte) (librelay.Frame, error) {
+	payload, err := librelay.Hello{
+		ProtocolVersion: librelay.ProtocolVersion,
+		Instance:        o.Instance,
+		Agent:           o.Agent,
+		Nonce:           nonce,
+	}.MarshalJSON()
+	return librelay.Frame{
+		Type: librelay.TypeHello, ID: id,
+		Instance: o.Instance, Session: session, Payload: payload,
+	}, err
 }
 
 // welcome checks the relay's answer to hello and takes the attachment id it

@@ -5,6 +5,8 @@ import (
 	"crypto/ed25519"
 	"math/rand/v2"
 	"time"
+
+	"github.com/relaywasm/relaywasm/librelay"
 )
 
 // Options configures an attachment. URL, Instance, Credential and a message
@@ -12,7 +14,9 @@ import (
 type Options struct {
 	// URL is the relay's browser leg, for example "wss://relay.example/v1/attach".
 	URL string
-	// Instance names the runtime to reach through the relay.
+	// Instance names the runtime to reach through the relay. It is a
+	// librelay identifier (at most librelay.MaxIDBytes bytes of UTF-8, no
+	// control characters); Attach refuses another with ErrBadOptions.
 	Instance string
 	// Credential returns the bearer credential the relay checks. It is called
 	// on every dial, so a short-lived token can be refreshed between them.
@@ -110,7 +114,9 @@ type Options struct {
 	// SendQueueBytes bounds the bytes of those messages. Default 4 MiB.
 	SendQueueBytes int
 	// Agent names this client in its hello, for relay operators; nothing
-	// branches on it. Default "relaywasm".
+	// branches on it. The identifier rules of Instance apply, so that it
+	// neither corrupts an operator's log line nor makes the hello larger
+	// than a relay reads before authenticating. Default "relaywasm".
 	Agent string
 }
 
@@ -199,7 +205,30 @@ func (o *Options) check() error {
 	case o.RelayKey != nil && len(o.RelayKey) != ed25519.PublicKeySize:
 		return wrap(ErrBadOptions, "RelayKey is not an Ed25519 public key", nil)
 	}
+	return o.checkHello()
+}
+
+// checkHello refuses an Instance or Agent no hello can carry: longer than
+// librelay's identifiers may be (MaxIDBytes), with a control character or
+// invalid UTF-8. The relay would refuse every hello (malformed_frame), and
+// the attachment would redial for ever, blaming the relay (ErrProtocol),
+// over a mistake of the caller's. Within those bounds the hello stays under
+// the relay's limit on a first frame (4 KiB, relay Limits.HelloBytes), escaped
+// as badly as JSON can (TestLargestHelloFits).
+func (o *Options) checkHello() error {
+	if err := identifier(o.Instance); err != nil {
+		return wrap(ErrBadOptions, "Instance is not a librelay identifier", err)
+	}
+	if err := identifier(o.Agent); err != nil {
+		return wrap(ErrBadOptions, "Agent is not a librelay identifier", err)
+	}
 	return nil
+}
+
+// identifier checks s by librelay's rules for a frame's identifiers, as the
+// frame's instance, where Instance goes.
+func identifier(s string) error {
+	return librelay.Frame{Type: librelay.TypeHello, Instance: s}.Validate()
 }
 
 func perMessage(fn func(Message) error) func(context.Context, []Message) (int, error) {
