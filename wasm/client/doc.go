@@ -26,10 +26,25 @@
 //
 // # Errors
 //
-// Every failure a caller sees wraps one of the *Error sentinels, whose Code is
-// stable (the JavaScript API's Error.code); compare with errors.Is. A bad
-// relay signature, an unauthorized credential, an unacceptable protocol
-// version, a superseded attachment, Detach, Close and Abandon end an attachment; any
-// other failure ends one connection and the attachment redials with
-// exponential backoff and full jitter.
+// A failure a caller sees is one of three kinds, and Code names each with a
+// stable string (the JavaScript API's Error.code):
+//
+//   - one that wraps an *Error sentinel (compare with errors.Is): the
+//     client's own verdicts, and the relay's refusals it acts on, by
+//     relay.error or by close code (ErrUnauthorized for 4401, say);
+//   - a *CloseError (errors.AsType): the relay closed the socket with a code
+//     the client does not act on beyond redialling (slow_consumer,
+//     too_many_attachments, shutting_down, frame_too_large …), as a
+//     connection's cause in StateChange.Err; Code gives the reason its code
+//     names (relayleg), or "closed_by_relay";
+//   - a bare context error, when the caller's ctx ended first (Attach,
+//     SendACP, Resume, Detach): Code says "canceled" or "timeout".
+//
+// A Store's own failure is returned as the Store gave it (Attach's Load),
+// and Abandon's cause is kept, wrapped in ErrClosed unless it is one that
+// ends an attachment. A bad relay signature, an unauthorized credential, an
+// unacceptable protocol version, a superseded attachment, bad options,
+// Detach, Close and Abandon end an attachment; any other failure ends one
+// connection and the attachment redials with exponential backoff and full
+// jitter.
 package client
