@@ -236,6 +236,9 @@ func (a *Attachment) SetOnline(online bool) {
 // Probe checks the connection now: a heartbeat when it is open, an immediate
 // redial when it is waiting to reconnect. A page calls it when it becomes
 // visible again, since a sleeping tab may have lost its socket unnoticed.
+// Sends made while the heartbeat waits for its answer are held until it
+// comes, or go out on the next connection: a socket that died while the
+// page slept may still take them (iOS keeps it open) and lose them.
 func (a *Attachment) Probe() {
 	a.probe.Store(true)
 	a.nudge()
