@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/relaywasm/relaywasm/demo/devruntime"
+	"github.com/relaywasm/relaywasm/librelay"
 	"github.com/relaywasm/relaywasm/wasm/client"
 	"github.com/relaywasm/relaywasm/wasm/client/clienttest"
 )
@@ -93,17 +94,35 @@ func TestChaosReloads(t *testing.T) {
 // reports the eviction rather than skipping silently: every delivered seq is
 // contiguous except across the one reported gap.
 func TestChaosEvictionReported(t *testing.T) {
-	s := newStack(t, nil, func(c *devruntime.Config) { c.AgentRate = 1000; c.RetainFrames = 50 })
+	const retain = 50
+	s := newStack(t, nil, func(c *devruntime.Config) { c.AgentRate = 1000; c.RetainFrames = retain })
 	c := clienttest.NewCollector()
 	a := s.attach(s.options(client.NewMemoryStore(), c))
 	session := startChat(t, c, a)
 	send(t, a, `{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":`+promptParams(session, "count 2000")+`}`)
 	c.Wait(t, "the first chunk", func(c *clienttest.Collector) bool { return len(chunks(c.Msgs)) > 0 })
 
-	// The client is away while hundreds of frames go by: ten times what the
-	// runtime retains at the agent's pace, so the gap cannot be replayed.
+	// The client is away while more frames go by than the runtime retains,
+	// so the gap cannot be replayed. A raw socket that takes the client's
+	// id meanwhile watches them go, so the client comes back only once they
+	// have.
 	s.front.Down()
-	time.Sleep(500 * time.Millisecond)
+	c.Wait(t, "the client to notice the cut", func(*clienttest.Collector) bool { return a.State() != client.Open })
+	awayFrom := a.Cursor()
+	watch := s.env.Attach(t, a.Session())
+	for {
+		f, err := watch.Read()
+		if err != nil {
+			t.Fatalf("watching the stream while the client is away: %v", err)
+		}
+		if f.Type == librelay.TypeHeartbeat {
+			watch.Send(librelay.Frame{Type: librelay.TypeAck, ReplyTo: f.ID})
+		}
+		if f.Seq > awayFrom+2*retain {
+			break
+		}
+	}
+	watch.WS.CloseNow()
 	s.front.Up()
 
 	c.Wait(t, "an eviction", func(c *clienttest.Collector) bool { return len(c.Evicted) > 0 })
