@@ -290,11 +290,13 @@ func TestAPIResumeAnsweredDuringAStall(t *testing.T) {
 func TestAPIHeartbeatAnsweredDuringAStall(t *testing.T) {
 	ctx := testContext(t)
 	r := recorder(t, nil)
-	opts := map[string]any{"heartbeat": map[string]any{"intervalMs": 200, "timeoutMs": 300}}
+	// A 2 s wait gives an ack the loaded relay sends late room; the stall
+	// outlasts it by a second, so the wait still ends during the stall.
+	opts := map[string]any{"heartbeat": map[string]any{"intervalMs": 200, "timeoutMs": 2000}}
 	att := must(t, ctx, loadRelay(t, ctx, nil).Call("attach", attachOptions(t, r, "stalled-heartbeat", opts)))
 	sid := must(t, ctx, app(t).Call("newSession", att, r)).String()
 	app(t).Call("watchSends")
-	stall := app(t).Call("stallAfter", "relay.heartbeat", 1500)
+	stall := app(t).Call("stallAfter", "relay.heartbeat", 3000)
 	defer stall.Call("cancel")
 	must(t, ctx, stall.Get("done"))
 	// Three heartbeats after the stall: the client went on with the same
