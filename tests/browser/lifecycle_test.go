@@ -22,11 +22,13 @@ func TestAPILifecycleEvents(t *testing.T) {
 	r, until := quietAttach(t, ctx, fr, "lifecycle")
 	until("the first resume answered", func(f js.Value) bool { return f.Get("answered").Int() == 1 })
 
-	if vis := js.Global().Get("document").Get("visibilityState").String(); vis != "visible" {
-		t.Skipf("the test page is %s; the probe needs a visible page", vis)
+	// Only a visible page probes; the offline and online parts run either way.
+	if vis := js.Global().Get("document").Get("visibilityState").String(); vis == "visible" {
+		js.Global().Get("document").Call("dispatchEvent", js.Global().Get("Event").New("visibilitychange"))
+		until("a heartbeat on becoming visible", func(f js.Value) bool { return f.Get("heartbeats").Int() == 1 })
+	} else {
+		t.Logf("the test page is %s: the probe on becoming visible is not checked", vis)
 	}
-	js.Global().Get("document").Call("dispatchEvent", js.Global().Get("Event").New("visibilitychange"))
-	until("a heartbeat on becoming visible", func(f js.Value) bool { return f.Get("heartbeats").Int() == 1 })
 
 	js.Global().Call("dispatchEvent", js.Global().Get("Event").New("offline"))
 	if _, err := await(ctx, r.Call("until", js.FuncOf(func(_ js.Value, args []js.Value) any {
