@@ -770,6 +770,7 @@ async function main() {
       name: config.stream,
       history: config.history,
       heartbeat: config.heartbeat,
+      resumeTimeoutMs: config.resumeTimeoutMs,
       onMessage: (msg, meta) => afterRedraw(() => guarded(() => applyIn(msg, meta.seq, true))),
       onState: (state, info) => setState(state, info),
       onEvicted: (info) => afterRedraw(() => guarded(() => evicted(info))),
@@ -895,6 +896,7 @@ function readConfig(loc) {
     // probe may go unanswered (a long interval leaves a dead socket to the
     // probes of the page's lifecycle).
     heartbeat: { intervalMs: positive("heartbeat"), timeoutMs: positive("heartbeatTimeout") },
+    resumeTimeoutMs: positive("resumeTimeout"), // attach's wait for a resume's answer, ms
   };
 }
 

@@ -122,7 +122,10 @@ func nonResumingChatAndReload(t *testing.T, m pageMode) {
 // of a loss, and does not end it as interrupted when the report comes.
 func TestNonResumingRuntimePromptBeforeLossReported(t *testing.T) {
 	t.Parallel()
-	_, tb := nonResumingChat(t, "")
+	// The test acts between the reload and the report, which comes when
+	// the wait for the resume's answer ends: 10 s rather than the default
+	// 3 s, which a loaded WebKit could spend loading the page.
+	_, tb := nonResumingChat(t, "?resumeTimeout=10000")
 	tb.reload()
 	n := countLasting(600 * time.Millisecond)
 	// In one step, so that the prompt surely goes out before the report.
