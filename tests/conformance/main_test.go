@@ -218,7 +218,3 @@ func wantClosedWith(t *testing.T, b *relaytest.Browser, code string) {
 	}
 	t.Fatalf("closed %d without a relay.error %s before it", closeCode, code)
 }
-
-// waitLonger sleeps a multiple of d: only where a test must show that
-// something does NOT happen within a period (a grace that was cancelled).
-func waitLonger(d time.Duration) { time.Sleep(3 * d) }
