@@ -107,8 +107,13 @@ func (r *Relay) yieldLocked(instance string) bool {
 	return true
 }
 
-// detachYielded tells the runtime that a yielded id's session is over.
+// detachYielded tells the runtime that a yielded id's session is over,
+// unless the id moved to another node: that node ends it (as expire leaves
+// it to), and a detach from here would end the session resumed there.
 func (r *Relay) detachYielded(instance, session string) {
+	if movedAway(r.table, route{instance, session}) {
+		return
+	}
 	if rt := r.table.Runtime(instance); rt != nil {
 		rt.Send(detachFrame(instance, session))
 	}

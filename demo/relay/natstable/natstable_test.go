@@ -726,3 +726,36 @@ func TestDropsPastPendingLimitsTellTheBrowser(t *testing.T) {
 	release()
 	toldOfALoss(t, b)
 }
+
+// An id that moved to another node is not detached by the node it left
+// when that node makes room for a newcomer at the instance's limit: the
+// old node still counts it (its grace has not run out), and ending it
+// there must stay silent, as its grace running out does, or the runtime
+// ends the session resumed on the other node.
+func TestYieldingAMovedAttachmentDetachesNothing(t *testing.T) {
+	c := cluster(t, func(c *relay.Config) {
+		c.Limits.Grace = time.Minute
+		c.Limits.AttachmentsPerInstance = 1
+	})
+	rt := env(c, 0).Connect(t)
+	waitRoutable(t, c, 1, 2)
+	old := env(c, 1).Attach(t, "")
+	moved := env(c, 2).Attach(t, old.Session)
+	if moved.Session != old.Session {
+		t.Fatalf("node 2 granted %q, want %q reclaimed", moved.Session, old.Session)
+	}
+	if _, code := old.ReadUntilClosed(); code != relayleg.CloseSuperseded {
+		t.Fatalf("old socket closed %d, want 4409", code)
+	}
+	newcomer := env(c, 1).Attach(t, "") // node 1 is at its limit: the moved id yields
+	newcomer.Send(msg(newcomer, `{"newcomer":1}`))
+	for {
+		f := readCargo(t, rt)
+		if f.Type == librelay.TypeACPDetach && f.Session == moved.Session {
+			t.Fatalf("node 1 detached the attachment that moved to node 2: %+v", f)
+		}
+		if string(f.Payload) == `{"newcomer":1}` {
+			break
+		}
+	}
+}
