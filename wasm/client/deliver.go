@@ -25,6 +25,7 @@ func (r *runner) handleFrame(f *RefFrame) error {
 	l := r.l
 	switch {
 	case f.Type == librelay.TypeWelcome && !l.welcomed && f.ReplyTo == l.helloID:
+		r.carryHeld()
 		return r.welcome(&f.Frame)
 	case f.Type == librelay.TypeError:
 		return r.relayError(&f.Frame)
@@ -77,7 +78,7 @@ func (r *runner) cargo(f *RefFrame) error {
 	isACP := f.Type == librelay.TypeACPMessage
 	if f.Seq == 0 {
 		if isACP {
-			r.pending = append(r.pending, pendingMsg{deliver: true, msg: Message{Payload: f.Payload, Session: f.Session, Trace: f.Trace, Ref: f.Ref}})
+			r.unsequenced(pendingMsg{deliver: true, msg: Message{Payload: f.Payload, Session: f.Session, Trace: f.Trace, Ref: f.Ref}})
 		} else if reply := unhandled(&f.Frame); reply != nil {
 			return r.writeFrame(reply)
 		}
@@ -272,23 +273,45 @@ func (r *runner) resumeRefused(e librelay.Error) error {
 }
 
 // flush delivers what is pending and advances the cursor over what the
-// handler accepted. If it refused a message, delivery stops there and a
-// resume fetches the rest again after a backoff, so a failing handler neither
-// loses messages nor spins. It fails when Close or Detach came while the
-// handler was running, or the connection failed meanwhile.
+// handler accepted. If it refused a message, delivery stops there and, after
+// a backoff, the rest comes again, so a failing handler neither loses
+// messages nor spins: a sequenced message is fetched again by a resume from
+// the cursor; an unsequenced one, which no resume brings back (a runtime
+// that does not number its messages keeps none), is held, with the
+// unsequenced ones after it, and delivered again before anything newer
+// (holding). It fails when Close or Detach came while the handler was
+// running, or the connection failed meanwhile.
 func (r *runner) flush() error {
 	if r.quit != nil {
 		return r.quit
 	}
-	if len(r.pending) == 0 {
+	if len(r.pending) == 0 || r.holding() {
 		return nil
 	}
+	for r.flushOnce() && len(r.pending) > 0 && !r.holding() {
+	}
+	if r.quit != nil {
+		return r.quit
+	}
+	return r.l.broken
+}
+
+// flushOnce delivers the pending messages up to the first loss mark and
+// reports the loss there, and reports whether delivery goes on with what
+// follows the mark.
+func (r *runner) flushOnce() bool {
 	handled, refused := r.deliver()
 	var last uint64
+	rest, marked := len(r.pending), false // rest: the first entry not passed
 	for i := range r.pending {
 		p := &r.pending[i]
+		if isLoss(p) {
+			rest, marked = i, !refused
+			break
+		}
 		if p.deliver {
 			if handled == 0 {
+				rest = i
 				break
 			}
 			handled--
@@ -299,11 +322,24 @@ func (r *runner) flush() error {
 			last = p.msg.Seq
 		}
 	}
-	clear(r.pending)
-	r.pending = r.pending[:0]
 	if last > 0 {
 		r.pos.handle(last)
 	}
+	if marked {
+		r.evicted(Eviction{AfterSeq: r.pos.handled, Reason: r.pending[rest].msg.Trace})
+		rest++
+	}
+	kept := 0
+	for _, p := range r.pending[rest:] {
+		// After a refusal only the unsequenced entries stay (held messages
+		// and loss marks): a resume brings the sequenced ones again.
+		if !refused || p.msg.Seq == 0 {
+			r.pending[kept] = p
+			kept++
+		}
+	}
+	clear(r.pending[kept:])
+	r.pending = r.pending[:kept]
 	if refused {
 		l := r.l
 		r.pos.refused()
@@ -311,19 +347,80 @@ func (r *runner) flush() error {
 		l.resumeDue.stop()
 		l.redeliver.set(r.o.Backoff.delay(r.failures))
 		r.failures++
-	} else {
-		r.failures = 0
+		return false
 	}
-	if r.quit != nil {
-		return r.quit
+	r.failures = 0
+	return marked && r.quit == nil && r.l.broken == nil
+}
+
+// maxHeld bounds the unsequenced messages held for delivery again while a
+// handler keeps refusing. Past it what arrives is dropped and the loss is
+// reported in its place (OnEvicted, reason evicted), instead of memory
+// growing for as long as the handler fails.
+const maxHeld = maxBacklog
+
+// holding reports whether the pending messages are held after a handler
+// refusal, waiting for the redelivery backoff: then they, and what arrives
+// after them, wait. There is no delivery without a connection either.
+func (r *runner) holding() bool {
+	return r.l == nil || (r.l.redeliver.C() != nil && r.pending[0].msg.Seq == 0)
+}
+
+// unsequenced takes an unsequenced message for delivery: at the end of this
+// batch, or after the held ones. While messages are held (the last delivery
+// was refused), one past maxHeld is dropped; the first of a run of those
+// leaves a loss mark in its place.
+func (r *runner) unsequenced(p pendingMsg) {
+	n := len(r.pending)
+	if n < maxHeld || r.failures == 0 || r.pending[0].msg.Seq != 0 {
+		r.pending = append(r.pending, p)
+		return
 	}
-	return r.l.broken
+	if !isLoss(&r.pending[n-1]) {
+		r.pending = append(r.pending, lossMark(EvictedRetention))
+	}
+}
+
+// lossMark is a pending entry that stands for messages gone at its place:
+// no delivery, seq 0, and the Eviction reason in Trace. Nothing else pending
+// looks like it: other unsequenced cargo that is not delivered is answered
+// at once (cargo).
+func lossMark(reason string) pendingMsg { return pendingMsg{msg: Message{Trace: reason}} }
+
+func isLoss(p *pendingMsg) bool { return !p.deliver && p.msg.Seq == 0 }
+
+// carryHeld readies held messages for a new connection, at its welcome. A
+// message of the transport's own (Ref) belonged to the socket it came on,
+// now closed: one whose payload the engine has is delivered by its payload
+// instead; one whose payload only the transport had (jsbridge without a
+// transcript kept in Go) is lost, and reported in its place.
+func (r *runner) carryHeld() {
+	kept := r.pending[:0]
+	for _, p := range r.pending {
+		switch {
+		case p.msg.Ref == 0 || !p.deliver:
+		case len(p.msg.Payload) > 0:
+			p.msg.Ref = 0
+		default:
+			if len(kept) == 0 || !isLoss(&kept[len(kept)-1]) {
+				kept = append(kept, lossMark(EvictedRetention))
+			}
+			continue
+		}
+		kept = append(kept, p)
+	}
+	clear(r.pending[len(kept):])
+	r.pending = kept
 }
 
 // deliver hands the pending ACP messages to the application in one call.
 func (r *runner) deliver() (handled int, refused bool) {
 	batch := r.batch[:0]
-	for _, p := range r.pending {
+	for i := range r.pending {
+		p := &r.pending[i]
+		if isLoss(p) {
+			break // the loss is reported before what follows it is delivered
+		}
 		if p.deliver {
 			batch = append(batch, p.msg)
 		}
