@@ -206,6 +206,10 @@ func (r *runner) relayError(f *librelay.Frame) error {
 	switch {
 	case f.ReplyTo == "" && f.Seq > 0 && e.Code == relayleg.CodeFrameTooLarge:
 		return r.tooLarge(f.Seq)
+	case f.ReplyTo == "" && f.Session != "" && e.Code == relayleg.CodeFrameTooLarge:
+		// The stand-in for an unsequenced frame: it names the session it
+		// was for, where the notice before a close 4413 names none.
+		return r.tooLargeUnsequenced()
 	case f.ReplyTo == "":
 		l.relayErr = relayError(e.Code, e.Message) // a close follows; this says why
 	case f.ReplyTo == l.helloID && !l.welcomed:
@@ -239,6 +243,24 @@ func (r *runner) tooLarge(seq uint64) error {
 	}
 	r.evicted(Eviction{AfterSeq: seq - 1, FromSeq: seq + 1, Reason: EvictedFrameTooLarge})
 	r.pos.skipTo(seq)
+	return nil
+}
+
+// tooLargeUnsequenced handles the relay's word that it could not carry an
+// unsequenced frame to this client: it is reported in its place, after
+// what arrived before it (held messages included) has been handled.
+func (r *runner) tooLargeUnsequenced() error {
+	if !r.l.welcomed {
+		return nil
+	}
+	if err := r.flush(); err != nil {
+		return err
+	}
+	if len(r.pending) == 0 {
+		r.evicted(Eviction{AfterSeq: r.pos.handled, Reason: EvictedFrameTooLarge})
+		return nil
+	}
+	r.pending = append(r.pending, lossMark(EvictedFrameTooLarge))
 	return nil
 }
 

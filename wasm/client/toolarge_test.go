@@ -142,3 +142,25 @@ func gapBound(d time.Duration) int {
 		n++
 	}
 }
+
+// The relay's stand-in for an unsequenced frame it could not carry
+// (relay.error frame_too_large with seq 0, on the attachment's session) is
+// a message lost as much as a sequenced one: OnEvicted reports it in its
+// place, between the messages around it, and delivery goes on.
+func TestUnsequencedFrameTooLargeReported(t *testing.T) {
+	s := newScripted(t)
+	s.expectResume(t) // left unanswered, as contenox does
+	s.msg(t, 0, 1)
+	s.tooLarge(t, 0)
+	s.msg(t, 0, 2)
+	s.c.Wait(t, "the message after the lost one", func(c *clienttest.Collector) bool { return len(c.Msgs) == 2 })
+	if got := s.delivered(); fmt.Sprint(got) != "[1@0 2@0]" {
+		t.Fatalf("delivered %v", got)
+	}
+	s.c.Lock()
+	defer s.c.Unlock()
+	want := client.Eviction{Reason: relayleg.CodeFrameTooLarge}
+	if len(s.c.Evicted) != 1 || s.c.Evicted[0] != want {
+		t.Fatalf("evictions %+v, want [%+v]", s.c.Evicted, want)
+	}
+}
