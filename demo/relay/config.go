@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/relaywasm/relaywasm/librelay"
+	"github.com/relaywasm/relaywasm/librelay/relayleg"
 )
 
 // AnyInstance, as the instance of a credential, allows every instance.
@@ -78,7 +79,8 @@ type Config struct {
 // in the package documentation.
 type Limits struct {
 	// BrowserFrameBytes is the largest frame on the browser leg, either way
-	// (default 1 MiB). A larger message from an attached browser is read to
+	// (default 1 MiB, relayleg.BrowserFrameBytes: the largest message the
+	// client engine sends unless told otherwise). A larger message from an attached browser is read to
 	// its end and discarded (see DrainBytes), then gets relay.error
 	// frame_too_large and close 4413; a larger frame from the runtime for a
 	// browser is dropped and logged (the producer must not exceed the leg).
@@ -203,7 +205,7 @@ func loadTLS(certFile, keyFile string) (*tls.Config, error) {
 }
 
 func (l *Limits) setDefaults() {
-	setDefault(&l.BrowserFrameBytes, 1<<20)
+	setDefault(&l.BrowserFrameBytes, relayleg.BrowserFrameBytes)
 	setDefault(&l.DrainBytes, librelay.MaxFrameBytes)
 	setDefault(&l.DrainTimeout, 10*time.Second)
 	setDefault(&l.HelloBytes, 4<<10)

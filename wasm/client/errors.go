@@ -77,6 +77,10 @@ var (
 	ErrBadCursor     = define("bad_cursor", "cannot resume after a seq that was never delivered")
 	ErrSendQueueFull = define("send_queue_full", "too many messages are waiting for the connection")
 	ErrSendFailed    = define("send_failed", "the connection dropped while the message was being written; it may not have arrived")
+	// ErrFrameTooLarge: the message's frame is over the relay's browser-leg
+	// limit, which would discard it and close the connection (4413, the
+	// same code); it was not sent.
+	ErrFrameTooLarge = define(relayleg.CodeFrameTooLarge, "the message is larger than the relay's browser leg carries")
 )
 
 // Failures that end one connection; the attachment redials after each.

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 
 	"github.com/relaywasm/relaywasm/librelay"
+	"github.com/relaywasm/relaywasm/librelay/relayleg"
 )
 
 // command is what the API methods hand to the attachment's goroutine.
@@ -34,6 +35,8 @@ type sendCmd struct {
 	// to notify: exactly one of the two is set.
 	done   chan error
 	notify func(error)
+	// limit is the largest frame the relay's browser leg takes (sendLimit).
+	limit int
 	// state moves from sendWaiting to sendTaken when the goroutine starts
 	// writing, or to sendWithdrawn when the caller gives up first: exactly one
 	// of the two wins, so a withdrawn message is never written.
@@ -59,7 +62,7 @@ func newSend(a *Attachment, payload []byte, notify func(error), opts []SendOptio
 	if len(bytes.TrimSpace(payload)) == 0 {
 		return nil, wrap(ErrBadPayload, "empty message", nil)
 	}
-	s := &sendCmd{payload: payload, session: a.Session(), notify: notify}
+	s := &sendCmd{payload: payload, session: a.Session(), notify: notify, limit: sendLimit(&a.o)}
 	if notify == nil {
 		s.done = make(chan error, 1)
 	}
@@ -81,9 +84,18 @@ func (s *sendCmd) encode(instance string) error {
 	if err != nil {
 		return wrap(ErrBadPayload, "", err) // not one JSON value, or over librelay.MaxFrameBytes
 	}
+	if len(b) > s.limit {
+		return wrap(ErrFrameTooLarge, "its frame is "+uitoa(uint64(len(b)))+" bytes, the limit "+uitoa(uint64(s.limit)), nil)
+	}
 	s.frame = b
 	return nil
 }
+
+// sendLimit is the largest frame SendACP sends: relayleg.BrowserFrameBytes,
+// the browser-leg limit a relay keeps by default. The relay discards a
+// larger message and closes the connection (4413), so one is refused at
+// once, with ErrFrameTooLarge, rather than reported sent and lost.
+func sendLimit(*Options) int { return relayleg.BrowserFrameBytes }
 
 // finish reports the message's outcome, once.
 func (s *sendCmd) finish(err error) {
