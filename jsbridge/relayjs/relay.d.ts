@@ -169,7 +169,13 @@ export interface AttachOptions extends StreamName {
   /**
    * Receives every ACP message in order. The cursor moves past a message only
    * once this returned, or its returned Promise resolved, without throwing; a
-   * message whose handler failed is delivered again later.
+   * message whose handler failed is delivered again later, after a backoff,
+   * with those after it and before anything newer: a sequenced one by a
+   * resume, an unsequenced one (a runtime that does not number its messages,
+   * contenox as it ships) held by the engine. The engine holds up to 4096;
+   * what comes past that while the handler keeps failing, or a held message
+   * the page no longer has after a reconnect, is lost, and onEvicted
+   * reports it ("evicted") in its place.
    */
   onMessage: (message: any, meta: MessageMeta) => void | Promise<void>;
   /** Told of every change of connection state, and of a fall back to memory storage. */
@@ -226,6 +232,9 @@ export interface Attachment {
    * Sends one ACP message: an object (serialised with JSON.stringify) or JSON
    * text. Resolves once it is written to the socket; while reconnecting it
    * waits in a bounded queue (send_queue_full when full). Never sent twice.
+   * A message whose frame is over the relay's browser-leg limit (1 MiB, the
+   * dev relay's default), which the relay would discard, closing the
+   * connection, rejects at once with frame_too_large and is not sent.
    */
   sendACP(message: object | string, options?: SendOptions): Promise<void>;
   /** Asks for the stream again from after afterSeq; messages this page already had come again with meta.replay set. */
@@ -372,11 +381,14 @@ export interface Eviction {
   afterSeq: number;
   fromSeq: number;
   /**
-   * "evicted": the runtime's retention dropped what this page had not seen;
+   * "evicted": the runtime's retention dropped what this page had not seen,
+   * or unsequenced messages held for a failing onMessage were lost (see
+   * onMessage); afterSeq is the cursor and fromSeq 0 then;
    * "cursor_evicted": the runtime no longer knows the stream (fromSeq 0);
    * "session_replaced": the relay granted a new attachment id;
    * "frame_too_large": the relay could not carry message afterSeq+1 to this
-   * page (over its browser-leg limit); the stream goes on at fromSeq;
+   * page (over its browser-leg limit); the stream goes on at fromSeq. For an
+   * unsequenced message afterSeq is the cursor and fromSeq 0;
    * "not_resumed": after a drop or a reload the runtime did not resume (it
    * keeps nothing, see StateInfo.resumable): what it sent meanwhile is gone.
    * It comes when the wait for the resume's answer ends, up to
@@ -437,7 +449,7 @@ export type ErrorCode =
   | "unreachable" // no socket opened; the message names the URL (browsers do not say why: nothing listening, another path, a refused Origin, TLS)
   | "offline"
   | "malformed_frame"
-  | "frame_too_large"
+  | "frame_too_large" // sendACP: over the relay's browser-leg limit, not sent; or close 4413
   | "slow_consumer"
   | "too_many_attachments"
   | "shutting_down"
