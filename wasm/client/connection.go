@@ -224,6 +224,9 @@ func (r *runner) serve() error {
 		case <-l.redeliver.C():
 			l.redeliver.stop()
 			err = r.resume()
+			if err == nil {
+				err = r.flush() // the unsequenced messages held: no resume brings them
+			}
 		}
 		if err == nil {
 			err = r.catchUp()

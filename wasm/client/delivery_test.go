@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/relaywasm/relaywasm/demo/relay"
 	"github.com/relaywasm/relaywasm/demo/relay/relaytest"
 	"github.com/relaywasm/relaywasm/librelay"
 	"github.com/relaywasm/relaywasm/wasm/client"
@@ -30,7 +31,13 @@ func newScripted(t *testing.T) *scripted {
 // newScriptedWith is newScripted with the client's options edited first.
 func newScriptedWith(t *testing.T, edit func(*client.Options)) *scripted {
 	t.Helper()
-	env := relaytest.Start(t, nil)
+	return newScriptedOn(t, nil, edit)
+}
+
+// newScriptedOn is newScriptedWith on a relay whose config is edited first.
+func newScriptedOn(t *testing.T, relayEdit func(*relay.Config), edit func(*client.Options)) *scripted {
+	t.Helper()
+	env := relaytest.Start(t, relayEdit)
 	s := &scripted{env: env, rt: env.Connect(t), c: clienttest.NewCollector()}
 	o := client.Options{
 		URL: env.AttachURL, Instance: env.Instance,

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relaywasm/relaywasm/demo/relay"
 	"github.com/relaywasm/relaywasm/demo/relay/relaytest"
 	"github.com/relaywasm/relaywasm/librelay"
 	"github.com/relaywasm/relaywasm/wasm/client"
@@ -119,5 +120,41 @@ func TestUnsequencedHeldBounded(t *testing.T) {
 	want := client.Eviction{Reason: client.EvictedRetention}
 	if len(s.c.Evicted) != 1 || s.c.Evicted[0] != want {
 		t.Fatalf("evictions %+v, want [%+v]", s.c.Evicted, want)
+	}
+}
+
+// A held message comes again when the redelivery backoff ends, by itself:
+// it waited for whatever the relay sent next, and from an idle runtime that
+// does not resume that was the answer to the probe ending the resume's wait
+// (ResumeTimeout; here longer than the test waits, as are both sides'
+// heartbeats).
+func TestUnsequencedRefusedComesAgainUnprompted(t *testing.T) {
+	var mu sync.Mutex
+	refused := false
+	var s *scripted
+	quiet := func(c *relay.Config) { c.Limits.HeartbeatInterval = 10 * time.Minute }
+	s = newScriptedOn(t, quiet, func(o *client.Options) {
+		o.ResumeTimeout = 10 * time.Minute
+		o.Heartbeat = client.Heartbeat{Interval: 10 * time.Minute, Timeout: 10 * time.Minute}
+		o.Backoff = client.Backoff{Initial: 20 * time.Millisecond, Max: 200 * time.Millisecond}
+		o.OnMessage = func(m client.Message) error {
+			mu.Lock()
+			first := !refused
+			refused = true
+			mu.Unlock()
+			if first {
+				return errRefused
+			}
+			return s.c.OnMessage(m)
+		}
+	})
+	s.expectResume(t) // left unanswered, as contenox does
+	s.msg(t, 0, 1)
+	s.msg(t, 0, 2)
+	s.c.Wait(t, "both messages, the refused one again first", func(c *clienttest.Collector) bool { return len(c.Msgs) == 2 })
+	for i, m := range s.c.Snapshot() {
+		if string(m.RPC.Params) != strconv.Itoa(i+1) {
+			t.Fatalf("message %d carries %s", i, m.RPC.Params)
+		}
 	}
 }
