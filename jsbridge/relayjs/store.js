@@ -59,7 +59,16 @@
 // not kept: then IndexedDB's transaction is all there is.
 //
 // When IndexedDB is missing or fails, the store keeps working in memory,
-// seeded with what it knows, and reports why once (fallback). A connection
+// seeded with what it knows, and reports why once (fallback). A transaction
+// the engine aborts over a live connection is not yet a failure: WebKit
+// aborts the running transactions of an iOS app going to the background
+// (its storage process is suspended and lets go of its file locks), and of
+// a suspended page whose transaction holds up another page's. A write
+// aborted so is written again, a read made again, a few times, a little
+// later each time (ABORT_RETRIES; #retry, #again), before the store falls back:
+// else one trip to the background would leave the page storing nothing
+// for the rest of its life, and the reload after iOS ended the tab resume
+// from an old cursor, with the transcript missing all since. A connection
 // that closes under the store (the storage cleared, iOS in the background,
 // another page deleting or upgrading the database) is not a failure: the
 // store opens the database again and writes there what the close
@@ -100,6 +109,13 @@ const LATE_MS = 2000; // a limit's timer this late was suspended with its page (
 const BLOCKED_ERROR = "BlockedError";
 const REOPEN_RETRIES = 3; // an aborted reopen is tried again 100, 200 and 300 ms later (#reopen)
 const REOPEN_RETRY_MS = 100;
+// A transaction aborted by the engine (not by the store: its own give-up,
+// a request that failed, the quota) is tried again up to ABORT_RETRIES
+// times in a row, ABORT_RETRY_MS, then twice and three times that later
+// (#retry, #again): a page in the background does not run its timers, so the
+// tries are not spent while it is suspended.
+const ABORT_RETRIES = 3;
+const ABORT_RETRY_MS = 500;
 const MAX_CHUNK_KEY = 2 ** 53; // above every start
 const NOW = 1; // a flush or a read waits for the write
 const FINAL = 2; // the page is going away
@@ -225,6 +241,7 @@ export class Store {
     this.unwritten = []; // the commits of writes the connection's loss ended, written again once reopened
     this.lostAt = { era: -1, bases: new Map() }; // where those writes started each stream (#noteLost)
     this.failed = null; // the error a write ended with, reported once the writes have drained
+    this.aborts = 0; // the writes the engine aborted since one last committed (#retry)
     this.urgent = 0;
     this.timer = null;
     this.drained = []; // resolved when nothing is queued or written
@@ -249,7 +266,12 @@ export class Store {
     return this.keys.length - 1;
   }
 
-  async load(stream) {
+  load(stream) {
+    return this.#load(stream, 0);
+  }
+
+  // #load is load's try number tries (#again).
+  async #load(stream, tries) {
     await this.#readable();
     if (this.mem) {
       const st = this.mem.get(stream);
@@ -265,10 +287,11 @@ export class Store {
       if (!this.#unsettled().some((c) => c.stream === stream)) this.known.set(stream, { ...rec, totalKnown: true, base: markOf(raw) });
       return [rec.session, rec.cursor];
     } catch (e) {
-      if (this.#severed(db, era)) return this.load(stream); // over the reopened connection
+      if (this.#severed(db, era)) return this.#load(stream, tries); // over the reopened connection
+      if (await this.#again(e, tries)) return this.#load(stream, tries + 1);
       const err = this.#fallBackFor(e);
       if (err.name !== BLOCKED_ERROR) throw err;
-      return this.load(stream); // from memory, as it now is
+      return this.#load(stream, tries); // from memory, as it now is
     }
   }
 
@@ -297,7 +320,11 @@ export class Store {
   }
 
   /** history resolves to [keep, the stream's chunks one after the other, or null]. */
-  async history(stream) {
+  history(stream) {
+    return this.#history(stream, 0);
+  }
+
+  async #history(stream, tries) {
     await this.#readable();
     if (this.mem) {
       const st = this.mem.get(stream);
@@ -316,14 +343,19 @@ export class Store {
       // is there (TestStoreCursorAndTranscriptAgreeAfterInterruption).
       return [readState(rec).keep, await readChunks(values.filter((c) => c instanceof Uint8Array || c instanceof Blob))];
     } catch (e) {
-      if (this.#severed(db, era)) return this.history(stream);
+      if (this.#severed(db, era)) return this.#history(stream, tries);
+      if (await this.#again(e, tries)) return this.#history(stream, tries + 1);
       const err = this.#fallBackFor(e);
       if (err.name !== BLOCKED_ERROR) throw err;
-      return this.history(stream); // from memory, as it now is
+      return this.#history(stream, tries); // from memory, as it now is
     }
   }
 
-  async clear(stream) {
+  clear(stream) {
+    return this.#clear(stream, 0);
+  }
+
+  async #clear(stream, tries) {
     await this.#readable();
     if (this.mem) {
       this.mem.delete(stream);
@@ -339,10 +371,11 @@ export class Store {
       await bounded(completed(tx), "clearing the stream");
       this.mayReopen ||= era === this.era;
     } catch (e) {
-      if (this.#severed(db, era)) return this.clear(stream);
+      if (this.#severed(db, era)) return this.#clear(stream, tries);
+      if (await this.#again(e, tries)) return this.#clear(stream, tries + 1);
       if (e?.name !== BLOCKED_ERROR) throw e;
       this.#fallBackFor(e);
-      return this.clear(stream); // in memory, as it now is
+      return this.#clear(stream, tries); // in memory, as it now is
     }
     this.known.set(stream, { session: "", cursor: 0, total: 0, keep: 0, totalKnown: true, base: "" });
   }
@@ -419,7 +452,7 @@ export class Store {
     const f = { batch, bases: new Map(), mark: `${PAGE}/${++marks}`, final, db: this.db, era: this.era };
     this.flying.push(f); // before: a transaction that cannot be made ends at once
     const blobs = !final && this.blobs === BLOBS_YES;
-    writeStreams(this.db, this.keys, this.known, streams, bases, f.mark, final, blobs, (err) => this.#ended(f, err));
+    writeStreams(this.db, this.keys, this.known, streams, bases, f.mark, final, blobs, (err, foreign) => this.#ended(f, err, foreign));
     for (const c of streams) f.bases.set(c.stream, c.total); // -1: read within the transaction
     if (final) this.#spill(streams, f.mark);
     else if (this.flying.includes(f)) this.#probe(streams); // not when it could not be made
@@ -540,15 +573,24 @@ export class Store {
   // were made, but for one that cannot be made at all, which ends at once).
   // The last to end starts the next write, or drains. What a write lost
   // with its connection held is written again over the reopened one, once
-  // the writes in flight have ended (#severed).
-  #ended(f, err) {
+  // the writes in flight have ended (#severed); what a write the engine
+  // aborted (foreign) held, over the same connection, a little later
+  // (#retry).
+  #ended(f, err, foreign) {
+    let retry = false;
     if (err && this.#severed(f.db, f.era)) {
       this.unwritten.push(...f.batch);
       this.#noteLost(f);
+    } else if (err && foreign && transient(err) && this.aborts < ABORT_RETRIES) {
+      this.aborts++;
+      this.unwritten.push(...f.batch);
+      this.#recount(f);
+      retry = true;
     } else if (err) {
       this.#fallBack(); // replays every batch still in flight
       this.failed ??= err;
     } else {
+      this.aborts = 0;
       this.mayReopen ||= f.era === this.era;
       // A later write holds the commits of those in flight when it was made.
       if (this.unwritten.length > 0) this.unwritten = this.unwritten.filter((c) => !f.batch.includes(c));
@@ -560,11 +602,12 @@ export class Store {
     if (!this.mem && this.unwritten.length > 0) {
       this.pending = [...new Set(this.unwritten), ...this.pending];
       this.unwritten = [];
-      this.urgent = Math.max(this.urgent, NOW);
+      if (!retry) this.urgent = Math.max(this.urgent, NOW);
     }
     if (!this.mem) this.arena.keep(this.pending); // all that is not written yet
     if (!this.mem && this.pending.length > 0) {
-      if (this.urgent) this.#write();
+      if (retry && this.urgent !== FINAL) this.#retry();
+      else if (this.urgent) this.#write();
       else this.#wait();
       return;
     }
@@ -581,6 +624,36 @@ export class Store {
       const rec = this.known.get(c.stream);
       if (typeof rec?.base === "string") rec.base = f.mark;
     }
+  }
+
+  // #recount has the next write of each stream f wrote read the stream's
+  // total within its transaction: f, aborted, did not add its entries, and
+  // a write at the total counted with them would leave a gap in the
+  // transcript. (The base stays: the record is as f found it.)
+  #recount(f) {
+    for (const c of f.batch) {
+      const rec = this.known.get(c.stream);
+      if (!rec) continue;
+      rec.totalKnown = false;
+      rec.made = (rec.made ?? 0) + 1; // a read in flight no longer sets it
+    }
+  }
+
+  // #retry writes the queue again after a write the engine aborted, a
+  // little later than the last time; a flush, a read or a new attachment
+  // id write at once (hurry), the page going away too.
+  #retry() {
+    clearTimeout(this.timer);
+    this.timer = setTimeout(() => this.#write(), this.aborts * ABORT_RETRY_MS);
+  }
+
+  // #again tells whether a read or a clear that failed with e, on try
+  // number tries, is made again: once a little time has passed, when the
+  // engine aborted it and it has tries left (see ABORT_RETRIES).
+  async #again(e, tries) {
+    if (this.mem || tries >= ABORT_RETRIES || !transient(e)) return false;
+    await new Promise((resolve) => setTimeout(resolve, (tries + 1) * ABORT_RETRY_MS));
+    return true;
   }
 
   #drain() {
@@ -857,6 +930,9 @@ function writeStreams(db, keys, known, streams, bases, mark, final, blobs, done)
   let tx;
   let failed = null;
   const fail = (e) => {
+    // A request on a transaction another aborted (the engine) meanwhile:
+    // that abort, foreign, is what ends it.
+    if (e?.name === "TransactionInactiveError") return;
     failed ??= asError(e);
     try {
       tx.abort();
@@ -875,18 +951,20 @@ function writeStreams(db, keys, known, streams, bases, mark, final, blobs, done)
   // abort (a commit after that writes what it holds, and nothing passes
   // the stored cursor). The store then falls back to memory (#ended).
   let ended = false;
-  const end = (err) => {
+  const end = (err, foreign = false) => {
     if (ended) return;
     ended = true;
     limit();
-    done(err);
+    done(err, foreign);
   };
   const limit = afterLimit(() => {
     fail(blockedError("a write of the streams' state"));
     end(failed);
   });
   tx.oncomplete = () => end(null);
-  tx.onabort = () => end(failed ?? asError(tx.error ?? new DOMException("the transaction was aborted", "AbortError")));
+  // An abort the store did not make (failed unset) is the engine's, or
+  // a request's that failed in it: foreign, which #ended may try again.
+  tx.onabort = () => end(failed ?? asError(tx.error ?? new DOMException("the transaction was aborted", "AbortError")), failed === null);
   let reads = 0;
   try {
     const states = tx.objectStore(STORE_STATE);
@@ -1240,6 +1318,15 @@ function readState(v) {
   const num = (x) => (typeof x === "number" ? x : 0);
   if (v === null || typeof v !== "object") return { session: "", cursor: 0, total: 0, keep: 0 };
   return { session: typeof v.session === "string" ? v.session : "", cursor: num(v.cursor), total: num(v.total), keep: num(v.keep) };
+}
+
+// transient tells whether a transaction's failure err, not of the store's
+// making, may not happen again: an abort (AbortError: the engine's, or
+// another script's), or WebKit's UnknownError for what its storage process
+// could not do (the requests of a transaction it aborted for a suspension
+// fail so). A refused value, a key out of order, the quota happen again.
+function transient(err) {
+  return err?.name === "AbortError" || err?.name === "UnknownError";
 }
 
 function reasonFor(err) {

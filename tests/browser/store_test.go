@@ -366,7 +366,10 @@ func TestStoreCursorAndTranscriptAgreeAfterInterruption(t *testing.T) {
 		reason string
 		says   string // in the fallback's error text, when set
 	}{
-		{"abort after the transcript write", func() js.Value { return faults(t).Call("abortAfterPut", "chunks") }, jsbridge.FallbackFailed, ""},
+		// Every try aborted: the store tries again a few times (an engine's
+		// abort passes, TestStoreLivesThroughAnAbortItDidNotMake), then
+		// falls back.
+		{"abort after the transcript write, every time", func() js.Value { return faults(t).Call("abortAfterPut", "chunks") }, jsbridge.FallbackFailed, ""},
 		{"quota exceeded on the transcript write", func() js.Value { return faults(t).Call("throwOnPut", "chunks", "QuotaExceededError") }, jsbridge.FallbackQuota, "injected by the test"},
 		// Not Error objects: js.Error's own Error method would panic on these.
 		{"a string thrown on the transcript write", func() js.Value { return faults(t).Call("throwValueOnPut", "chunks", "thrown text", false) }, jsbridge.FallbackFailed, "thrown text"},
@@ -409,6 +412,107 @@ func TestStoreCursorAndTranscriptAgreeAfterInterruption(t *testing.T) {
 				t.Fatalf("after the interruption the stored transcript is %s, want %s", got, want)
 			}
 		})
+	}
+}
+
+// A write the engine aborts over a live connection, as WebKit aborts the
+// running transactions of an iOS app going to the background, is written
+// again: the store stays on IndexedDB, and what it stores is whole, the
+// cursor with the transcript up to it, and the writes after it go on from
+// the right place. (It fell back to memory for the rest of the page's
+// life, and the reload after iOS ended the tab resumed from an old cursor
+// with the transcript missing all since.)
+func TestStoreLivesThroughAnAbortItDidNotMake(t *testing.T) {
+	ctx := testContext(t)
+	db := database(t)
+	s := openStore(t, ctx, db) // fails the test on a fallback
+	if err := s.Commit(ctx, testKey, client.Saved{Session: "att", Cursor: 3}, received(0, 3), 100); err != nil {
+		t.Fatal(err)
+	}
+	mustLoad(t, ctx, s, testKey)
+
+	fault := engineFaults(t).Call("abortNext", db, "readwrite", "chunks", "put")
+	defer fault.Call("undo")
+	if err := s.Commit(ctx, testKey, client.Saved{Session: "att", Cursor: 5}, received(3, 2), 100); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if fault.Get("n").Int() != 1 {
+		t.Fatal("no write was aborted: the test holds nothing")
+	}
+	if s.Backend() != "indexeddb" {
+		t.Fatalf("backend %q after one aborted write", s.Backend())
+	}
+	if err := s.Commit(ctx, testKey, client.Saved{Session: "att", Cursor: 6}, received(5, 1), 100); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	reloaded := openStore(t, ctx, db)
+	if got := mustLoad(t, ctx, reloaded, testKey); got != (client.Saved{Session: "att", Cursor: 6}) {
+		t.Fatalf("after the abort the stored state is %+v, want cursor 6", got)
+	}
+	if got, want := describe(mustHistory(t, ctx, reloaded, testKey)), describe(received(0, 6)); got != want {
+		t.Fatalf("after the abort the stored transcript is %s, want %s", got, want)
+	}
+}
+
+// So are a read and a clear the engine aborts: made again, over IndexedDB.
+func TestStoreReadsThroughAnAbortItDidNotMake(t *testing.T) {
+	ctx := testContext(t)
+	db := database(t)
+	s := openStore(t, ctx, db)
+	if err := s.Commit(ctx, testKey, client.Saved{Session: "att", Cursor: 3}, received(0, 3), 100); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range []struct {
+		name, mode, store, method string
+		run                       func(*jsbridge.Store) error
+	}{
+		{"load", "readonly", "state", "get", func(s *jsbridge.Store) error {
+			got, err := s.Load(ctx, testKey)
+			if err == nil && got != (client.Saved{Session: "att", Cursor: 3}) {
+				err = fmt.Errorf("Load = %+v", got)
+			}
+			return err
+		}},
+		{"history", "readonly", "chunks", "getAll", func(s *jsbridge.Store) error {
+			h, err := s.History(ctx, testKey)
+			if got, want := describe(h), describe(received(0, 3)); err == nil && got != want {
+				err = fmt.Errorf("History = %s, want %s", got, want)
+			}
+			return err
+		}},
+		{"clear", "readwrite", "state", "delete", func(s *jsbridge.Store) error {
+			if err := s.Clear(ctx, testKey); err != nil {
+				return err
+			}
+			if got := mustLoad(t, ctx, openStore(t, ctx, db), testKey); got != (client.Saved{}) {
+				return fmt.Errorf("after Clear the stream loads as %+v", got)
+			}
+			return nil
+		}},
+	} {
+		fresh := openStore(t, ctx, db) // knows nothing yet: it reads
+		fault := engineFaults(t).Call("abortNext", db, op.mode, op.store, op.method)
+		err := op.run(fresh)
+		fault.Call("undo")
+		if err != nil {
+			t.Fatalf("%s: %v", op.name, err)
+		}
+		if fault.Get("n").Int() != 1 {
+			t.Fatalf("%s: nothing was aborted: the test holds nothing", op.name)
+		}
+		if fresh.Backend() != "indexeddb" {
+			t.Fatalf("%s: backend %q after one aborted transaction", op.name, fresh.Backend())
+		}
 	}
 }
 

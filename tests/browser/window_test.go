@@ -217,6 +217,8 @@ func TestStoreWriteAllWhileWriting(t *testing.T) {
 // transaction not committed then, this one's and WriteAll's): the next
 // store to open the database, as the reloaded page's does, finishes the
 // spill WriteAll left in sessionStorage, once, and the transcript is whole.
+// A page torn down tries nothing again: here every later try of the store's
+// aborts too, until it falls back.
 func TestStoreSpillFinishesWhatThePageLost(t *testing.T) {
 	ctx := testContext(t)
 	db := database(t)
@@ -224,13 +226,14 @@ func TestStoreSpillFinishesWhatThePageLost(t *testing.T) {
 	s := fallibleStore(t, ctx, db, func(f jsbridge.Fallback) { fell <- f }) // the aborts make it fall back
 	var undo js.Value
 	hold := writeAllBehindHeldWrite(t, ctx, s, func() {
-		undo = faults(t).Call("abortAfterPut", boundary.StoreChunks) // WriteAll's transaction
+		undo = faults(t).Call("abortAfterPut", boundary.StoreChunks) // WriteAll's transaction, and every try after
 	})
-	undo.Invoke()
 	hold.Call("abort")
 	select {
 	case <-fell:
+		undo.Invoke()
 	case <-ctx.Done():
+		undo.Invoke()
 		t.Fatal("the store did not see its writes abort")
 	}
 	if n, err := await(ctx, faults(t).Call("countChunks", db)); err != nil || n.Int() != 0 {
