@@ -92,7 +92,7 @@ import { atTurnEnd } from "./crossing.js";
 import { unrecorded } from "./entries.js";
 import { asError } from "./errors.js";
 
-const OPEN_TIMEOUT_MS = 5000; // some private modes never answer an open
+const OPEN_TIMEOUT_MS = 5000; // some private modes never answer an open (a late timer waits again: afterLimit)
 // How long any of the store's transactions (finishing a spill, loading a
 // stream's state or transcript, a write, a clear) may take to end. Another
 // connection's transaction that never ends keeps them waiting for good:
@@ -838,9 +838,13 @@ function connect(database) {
     return Promise.resolve([FALLBACK_UNAVAILABLE, e]); // e.g. a SecurityError in an opaque origin
   }
   return new Promise((resolve) => {
-    const timer = setTimeout(() => settle([FALLBACK_FAILED, new DOMException("opening IndexedDB took too long", "TimeoutError")]), OPEN_TIMEOUT_MS);
+    // A page suspended, or its thread busy (an app starting), as the open
+    // runs finds the timer late, and waits again: a late timer taken for an
+    // open that never answers kept the page in memory for good, and its
+    // attach started a fresh stream with an empty transcript.
+    const stop = afterLimit(() => settle([FALLBACK_FAILED, new DOMException("opening IndexedDB took too long", "TimeoutError")]), OPEN_TIMEOUT_MS);
     const settle = (v) => {
-      clearTimeout(timer);
+      stop();
       if (Array.isArray(v)) {
         // An open given up on may still succeed: close it then, so that
         // it does not block the next page in turn.
@@ -1344,17 +1348,19 @@ function bounded(p, what) {
   return Promise.race([p, limit]).finally(() => stop());
 }
 
-// afterLimit calls fn once the page has waited BLOCKED_LIMIT_MS, and
-// returns what cancels it. A timer that fires late starts the wait over:
-// the page was suspended (a phone's background tab, the back/forward
-// cache, a frozen page) and its transactions with it, which is not another
-// connection's doing; a running page's timer fires on time, give or take
-// its load.
-function afterLimit(fn) {
+// afterLimit calls fn once the page has waited ms (BLOCKED_LIMIT_MS
+// unless given), and returns what cancels it. A timer that fires late
+// starts the wait over: the page was suspended (a phone's background tab,
+// the back/forward cache, a frozen page) and its transactions with it, or
+// its thread was busy (an app starting) while IndexedDB's answer waited
+// behind it, which is not another connection's doing, nor an open that
+// never answers; a running page's timer fires on time, give or take its
+// load.
+function afterLimit(fn, ms = BLOCKED_LIMIT_MS) {
   let timer;
   const arm = () => {
-    const due = Date.now() + BLOCKED_LIMIT_MS;
-    timer = setTimeout(() => (Date.now() - due > LATE_MS ? arm() : fn()), BLOCKED_LIMIT_MS);
+    const due = Date.now() + ms;
+    timer = setTimeout(() => (Date.now() - due > LATE_MS ? arm() : fn()), ms);
   };
   arm();
   return () => clearTimeout(timer);
