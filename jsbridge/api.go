@@ -58,6 +58,7 @@ type attachment struct {
 	handle int
 	relay  *relay
 	att    *client.Attachment // set once Attach returned
+	early  *client.Attachment // set as Attach starts (OnStart): the platform's signals reach it (live)
 	out    []byte             // reused to build each delivery's entries
 	slow   []byte             // reused for the payloads relay.js has no object of
 }
@@ -245,6 +246,7 @@ func (a *attachment) options(v Value) (client.Options, error) {
 		OnMessages:       a.deliver,
 		OnState:          a.onState,
 		OnEvicted:        a.onEvicted,
+		OnStart:          a.started,
 		HandshakeTimeout: ms("handshakeTimeoutMs"),
 		ResumeTimeout:    ms("resumeTimeoutMs"),
 		SendQueue:        jsInt(opt("sendQueue")),
@@ -260,6 +262,17 @@ func (a *attachment) options(v Value) (client.Options, error) {
 		o.RelayKey = ed25519.PublicKey(pub)
 	}
 	return o, nil
+}
+
+// started keeps the attachment Attach made as it starts, so that the
+// browser's online and offline events and the probe of a page visible
+// again reach an attach still pending (live): a page loaded offline, or
+// while the relay is down, redials on the online event rather than wait
+// out its backoff (up to 30 s), and shows offline while it is.
+func (a *attachment) started(att *client.Attachment) {
+	api.mu.Lock()
+	a.early = att
+	api.mu.Unlock()
 }
 
 // watch waits for the attachment to end, then forgets it and tells relay.js
@@ -636,7 +649,11 @@ func apiCancel(args []Value) any {
 }
 
 // apiOnline(online) passes the browser's online/offline events to every
-// attachment.
+// attachment, an attach still pending included. Coming online also probes
+// each: one waiting to redial that never heard it was offline (the page
+// loaded so, the relay was down, the network changed under an open
+// socket) redials at once, and an open one checks its socket, which the
+// network's change may have left dead.
 func apiOnline(args []Value) any {
 	online := true
 	if len(args) > 0 {
@@ -644,6 +661,9 @@ func apiOnline(args []Value) any {
 	}
 	for _, att := range live() {
 		att.SetOnline(online)
+		if online {
+			att.Probe()
+		}
 	}
 	return nil
 }
@@ -656,13 +676,15 @@ func apiProbe([]Value) any {
 	return nil
 }
 
+// live is every attachment, those whose attach is still pending included
+// (started).
 func live() []*client.Attachment {
 	api.mu.Lock()
 	defer api.mu.Unlock()
 	out := make([]*client.Attachment, 0, len(api.atts))
 	for _, a := range api.atts {
-		if a.att != nil {
-			out = append(out, a.att)
+		if a.early != nil {
+			out = append(out, a.early)
 		}
 	}
 	return out

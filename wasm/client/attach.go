@@ -54,6 +54,9 @@ func Attach(ctx context.Context, o Options) (*Attachment, error) {
 		done: make(chan struct{}),
 		wake: make(chan struct{}, 1),
 	}
+	if o.OnStart != nil {
+		o.OnStart(a)
+	}
 	first := startDial(&a.o)
 	saved, err := o.Store.Load(ctx, a.key)
 	if err != nil {

@@ -87,6 +87,15 @@ type Options struct {
 	// it runs as OnState does, and the same calls are barred from it.
 	OnEvicted func(Eviction)
 
+	// OnStart is called once, from Attach, with the attachment Attach
+	// makes, before its first dial: SetOnline and Probe reach it from then
+	// on, while Attach still waits for the relay's welcome. A platform
+	// passes its network signals on to an attach still pending from there
+	// (a page loaded offline, or while the relay is down, hears the
+	// browser's online event). Optional; it must not block, and what else
+	// it calls on the attachment waits for Attach.
+	OnStart func(*Attachment)
+
 	// Backoff paces redials after a dropped connection.
 	Backoff Backoff
 	// Heartbeat paces liveness probes of an open connection.

@@ -17,7 +17,7 @@ import (
 
 // engineFaults are test-only helpers, loaded next to relay.js as
 // testdata/faults.js is.
-var engineFaults = testModule("storefix faults", `
+var engineFaults = testModule("engine faults", `
 // abortNext has the next call of IDBObjectStore's method (put, get …) on
 // the named object store of database db, in a transaction of mode, go
 // through and then aborts its transaction, once, as an engine aborts a
