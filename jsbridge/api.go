@@ -250,6 +250,7 @@ func (a *attachment) options(v Value) (client.Options, error) {
 		HandshakeTimeout: ms("handshakeTimeoutMs"),
 		ResumeTimeout:    ms("resumeTimeoutMs"),
 		SendQueue:        jsInt(opt("sendQueue")),
+		MaxSendBytes:     jsInt(opt("maxSendBytes")),
 		Backoff:          client.Backoff{Initial: ms("backoffInitialMs"), Max: ms("backoffMaxMs")},
 		Heartbeat:        client.Heartbeat{Interval: ms("heartbeatIntervalMs"), Timeout: ms("heartbeatTimeoutMs")},
 		Agent:            "relaywasm-browser",

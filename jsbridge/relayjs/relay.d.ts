@@ -206,6 +206,15 @@ export interface AttachOptions extends StreamName {
   heartbeat?: { intervalMs?: number; timeoutMs?: number };
   /** How many messages may wait to be sent while reconnecting: a positive integer (else bad_options). Default 256. */
   sendQueue?: number;
+  /**
+   * The largest frame sendACP sends, in bytes (the message in its envelope):
+   * a larger message rejects at once with frame_too_large. It is the relay's
+   * limit on a frame from a browser, which discards a larger one and closes
+   * the connection, so the message would be reported sent and lost. Default
+   * 1048576 (1 MiB, the dev relay's default); raise it for a relay that takes
+   * more. An integer from 1 to 16777216, else bad_options.
+   */
+  maxSendBytes?: number;
 }
 
 export interface Attachment {
@@ -232,9 +241,10 @@ export interface Attachment {
    * Sends one ACP message: an object (serialised with JSON.stringify) or JSON
    * text. Resolves once it is written to the socket; while reconnecting it
    * waits in a bounded queue (send_queue_full when full). Never sent twice.
-   * A message whose frame is over the relay's browser-leg limit (1 MiB, the
-   * dev relay's default), which the relay would discard, closing the
-   * connection, rejects at once with frame_too_large and is not sent.
+   * A message whose frame is over the relay's browser-leg limit
+   * (maxSendBytes: 1 MiB, the dev relay's default), which the relay would
+   * discard, closing the connection, rejects at once with frame_too_large
+   * and is not sent.
    */
   sendACP(message: object | string, options?: SendOptions): Promise<void>;
   /** Asks for the stream again from after afterSeq; messages this page already had come again with meta.replay set. */

@@ -29,7 +29,7 @@
 // preload.js) ships as one file holding what it imports (jsbridge/bundle).
 
 import { BaseAttachment, checkCursor, meta, sendArgs, urlText } from "./attachment.js";
-import { CODE_BAD_OPTIONS, CODE_SUPERSEDED, DONE_OK } from "./boundary.js";
+import { CODE_BAD_OPTIONS, CODE_SUPERSEDED, DONE_OK, MAX_FRAME_BYTES } from "./boundary.js";
 import { bridge } from "./bridge.js";
 import { RelayError, report } from "./errors.js";
 import { listenToLifecycle } from "./lifecycle.js";
@@ -193,6 +193,10 @@ function normalise(options) {
   if (relayKey !== undefined && typeof relayKey !== "string") bad("relayKey must be a string (librelay.FormatPublicKey's), not bytes or another value");
   const { sendQueue = 0 } = options; // 0: relay.wasm's default
   if (options.sendQueue !== undefined && !(Number.isSafeInteger(sendQueue) && sendQueue > 0)) bad("sendQueue must be a positive count");
+  const { maxSendBytes = 0 } = options; // 0: relay.wasm's default
+  if (options.maxSendBytes !== undefined && !(Number.isSafeInteger(maxSendBytes) && maxSendBytes > 0 && maxSendBytes <= MAX_FRAME_BYTES)) {
+    bad(`maxSendBytes must be a count of bytes from 1 to ${MAX_FRAME_BYTES}`);
+  }
   const ms = (v) => (v === undefined ? 0 : Number.isFinite(v) && v > 0 ? v : bad("durations are positive milliseconds"));
   return {
     url,
@@ -207,6 +211,7 @@ function normalise(options) {
     heartbeatIntervalMs: ms(options.heartbeat?.intervalMs),
     heartbeatTimeoutMs: ms(options.heartbeat?.timeoutMs),
     sendQueue,
+    maxSendBytes,
   };
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/relaywasm/relaywasm/librelay"
+	"github.com/relaywasm/relaywasm/librelay/relayleg"
 )
 
 // Options configures an attachment. URL, Instance, Credential and a message
@@ -122,6 +123,14 @@ type Options struct {
 	SendQueue int
 	// SendQueueBytes bounds the bytes of those messages. Default 4 MiB.
 	SendQueueBytes int
+	// MaxSendBytes is the largest frame SendACP sends, envelope and newline
+	// included: a larger message fails at once with ErrFrameTooLarge. It is
+	// the relay's limit on a frame from a browser, which discards a larger
+	// one and closes the connection (4413), so the message would be
+	// reported sent and lost. Default relayleg.BrowserFrameBytes (1 MiB,
+	// the dev relay's default); raise it for a relay that takes more, up to
+	// librelay.MaxFrameBytes.
+	MaxSendBytes int
 	// Agent names this client in its hello, for relay operators; nothing
 	// branches on it. The identifier rules of Instance apply, so that it
 	// neither corrupts an operator's log line nor makes the hello larger
@@ -189,6 +198,9 @@ func (o *Options) setDefaults() {
 	if o.SendQueueBytes <= 0 {
 		o.SendQueueBytes = DefaultSendQueueBytes
 	}
+	if o.MaxSendBytes == 0 {
+		o.MaxSendBytes = relayleg.BrowserFrameBytes
+	}
 	if o.Agent == "" {
 		o.Agent = DefaultAgent
 	}
@@ -213,6 +225,8 @@ func (o *Options) check() error {
 		return wrap(ErrBadOptions, "Transport is required in this build", nil)
 	case o.RelayKey != nil && len(o.RelayKey) != ed25519.PublicKeySize:
 		return wrap(ErrBadOptions, "RelayKey is not an Ed25519 public key", nil)
+	case o.MaxSendBytes < 0 || o.MaxSendBytes > librelay.MaxFrameBytes:
+		return wrap(ErrBadOptions, "MaxSendBytes is past librelay.MaxFrameBytes, or negative", nil)
 	}
 	return o.checkHello()
 }

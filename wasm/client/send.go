@@ -5,7 +5,6 @@ import (
 	"sync/atomic"
 
 	"github.com/relaywasm/relaywasm/librelay"
-	"github.com/relaywasm/relaywasm/librelay/relayleg"
 )
 
 // command is what the API methods hand to the attachment's goroutine.
@@ -91,11 +90,11 @@ func (s *sendCmd) encode(instance string) error {
 	return nil
 }
 
-// sendLimit is the largest frame SendACP sends: relayleg.BrowserFrameBytes,
-// the browser-leg limit a relay keeps by default. The relay discards a
-// larger message and closes the connection (4413), so one is refused at
-// once, with ErrFrameTooLarge, rather than reported sent and lost.
-func sendLimit(*Options) int { return relayleg.BrowserFrameBytes }
+// sendLimit is the largest frame SendACP sends (Options.MaxSendBytes). The
+// relay discards a larger message and closes the connection (4413), so one
+// is refused at once, with ErrFrameTooLarge, rather than reported sent and
+// lost.
+func sendLimit(o *Options) int { return o.MaxSendBytes }
 
 // finish reports the message's outcome, once.
 func (s *sendCmd) finish(err error) {

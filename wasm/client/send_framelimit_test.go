@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/relaywasm/relaywasm/demo/relay"
 	"github.com/relaywasm/relaywasm/librelay"
 	"github.com/relaywasm/relaywasm/librelay/relayleg"
 	"github.com/relaywasm/relaywasm/wasm/client"
@@ -63,5 +64,36 @@ func TestSendOverTheFrameLimitRefused(t *testing.T) {
 	}
 	if s.a.State() != client.Open {
 		t.Fatalf("state %v after the sends", s.a.State())
+	}
+}
+
+// MaxSendBytes raises the limit for a relay that takes larger frames: a
+// message over the default goes through such a relay and arrives whole,
+// and one over the raised limit is refused. A limit past
+// librelay.MaxFrameBytes, or negative, is a bad option.
+func TestMaxSendBytesRaisesTheLimit(t *testing.T) {
+	const limit = 2 * relayleg.BrowserFrameBytes
+	s := newScriptedOn(t, func(c *relay.Config) { c.Limits.BrowserFrameBytes = limit }, func(o *client.Options) { o.MaxSendBytes = limit })
+	_, id := s.expectResume(t)
+	s.resumed(t, id, 1, false)
+	ctx, cancel := context.WithTimeout(context.Background(), guard)
+	defer cancel()
+	if err := s.a.SendACP(ctx, framed(t, s, limit+1)); !errors.Is(err, client.ErrFrameTooLarge) {
+		t.Fatalf("a frame over the raised limit: SendACP returned %v, want ErrFrameTooLarge", err)
+	}
+	big := framed(t, s, relayleg.BrowserFrameBytes+1)
+	if err := s.a.SendACP(ctx, big); err != nil {
+		t.Fatalf("a frame over the default limit, within the raised one: %v", err)
+	}
+	if f := s.next(t); f.Type != librelay.TypeACPMessage || string(f.Payload) != string(big) {
+		t.Fatalf("the runtime got %s with %d bytes of payload, want the %d sent", f.Type, len(f.Payload), len(big))
+	}
+
+	for _, bad := range []int{-1, librelay.MaxFrameBytes + 1} {
+		o := client.Options{URL: "ws://127.0.0.1:1/v1/attach", Instance: "x", MaxSendBytes: bad,
+			Credential: func(context.Context) (string, error) { return "", nil }, OnMessage: func(client.Message) error { return nil }}
+		if _, err := client.Attach(ctx, o); !errors.Is(err, client.ErrBadOptions) {
+			t.Fatalf("MaxSendBytes %d: Attach returned %v, want ErrBadOptions", bad, err)
+		}
 	}
 }
