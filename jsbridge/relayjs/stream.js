@@ -244,19 +244,26 @@ export function openStream(att, options) {
   return { readable, writable };
 }
 
-// lossText says what an eviction lost, for the stream's error.
+// lossText says what an eviction lost, for the stream's error. fromSeq 0
+// is a loss among unsequenced messages (a runtime that does not number
+// them, contenox as it ships), which no seq can place.
 function lossText({ reason, afterSeq, fromSeq }) {
+  const numbered = fromSeq > 0;
   switch (reason) {
     case "cursor_evicted":
       return `the runtime no longer knows this stream (it restarted): what it sent after seq ${afterSeq} is gone`;
     case "not_resumed":
       return "the runtime does not resume: what it sent while the connection was down is gone";
     case "frame_too_large":
-      return `message ${afterSeq + 1} was over the browser leg's size limit and was dropped`;
+      return numbered ? `message ${afterSeq + 1} was over the browser leg's size limit and was dropped` : "a message was over the browser leg's size limit and was dropped";
     case "session_replaced":
-      return `the relay granted a new attachment id: messages after seq ${afterSeq} were lost`;
+      return numbered || afterSeq > 0
+        ? `the relay granted a new attachment id: messages after seq ${afterSeq} were lost`
+        : "the relay granted a new attachment id: what the runtime held for the old one (its ACP sessions) is gone";
     default:
-      return `the runtime no longer held what it sent after seq ${afterSeq}; delivery goes on at seq ${fromSeq}`;
+      return numbered
+        ? `the runtime no longer held what it sent after seq ${afterSeq}; delivery goes on at seq ${fromSeq}`
+        : "messages the handler did not take were more than the engine holds, and were dropped";
   }
 }
 

@@ -50,7 +50,9 @@ type Options struct {
 
 	// OnMessage receives each ACP message in order. The cursor moves past a
 	// sequenced message only after OnMessage returned nil for it; an error
-	// stops delivery there and the message is fetched again with a resume.
+	// stops delivery there and the message is fetched again with a resume
+	// (an unsequenced one, which no resume brings again, is held and
+	// delivered again after the redial backoff, with those after it).
 	// Close and Detach wait for a call under way to return (so what it
 	// accepted is saved); a handler that may take long should use
 	// OnMessages and watch its ctx. So neither may be called from the

@@ -89,6 +89,9 @@ type Eviction struct {
 // onEvicted) spells them.
 const (
 	// EvictedRetention: retention dropped frames the client had not seen.
+	// With FromSeq 0, unsequenced messages were dropped instead: more
+	// arrived than the engine holds (4096) while the handler refused the
+	// ones before them.
 	EvictedRetention = "evicted"
 	// EvictedCursor: the runtime no longer knows the stream at all (it restarted).
 	EvictedCursor = librelay.CodeCursorEvicted
@@ -96,7 +99,8 @@ const (
 	EvictedSessionReplaced = "session_replaced"
 	// EvictedFrameTooLarge: the relay could not carry frame AfterSeq+1 to
 	// this client (relay.error frame_too_large naming its seq); FromSeq is
-	// the one after it, and delivery goes on there.
+	// the one after it, and delivery goes on there. For an unsequenced
+	// frame FromSeq is 0, and the loss is told in the frame's place.
 	EvictedFrameTooLarge = relayleg.CodeFrameTooLarge
 	// EvictedNotResumed: after a redial or a reload the runtime left the
 	// resume unanswered, or refused it; it keeps nothing
