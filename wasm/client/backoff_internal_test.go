@@ -72,3 +72,23 @@ func TestRetryAfterOverflowClamped(t *testing.T) {
 		t.Fatalf("retry_after 2 under a cap of 1.5s → %v", got)
 	}
 }
+
+// A relay's retry_after is waited out, and up to half of it again at
+// random, so that the clients a relay sheds together do not all come back
+// at the moment it named.
+func TestRetryAfterSpread(t *testing.T) {
+	var b Backoff
+	b.setDefaults()
+	hint := 10 * time.Second
+	seen := map[time.Duration]bool{}
+	for range 200 {
+		d := b.spread(hint)
+		if d < hint || d > hint+hint/2 {
+			t.Fatalf("a hint of %v became a wait of %v, want from %v to %v", hint, d, hint, hint+hint/2)
+		}
+		seen[d] = true
+	}
+	if len(seen) < 100 {
+		t.Fatalf("200 waits on one hint took %d values: not spread", len(seen))
+	}
+}

@@ -152,7 +152,8 @@ type Backoff struct {
 	// treated as a first one again. Default 1 minute.
 	Stable time.Duration
 	// MaxRetryAfter caps the relay's welcome.retry_after hint, so a relay
-	// cannot park a client for longer than this. Default 5 minutes.
+	// cannot park a client for longer than this. Default 5 minutes. The
+	// client waits the hint and up to half as much again, at random.
 	MaxRetryAfter time.Duration
 }
 
@@ -293,6 +294,15 @@ func (b Backoff) delay(attempt int) time.Duration {
 	}
 	ceiling = min(ceiling, b.Max)
 	return time.Duration(rand.Int64N(int64(ceiling) + 1))
+}
+
+// spread is how long to wait on a relay's retry_after hint (clamped by
+// retryAfter): the hint, and up to half of it again at random. A relay
+// shedding its sockets (a restart, a drain) names one moment to all of
+// them, and clients that all came back at that moment would arrive as
+// together as the load it shed.
+func (b Backoff) spread(hint time.Duration) time.Duration {
+	return hint + time.Duration(rand.Int64N(int64(hint/2)+1))
 }
 
 // retryAfter clamps a relay's hint to the client's own bounds. The hint is

@@ -89,7 +89,7 @@ func (r *runner) run() {
 		}
 		delay := r.o.Backoff.delay(r.attempt)
 		if l != nil && l.retryAfter > 0 {
-			delay = l.retryAfter
+			delay = r.o.Backoff.spread(l.retryAfter)
 		}
 		r.attempt++
 		if err := r.wait(delay, err); err != nil {
