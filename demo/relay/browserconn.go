@@ -76,8 +76,25 @@ func (s *browserConn) handle(f *librelay.Frame) bool {
 		s.closeWithFrame(librelay.Frame{}, relayleg.CloseNormal, "detached", true)
 		return true
 	}
+	if f.Type == librelay.TypeResume && f.IsRequest() {
+		id := f.ID
+		s.resuming.Store(&id) // before the answer can come back
+	}
 	s.toRuntime(f)
 	return false
+}
+
+// answered notes that the writer takes reply for the browser: an answer to
+// the resume the socket waits on ends the wait (resuming). Not when it is
+// queued: an ack queued after that, in the control lane, is written after
+// the batch that holds the answer.
+func (s *browserConn) answered(reply *librelay.Frame) {
+	if reply.ReplyTo == "" {
+		return
+	}
+	if p := s.resuming.Load(); p != nil && *p == reply.ReplyTo {
+		s.resuming.CompareAndSwap(p, nil)
+	}
 }
 
 // toRuntime routes f to the instance's runtime, waiting while the runtime's
@@ -94,7 +111,11 @@ func (s *browserConn) toRuntime(f *librelay.Frame) {
 // on this attachment's own route to the runtime.
 func (s *browserConn) control(f *librelay.Frame) {
 	reply, route := controlReply(f)
-	if reply != nil {
+	switch {
+	case reply == nil:
+	case reply.Type == librelay.TypeAck && s.resuming.Load() != nil:
+		s.sendInOrder(reply)
+	default:
 		s.sendControl(reply)
 	}
 	if route && f.Instance == s.instance && f.Session == s.id {
@@ -188,13 +209,21 @@ func (s *browserConn) fits(f *librelay.Frame) (int, bool) {
 // with no room even for that (it sends requests and does not read the
 // replies) is shed: a reply is never dropped with the socket carrying on.
 func (s *browserConn) sendControl(f *librelay.Frame) bool {
-	if s.q.pushControl(*f) {
-		return true
-	}
-	if !s.closing.Load() {
+	return s.queued(s.q.pushControl(*f))
+}
+
+// sendInOrder is sendControl for a reply that keeps its place behind the
+// cargo queued before it (resuming).
+func (s *browserConn) sendInOrder(f *librelay.Frame) bool {
+	return s.queued(s.q.pushInOrder(*f))
+}
+
+// queued sheds the socket when a reply of the relay's found no room.
+func (s *browserConn) queued(ok bool) bool {
+	if !ok && !s.closing.Load() {
 		s.shed()
 	}
-	return false
+	return ok
 }
 
 // closeWith sends relay.error code (not answering anything) and closes with
@@ -228,6 +257,7 @@ func (s *browserConn) flush(batch []librelay.Frame) error {
 	defer putEncodeBuffer(buf)
 	s.cc.cork()
 	for i := range batch {
+		s.answered(&batch[i])
 		msg, err := librelay.AppendFrame((*buf)[:0], &batch[i])
 		if err != nil {
 			s.r.log.Warn("dropping a frame that does not encode", "instance", s.instance, "attachment", digest(s.id), "err", err)

@@ -38,6 +38,18 @@ type browserConn struct {
 	cut         atomic.Pointer[time.Timer] // set by closeWithFrame; read by finish, which can race it after a failed write
 	closing     atomic.Bool
 	ended       chan struct{} // closed when a close the relay started is done
+
+	// resuming is the id of the session.resume this socket sent that
+	// nothing has answered yet (nil: none). While one is open, the acks of
+	// the browser's heartbeats keep their place behind the cargo queued
+	// before them rather than go ahead of it: the client takes such an ack
+	// for the end of its wait for the resume's answer (wasm/client
+	// resumeOverdue), and one that overtook a session.resumed still queued
+	// would have it tell a loss that is not one. Against a runtime that
+	// never answers (contenox v1.0.0) it stays open, and the acks keep
+	// their place for the connection's life, as all replies did before the
+	// control lane.
+	resuming atomic.Pointer[string]
 }
 
 // serveAttach accepts the browser leg. The Origin check is coder/websocket's

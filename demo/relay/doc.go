@@ -61,7 +61,10 @@
 // slow_consumer. Nor do they wait behind the cargo queued for the peer: they
 // are written once the batch being written is out (64 KiB towards a
 // browser, or one larger frame), so a heartbeat is answered promptly (spec
-// 000) even while a replay of megabytes crawls to a phone.
+// 000) even while a replay of megabytes crawls to a phone. The one
+// exception: while a session.resume from a browser is unanswered, the acks
+// of its heartbeats keep their place behind the cargo, since the client
+// takes such an ack for the end of its wait for the resume's answer.
 //
 // # A frame too large for the browser leg
 //

@@ -65,3 +65,59 @@ func TestHeartbeatAckOvertakesQueuedCargo(t *testing.T) {
 	}
 	t.Logf("the ack came after %d of %d queued frames", ackAfter, frames)
 }
+
+// While a session.resume from the browser is unanswered, the ack of its
+// heartbeat keeps its place behind the cargo queued before it: the client
+// takes that ack for the end of its wait for the resume's answer, and an
+// ack that overtook a session.resumed still queued had it tell a loss that
+// was none (not_resumed) and drop the answer that came after. Once the
+// answer is written, acks go ahead of queued cargo again.
+func TestHeartbeatAckBehindAnOpenResumesAnswer(t *testing.T) {
+	const frames, size = 384, 32 << 10
+	env := relaytest.Start(t, nil)
+	rt := env.Connect(t)
+	b := env.AttachWith(t, "", relaytest.DialOptions{ReadBuf: 16 << 10})
+	if err := b.Send(librelay.Frame{Type: librelay.TypeResume, ID: "r1", Instance: b.Instance, Session: b.Session, Payload: []byte(`{"after_seq":0}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := rt.ReadCargo(); err != nil || f.Type != librelay.TypeResume || f.ID != "r1" {
+		t.Fatalf("runtime got %s %q, %v; want the resume", f.Type, f.ID, err)
+	}
+	payload := []byte(`"` + strings.Repeat("x", size) + `"`)
+	for seq := uint64(1); seq <= frames; seq++ {
+		f := librelay.Frame{Type: librelay.TypeACPMessage, Instance: b.Instance, Session: b.Session, Seq: seq, Payload: payload}
+		if err := rt.Send(f); err != nil {
+			t.Fatalf("runtime send %d: %v", seq, err)
+		}
+	}
+	answer := librelay.Frame{Type: librelay.TypeResumed, ReplyTo: "r1", Instance: b.Instance, Session: b.Session, Payload: []byte(`{"from_seq":1}`)}
+	if err := rt.Send(answer); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Send(librelay.Frame{Type: librelay.TypeHeartbeat, ID: "sync"}); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := rt.ReadCargo(); err != nil || f.Type != librelay.TypeAck || f.ReplyTo != "sync" {
+		t.Fatalf("runtime's ack: %s re %q, %v", f.Type, f.ReplyTo, err)
+	}
+	if err := b.Send(librelay.Frame{Type: librelay.TypeHeartbeat, ID: "hb"}); err != nil {
+		t.Fatal(err)
+	}
+	answeredAt, ackAt := -1, -1
+	for i := 0; answeredAt < 0 || ackAt < 0; i++ {
+		f, err := b.Read()
+		switch {
+		case err != nil:
+			t.Fatalf("frame %d: %v (close %d)", i, err, relaytest.CloseCode(err))
+		case f.Type == librelay.TypeAck && f.ReplyTo == "hb":
+			ackAt = i
+		case f.Type == librelay.TypeResumed:
+			answeredAt = i
+		case f.Type == librelay.TypeHeartbeat && f.IsRequest():
+			b.Send(librelay.Frame{Type: librelay.TypeAck, ReplyTo: f.ID})
+		}
+	}
+	if ackAt < answeredAt {
+		t.Fatalf("the ack (frame %d) overtook the resume's answer (frame %d)", ackAt, answeredAt)
+	}
+}

@@ -146,13 +146,24 @@ func (q *sendQueue[T]) push(msg T, wait time.Duration) pushResult {
 // of the cargo not yet taken by the writer; it drops the reply only when
 // the peer is controlSlack frames past the bound. Replies keep their order
 // among themselves.
-func (q *sendQueue[T]) pushControl(msg T) bool {
+func (q *sendQueue[T]) pushControl(msg T) bool { return q.pushReply(msg, false) }
+
+// pushInOrder queues one of the relay's own replies as pushControl does,
+// but behind the cargo queued before it: for a reply the peer reads as
+// coming after everything sent before it (browserConn.resuming).
+func (q *sendQueue[T]) pushInOrder(msg T) bool { return q.pushReply(msg, true) }
+
+func (q *sendQueue[T]) pushReply(msg T, inOrder bool) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.closing || q.n >= q.maxMsgs+controlSlack {
 		return false
 	}
-	q.ctl.push(msg)
+	if inOrder {
+		q.msgs.push(msg)
+	} else {
+		q.ctl.push(msg)
+	}
 	q.countLocked(msg)
 	return true
 }
