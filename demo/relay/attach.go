@@ -14,6 +14,33 @@ type attachment struct {
 	sock  *browserConn
 	grace *time.Timer
 	left  time.Time // when its socket dropped; zero while one holds it, or before any has
+	// tooLarge is the seq of the last request too large for the browser
+	// leg that the runtime was answered for (firstAnswer): a replay of it
+	// gets the stand-in again, and no second reply.
+	tooLarge uint64
+}
+
+// firstAnswer reports whether the runtime is still owed its reply to
+// the request at seq on instance's attachment session, too large for the
+// browser leg, and notes it answered: a resume replays the request, and
+// a request gets exactly one reply (spec 000). An unsequenced request is
+// never replayed; nor is one whose attachment this node no longer knows
+// (it is answered, as there is no telling).
+func (r *Relay) firstAnswer(instance, session string, seq uint64) bool {
+	if seq == 0 {
+		return true
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	a := r.attachments[route{instance, session}]
+	if a == nil {
+		return true
+	}
+	if seq <= a.tooLarge {
+		return false
+	}
+	a.tooLarge = seq
+	return true
 }
 
 // attach grants s an attachment id for instance: wanted back when it was

@@ -138,7 +138,7 @@ func (s *browserConn) Send(f librelay.Frame) bool {
 	if n, ok := s.fits(&f); !ok && n > 0 { // n == 0: it does not encode; flush drops it
 		s.r.log.Warn("a runtime frame larger than the browser-leg limit: sending frame_too_large in its place",
 			"instance", s.instance, "attachment", digest(s.id), "seq", f.Seq, "bytes", n, "request", f.IsRequest())
-		if f.IsRequest() {
+		if f.IsRequest() && s.r.firstAnswer(s.instance, s.id, f.Seq) {
 			answer = ptr(librelay.NewError(f, relayleg.CodeFrameTooLarge, s.tooLargeMessage(n)))
 		}
 		f = s.tooLarge(&f, n)
@@ -155,16 +155,19 @@ func (s *browserConn) Send(f librelay.Frame) bool {
 	return false
 }
 
-// answerRuntime sends one of the relay's replies to the instance's runtime:
-// without waiting when it is on this node (the caller may be its reader),
-// through the shared table when it is on another.
+// answerRuntime sends one of the relay's replies to the instance's runtime
+// without waiting: the caller may be its reader, or, with the runtime on
+// another node, the one goroutine that hands the instance's frames to this
+// node's sockets (natstable), whose stream to the runtime's node can wait
+// for room (StallTimeout). A reply's order among the frames does not
+// matter, so that one goes on a goroutine of its own.
 func (s *browserConn) answerRuntime(reply *librelay.Frame) {
 	switch rt := s.r.table.Runtime(s.instance).(type) {
 	case nil:
 	case *runtimeConn:
 		rt.sendControl(reply)
 	default:
-		rt.Send(*reply)
+		go rt.Send(*reply)
 	}
 }
 

@@ -93,3 +93,41 @@ func TestOversizedRuntimeRequestAnswered(t *testing.T) {
 		t.Fatalf("browser: want the stand-in with seq 2, got %s seq %d re %q id %q", f.Type, f.Seq, f.ReplyTo, f.ID)
 	}
 }
+
+// A sequenced request too large for the browser leg is answered once: a
+// resume replays it, the browser gets its stand-in again, and the runtime
+// no second reply (a request gets exactly one).
+func TestOversizedRuntimeRequestAnsweredOnce(t *testing.T) {
+	env := relaytest.Start(t, func(c *relay.Config) { c.Limits.BrowserFrameBytes = 64 << 10 })
+	rt := env.Connect(t)
+	b := env.Attach(t, "")
+	big := librelay.Frame{Type: librelay.TypeACPMessage, ID: "big", Instance: b.Instance, Session: b.Session, Seq: 1,
+		Payload: []byte(`"` + strings.Repeat("x", 64<<10) + `"`)}
+	for round := 1; round <= 2; round++ { // the frame, then its replay
+		if err := rt.Send(big); err != nil {
+			t.Fatal(err)
+		}
+		if f := readSkippingHeartbeats(t, b); f.Type != librelay.TypeError || f.Seq != 1 {
+			t.Fatalf("round %d: browser got %s seq %d, want the stand-in", round, f.Type, f.Seq)
+		}
+	}
+	if err := rt.Send(librelay.Frame{Type: librelay.TypeHeartbeat, ID: "sync"}); err != nil {
+		t.Fatal(err)
+	}
+	replies := 0
+	for {
+		f, err := rt.ReadCargo()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.ReplyTo == "big" {
+			replies++
+		}
+		if f.Type == librelay.TypeAck && f.ReplyTo == "sync" {
+			break
+		}
+	}
+	if replies != 1 {
+		t.Fatalf("the runtime got %d replies to its request, want 1", replies)
+	}
+}
