@@ -131,7 +131,7 @@ let marks = 0;
 // A page shown again from the back/forward cache reads its streams again
 // as it writes them (Store.forget).
 globalThis.addEventListener?.("pageshow", (ev) => {
-  if (ev.persisted) for (const s of all) s.forget();
+  if (ev.persisted) for (const s of all) s.forget(true);
 });
 
 /** writeAll has every store write what it has queued, now (pagehide, hidden). */
@@ -762,10 +762,15 @@ export class Store {
    * shown again from the back/forward cache, whose slots the tab's next
    * page took as this one let them go (tabs.js suspendSlots), and wrote.
    * A write at a total known before would put its entries among that
-   * page's, out of order, and over some of them.
+   * page's, out of order, and over some of them. A page so restored
+   * (restored) resumes from its own cursor, behind what that page
+   * recorded: its next write leaves out what is recorded already
+   * (skipRecorded).
    */
-  forget() {
-    for (const rec of this.known.values()) Object.assign(rec, { totalKnown: false, base: undefined, made: (rec.made ?? 0) + 1 });
+  forget(restored = false) {
+    for (const rec of this.known.values()) {
+      Object.assign(rec, { totalKnown: false, base: undefined, made: (rec.made ?? 0) + 1, restored: restored || rec.restored === true });
+    }
   }
 
   #report(reason, err) {
@@ -999,14 +1004,15 @@ function writeStreams(db, keys, known, streams, bases, mark, final, blobs, done)
         continue;
       }
       reads++;
+      const restored = rec.restored === true;
       const req = states.get(key);
       req.onsuccess = () => {
         try {
           c.total = typeof req.result?.total === "number" ? req.result.total : 0;
-          const past = skipRecorded(c, recordedBy(req.result, c));
+          const past = restored ? skipRecorded(c, recordedBy(req.result, c)) : 0;
           c.chunk = chunkOf(c, blobs);
           const now = known.get(c.stream); // a commit since replaced rec
-          if (now.made === made) Object.assign(now, { total: c.keep <= 0 ? 0 : c.total + c.n, totalKnown: true, base: now.base ?? markOf(req.result), past });
+          if (now.made === made) Object.assign(now, { total: c.keep <= 0 ? 0 : c.total + c.n, totalKnown: true, base: now.base ?? markOf(req.result), past, restored: false });
           put(c.total);
         } catch (e) {
           fail(e);
@@ -1029,7 +1035,9 @@ function chunkOf(c, blobs) {
 // back/forward cache resumes from its own cursor, and brings again what the
 // tab's next page, which took its slots meanwhile, received and recorded
 // (Store.forget). 0 for a record of another attachment, whose seqs are
-// not c's.
+// not c's. Only for such a page's first write: a stream the runtime
+// restarted (cursor_evicted) counts its seqs from 1 again on the same
+// attachment, behind its own stored cursor, and they are all new.
 function recordedBy(stored, c) {
   const state = readState(stored);
   return state.session === c.session ? state.cursor : 0;
@@ -1130,16 +1138,14 @@ function writeSpill(db, entries) {
       const stored = readState(req.result);
       if (e.start < 0 ? req.result == null : e.start > stored.total) return;
       let total = e.start >= 0 ? e.start : stored.total;
-      const c = { session: e.session, cursor: e.cursor, keep: e.keep, n: e.n, parts: e.n > 0 && e.bytes ? [fromBase64(e.bytes)] : [] };
-      skipRecorded(c, recordedBy(stored, c));
       if (e.keep <= 0) {
         chunks.delete(chunkRange(e.key, 0, MAX_CHUNK_KEY, false));
         total = 0;
-      } else if (c.n > 0) {
-        chunks.put(concat(c.parts), [...e.key, total]);
-        total += c.n;
+      } else if (e.n > 0 && e.bytes) {
+        chunks.put(fromBase64(e.bytes), [...e.key, total]);
+        total += e.n;
       }
-      states.put({ session: e.session, cursor: c.cursor, total, keep: e.keep, mark: e.mark }, e.key);
+      states.put({ session: e.session, cursor: e.cursor, total, keep: e.keep, mark: e.mark }, e.key);
     };
   }
   return tx;

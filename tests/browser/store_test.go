@@ -461,6 +461,40 @@ func TestStoreLivesThroughAnAbortItDidNotMake(t *testing.T) {
 	}
 }
 
+// A stream the runtime restarted (cursor_evicted: the same attachment, its
+// seqs from 1 again) keeps every entry of its new run when a write must read
+// the stream's total first, as the retry of an aborted write does: only a
+// page shown again from the back/forward cache leaves out what the stored
+// cursor has passed (TestStoreRestoredPageWritesAfterTheNextPage), and the
+// restarted run's seqs are behind the stored cursor and all new.
+func TestStoreRestartedStreamKeepsItsNewRun(t *testing.T) {
+	ctx := testContext(t)
+	db := database(t)
+	s := openStore(t, ctx, db)
+	if err := s.Commit(ctx, testKey, client.Saved{Session: "att", Cursor: 5}, received(0, 5), 100); err != nil {
+		t.Fatal(err)
+	}
+	mustLoad(t, ctx, s, testKey)
+	fault := engineFaults(t).Call("abortNext", db, "readwrite", "chunks", "put")
+	defer fault.Call("undo")
+	if err := s.Commit(ctx, testKey, client.Saved{Session: "att", Cursor: 2}, received(0, 2), 100); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if fault.Get("n").Int() != 1 {
+		t.Fatal("no write was aborted: the test holds nothing")
+	}
+	reloaded := openStore(t, ctx, db)
+	if got := mustLoad(t, ctx, reloaded, testKey); got != (client.Saved{Session: "att", Cursor: 2}) {
+		t.Fatalf("after the restart the stored state is %+v, want cursor 2", got)
+	}
+	if got, want := describe(mustHistory(t, ctx, reloaded, testKey)), describe(received(0, 5))+describe(received(0, 2)); got != want {
+		t.Fatalf("after the restart the stored transcript is %s, want %s", got, want)
+	}
+}
+
 // So are a read and a clear the engine aborts: made again, over IndexedDB.
 func TestStoreReadsThroughAnAbortItDidNotMake(t *testing.T) {
 	ctx := testContext(t)
