@@ -403,8 +403,7 @@ export interface Eviction {
    * keeps nothing, see StateInfo.resumable): what it sent meanwhile is gone.
    * It comes when the wait for the resume's answer ends, up to
    * resumeTimeoutMs after the connection opened, and messages delivered
-   * since it opened came after the loss, not before it; on a redial while
-   * resumable is already false, at once, before the sends that waited.
+   * since it opened came after the loss, not before it.
    */
   reason: EvictionReason;
 }

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/relaywasm/relaywasm/demo/relay"
-	"github.com/relaywasm/relaywasm/demo/relay/relaytest"
 	"github.com/relaywasm/relaywasm/wasm/client"
 	"github.com/relaywasm/relaywasm/wasm/client/clienttest"
 )
@@ -84,55 +83,5 @@ func TestConnReplacedIdReportedWithoutSeq(t *testing.T) {
 		if e.Reason != client.EvictedSessionReplaced || e.AfterSeq != 0 {
 			t.Fatalf("eviction %+v; want only session_replaced after seq 0", e)
 		}
-	}
-}
-
-// A redial against a runtime already known not to resume, with the id
-// reclaimed: the loss (not_resumed) is told at the welcome, before the sends
-// that waited are let out, so nothing the application sent is answered
-// before it hears that what came before was lost (relay.js's stream relies
-// on that order).
-func TestConnLossToldBeforeQueuedSends(t *testing.T) {
-	s := newStack(t, nil, nonResuming)
-	c := clienttest.NewCollector()
-	o := s.options(client.NewMemoryStore(), c)
-	o.ResumeTimeout = resumeWait
-	answeredFirst := make(chan bool, 1)
-	o.OnEvicted = func(e client.Eviction) {
-		if e.Reason == client.EvictedNotResumed {
-			c.Lock()
-			_, ok := c.Response(21)
-			c.Unlock()
-			select {
-			case answeredFirst <- ok:
-			default:
-			}
-		}
-		c.OnEvicted(e)
-	}
-	a := s.attach(o)
-	startChat(t, c, a)
-	c.Wait(t, "resumable false", func(c *clienttest.Collector) bool { return !lastState(c).Resumable })
-	old := a.Session()
-
-	s.front.Freeze()
-	s.front.Cut()
-	c.Wait(t, "reconnecting", func(c *clienttest.Collector) bool { return lastState(c).State != client.Open })
-	sent := make(chan error, 1)
-	go func() {
-		sent <- a.SendACP(context.Background(), []byte(`{"jsonrpc":"2.0","id":21,"method":"initialize","params":{"protocolVersion":1}}`))
-	}()
-	relaytest.WaitFor(t, "the send queued", func() bool { return a.Queued() == 1 })
-	s.front.Thaw()
-	if err := <-sent; err != nil {
-		t.Fatalf("SendACP: %v", err)
-	}
-	c.Wait(t, "the response", func(c *clienttest.Collector) bool { _, ok := c.Response(21); return ok })
-	c.Wait(t, "the loss reported", func(c *clienttest.Collector) bool { return evictions(c, client.EvictedNotResumed) == 1 })
-	if a.Session() != old {
-		t.Fatalf("the redial got id %q, want %q back", a.Session(), old)
-	}
-	if <-answeredFirst {
-		t.Fatal("the send made while reconnecting was answered before the loss was told")
 	}
 }

@@ -410,11 +410,7 @@ func (r *runner) welcome(f *librelay.Frame) error {
 	if !r.resumable {
 		// The runtime did not resume the last time. It is asked again,
 		// but what the application sends does not wait for an answer that
-		// may not come. What it sent while the client was away is gone,
-		// and that is told first: the loss comes before the sends it
-		// releases (relay.js's stream ends on a loss only while its page
-		// has not spoken yet), not a ResumeTimeout later.
-		r.lossNotResumed()
+		// may not come.
 		r.streamReady()
 	}
 	return nil
@@ -509,19 +505,11 @@ func (r *runner) notResuming() {
 	l.resumeDue.stop()
 	l.resumeID = ""
 	r.setResumable(false)
-	r.lossNotResumed()
-	r.streamReady()
-}
-
-// lossNotResumed tells, once per connection, that what the runtime sent
-// while this client was away is gone: on a connection that took up a stream
-// already under way, of a runtime that does not resume.
-func (r *runner) lossNotResumed() {
-	l := r.l
 	if l.reclaimed && !l.lossTold {
 		l.lossTold = true
 		r.evicted(Eviction{AfterSeq: r.pos.taken, Reason: EvictedNotResumed})
 	}
+	r.streamReady()
 }
 
 // setResumable records what the runtime has shown about resuming, and tells
