@@ -15,7 +15,7 @@ import { go, outbuf, outBuffer, text } from "./crossing.js";
 import { unhold } from "./entries.js";
 import { asError, guarded, RelayError, settling, toGo } from "./errors.js";
 import { release } from "./held.js";
-import { close, dial, messages, send } from "./sockets.js";
+import { close, closeAll, dial, messages, send } from "./sockets.js";
 import { Stores, writeAll } from "./store.js";
 
 /** bridge returns the page's bridge, installing it on first use. */
@@ -160,11 +160,12 @@ function makeBridge() {
     // "wasm_exited"}) and keeps its last state, cursor and session for its
     // getters. What calls into Go on its own (the lifecycle listeners, a
     // call's AbortSignal) then calls nothing: Go's functions throw once it
-    // has exited.
+    // has exited. Its sockets are closed (sockets.js closeAll).
     exited(err) {
       if (b.gone) return;
       b.gone = err;
       b.api = EXITED_API;
+      closeAll("relay.wasm exited");
       for (const c of calls.values()) c.reject(err);
       calls.clear();
       const live = [...b.attachments.values()];

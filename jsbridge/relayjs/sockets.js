@@ -167,6 +167,16 @@ export function close(handle, code, reason) {
 }
 
 /**
+ * closeAll closes every socket (close) once relay.wasm has exited: no Go is
+ * left to read their messages or answer the relay's heartbeats, and the
+ * messages would pile up unread. The relay keeps each attachment for its
+ * grace, as after any drop, rather than until its heartbeat gives up.
+ */
+export function closeAll(reason) {
+  for (const handle of [...sockets.keys()]) close(handle, 1000, reason);
+}
+
+/**
  * messages reads a delivery out of the out buffer: n entries [flags, ref],
  * ref being a parsed message's, or with DELIVER_TEXT the place of [seq,
  * payload] in the JSON text slow (a message relay.js did not parse; session

@@ -15,7 +15,14 @@ import (
 const exitPage = `<!doctype html><html lang="en"><title>relay.wasm exits</title>
 <script type="module">
 import { loadRelay } from "/relay.js";
-const X = (window.__x = { ready: false, error: null, states: [], got: [], pending: null });
+const X = (window.__x = { ready: false, error: null, states: [], got: [], pending: null, sockets: [] });
+const WS = globalThis.WebSocket; // the page's sockets (main mode), as relay.js makes them
+globalThis.WebSocket = class extends WS {
+  constructor(...args) {
+    super(...args);
+    X.sockets.push(this);
+  }
+};
 const outcome = (p) => p.then(() => ({ ok: true, code: "" }), (e) => ({ ok: false, code: e?.code ?? "", name: e?.name ?? "" }));
 X.outcome = outcome;
 try {
@@ -131,5 +138,29 @@ func TestWasmExitTold(t *testing.T) {
 				t.Errorf("the getters say %q, cursor %d, session %q; want closed, %d, %q", after.State, after.Cursor, after.Session, before.Cursor, before.Session)
 			}
 		})
+	}
+}
+
+// Once relay.wasm has exited, relay.js closes its sockets: no Go is left to
+// read what they bring or to answer the relay's heartbeats, and what came
+// piled up unread while the relay kept the attachment as live.
+func TestWasmExitClosesSockets(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for name, text := range map[string]string{"exit.html": exitPage, "gowrap.js": goWrap} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := startStackServing(t, dir, 0)
+	tb := openTab(t, newBrowser(t), "exit", s.PageURL()+"exit.html?main")
+	tb.page = allowing{tb.page, "relay.wasm exited"}
+	tb.waitFor("the attachment to open", `window.__x && __x.ready && __x.att.state === "open"`)
+	tb.eval(`new BroadcastChannel("relaywasm-test-exit").postMessage(1), null`, nil)
+	tb.waitFor("the attachment to be closed", `__x.states.some((s) => s.state === "closed")`)
+	var open int
+	tb.eval(`__x.sockets.filter((ws) => ws.readyState === WebSocket.OPEN || ws.readyState === WebSocket.CONNECTING).length`, &open)
+	if open != 0 {
+		t.Fatalf("%d sockets still open after relay.wasm exited", open)
 	}
 }
