@@ -1,6 +1,9 @@
 package relay
 
-import "sync"
+import (
+	"iter"
+	"sync"
+)
 
 // fifoSegment is how many messages a fifo segment holds: 4 KiB of frames.
 const fifoSegment = 32
@@ -58,39 +61,34 @@ func (q *fifo[T]) take(dst []T, k int) []T {
 // as size counts them; the oldest always counts, when k allows one.
 func (q *fifo[T]) within(k, budget int, size func(T) int) int {
 	n := 0
-	for i, seg := range q.segs {
-		start, end := 0, fifoSegment
-		if i == 0 {
-			start = q.head
+	for v := range q.all() {
+		if n == k {
+			break
 		}
-		if i == len(q.segs)-1 {
-			end = q.tail
+		if budget -= size(v); budget < 0 && n > 0 {
+			break
 		}
-		for _, v := range seg[start:end] {
-			if n == k {
-				return n
-			}
-			if budget -= size(v); budget < 0 && n > 0 {
-				return n
-			}
-			n++
-		}
+		n++
 	}
 	return n
 }
 
-// each calls f on every message, oldest first.
-func (q *fifo[T]) each(f func(T)) {
-	for i, seg := range q.segs {
-		start, end := 0, fifoSegment
-		if i == 0 {
-			start = q.head
-		}
-		if i == len(q.segs)-1 {
-			end = q.tail
-		}
-		for _, v := range seg[start:end] {
-			f(v)
+// all yields every message, oldest first.
+func (q *fifo[T]) all() iter.Seq[T] {
+	return func(yield func(T) bool) {
+		for i, seg := range q.segs {
+			start, end := 0, fifoSegment
+			if i == 0 {
+				start = q.head
+			}
+			if i == len(q.segs)-1 {
+				end = q.tail
+			}
+			for _, v := range seg[start:end] {
+				if !yield(v) {
+					return
+				}
+			}
 		}
 	}
 }

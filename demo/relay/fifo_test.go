@@ -34,7 +34,9 @@ func TestFifoOrder(t *testing.T) {
 			t.Fatalf("len %d, want %d", q.len(), next-want)
 		}
 		var each []int
-		q.each(func(v int) { each = append(each, v) })
+		for v := range q.all() {
+			each = append(each, v)
+		}
 		if len(each) != q.len() || (len(each) > 0 && each[0] != want) {
 			t.Fatalf("each saw %v, want %d from %d", each, q.len(), want)
 		}

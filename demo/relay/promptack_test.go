@@ -23,13 +23,7 @@ func TestHeartbeatAckOvertakesQueuedCargo(t *testing.T) {
 	env := relaytest.Start(t, nil)
 	rt := env.Connect(t)
 	b := env.AttachWith(t, "", relaytest.DialOptions{ReadBuf: 16 << 10})
-	payload := []byte(`"` + strings.Repeat("x", size) + `"`)
-	for seq := uint64(1); seq <= frames; seq++ {
-		f := librelay.Frame{Type: librelay.TypeACPMessage, Instance: b.Instance, Session: b.Session, Seq: seq, Payload: payload}
-		if err := rt.Send(f); err != nil {
-			t.Fatalf("runtime send %d: %v", seq, err)
-		}
-	}
+	sendCargo(t, rt, b, frames, size)
 	// The runtime leg is read in order: once this is answered, every frame
 	// above is in the browser's queue.
 	if err := rt.Send(librelay.Frame{Type: librelay.TypeHeartbeat, ID: "sync"}); err != nil {
@@ -83,13 +77,7 @@ func TestHeartbeatAckBehindAnOpenResumesAnswer(t *testing.T) {
 	if f, err := rt.ReadCargo(); err != nil || f.Type != librelay.TypeResume || f.ID != "r1" {
 		t.Fatalf("runtime got %s %q, %v; want the resume", f.Type, f.ID, err)
 	}
-	payload := []byte(`"` + strings.Repeat("x", size) + `"`)
-	for seq := uint64(1); seq <= frames; seq++ {
-		f := librelay.Frame{Type: librelay.TypeACPMessage, Instance: b.Instance, Session: b.Session, Seq: seq, Payload: payload}
-		if err := rt.Send(f); err != nil {
-			t.Fatalf("runtime send %d: %v", seq, err)
-		}
-	}
+	sendCargo(t, rt, b, frames, size)
 	answer := librelay.Frame{Type: librelay.TypeResumed, ReplyTo: "r1", Instance: b.Instance, Session: b.Session, Payload: []byte(`{"from_seq":1}`)}
 	if err := rt.Send(answer); err != nil {
 		t.Fatal(err)
@@ -119,5 +107,18 @@ func TestHeartbeatAckBehindAnOpenResumesAnswer(t *testing.T) {
 	}
 	if ackAt < answeredAt {
 		t.Fatalf("the ack (frame %d) overtook the resume's answer (frame %d)", ackAt, answeredAt)
+	}
+}
+
+// sendCargo has the runtime send frames acp.messages of size bytes to b,
+// seqs from 1.
+func sendCargo(t *testing.T, rt *relaytest.Runtime, b *relaytest.Browser, frames, size int) {
+	t.Helper()
+	payload := []byte(`"` + strings.Repeat("x", size) + `"`)
+	for seq := uint64(1); seq <= uint64(frames); seq++ {
+		f := librelay.Frame{Type: librelay.TypeACPMessage, Instance: b.Instance, Session: b.Session, Seq: seq, Payload: payload}
+		if err := rt.Send(f); err != nil {
+			t.Fatalf("runtime send %d: %v", seq, err)
+		}
 	}
 }

@@ -236,7 +236,9 @@ func (q *sendQueue[T]) close(last *T, keepPending bool) bool {
 	q.wakeLocked()
 	if !keepPending {
 		for _, f := range []*fifo[T]{&q.msgs, &q.ctl} {
-			f.each(func(m T) { q.bytes -= q.size(m) })
+			for m := range f.all() {
+				q.bytes -= q.size(m)
+			}
 			q.n -= f.len()
 			f.reset()
 		}
