@@ -348,7 +348,7 @@ func (r *runner) flushOnce() bool {
 		r.pos.handle(last)
 	}
 	if marked {
-		r.evicted(Eviction{AfterSeq: r.pos.handled, Reason: r.pending[rest].msg.Trace})
+		r.evicted(Eviction{AfterSeq: r.pos.handled, Reason: r.pending[rest].loss})
 		rest++
 	}
 	kept := 0
@@ -403,13 +403,11 @@ func (r *runner) unsequenced(p pendingMsg) {
 	}
 }
 
-// lossMark is a pending entry that stands for messages gone at its place:
-// no delivery, seq 0, and the Eviction reason in Trace. Nothing else pending
-// looks like it: other unsequenced cargo that is not delivered is answered
-// at once (cargo).
-func lossMark(reason string) pendingMsg { return pendingMsg{msg: Message{Trace: reason}} }
+// lossMark is a pending entry that stands for messages gone at its place,
+// reported as an Eviction with reason when delivery reaches it.
+func lossMark(reason string) pendingMsg { return pendingMsg{loss: reason} }
 
-func isLoss(p *pendingMsg) bool { return !p.deliver && p.msg.Seq == 0 }
+func isLoss(p *pendingMsg) bool { return p.loss != "" }
 
 // carryHeld readies held messages for a new connection, at its welcome. A
 // message of the transport's own (Ref) belonged to the socket it came on,

@@ -56,6 +56,7 @@ type pendingMsg struct {
 	msg     Message
 	deliver bool            // an acp.message; other sequenced cargo only moves the cursor
 	owed    *librelay.Frame // the reply other sequenced cargo is owed, when a request
+	loss    string          // not a message: the Eviction reason of messages gone at its place (lossMark)
 }
 
 func newRunner(a *Attachment, saved Saved, opened chan<- error, first <-chan dialed) *runner {
