@@ -335,12 +335,12 @@ func (r *runner) check() error {
 	if !l.welcomed {
 		return nil // the handshake's own deadline is running, and sends wait for the resume
 	}
-	if r.checkID != "" && r.checkID == l.hbID {
+	if l.checkID != "" && l.checkID == l.hbID {
 		return nil
 	}
 	l.hbEvery.set(r.o.Heartbeat.Interval)
 	l.hbID = r.newID("hb-")
-	r.checkID = l.hbID
+	l.checkID = l.hbID
 	l.hbDue.set(r.o.Heartbeat.Timeout)
 	return r.writeFrame(&librelay.Frame{Type: librelay.TypeHeartbeat, ID: l.hbID})
 }
@@ -462,10 +462,10 @@ func (r *runner) resumeOverdue() error {
 		return nil // it came during a delivery; catchUp takes it
 	}
 	l.probed = l.resumeID
-	checked := r.checkID != "" && r.checkID == l.hbID
+	checked := l.checkID != "" && l.checkID == l.hbID
 	l.hbID = r.newID("hb-") // replaces one in flight: its ack would come too soon
 	if checked {
-		r.checkID = l.hbID // a later ack answers the liveness check too
+		l.checkID = l.hbID // a later ack answers the liveness check too
 	}
 	l.hbDue.set(r.o.Heartbeat.Timeout)
 	return r.writeFrame(&librelay.Frame{Type: librelay.TypeHeartbeat, ID: l.hbID})
@@ -482,8 +482,8 @@ func (r *runner) probeAcked() {
 	if id != "" && id == l.resumeID && !l.answerWaiting() {
 		r.notResuming()
 	}
-	if r.checkID != "" {
-		r.checkID = ""
+	if l.checkID != "" {
+		l.checkID = ""
 		if l.ready && l.broken == nil {
 			r.drain()
 		}

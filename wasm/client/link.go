@@ -22,6 +22,7 @@ type link struct {
 	ready      bool          // sends may go out: the first resume was answered or given up on
 	resumeID   string        // the resume awaiting its answer
 	hbID       string        // the heartbeat awaiting its ack
+	checkID    string        // the heartbeat of a Probe's liveness check: sends wait while it is hbID (checking)
 	probed     string        // the resume whose wait ran out, given up on at hbID's ack unless answered
 	relayErr   error         // the last relay.error notification, which explains a close
 

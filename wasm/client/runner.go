@@ -43,12 +43,6 @@ type runner struct {
 	gapAt      uint64
 	gapRepeats int
 
-	// checkID is the heartbeat of the liveness check a Probe started (the
-	// page became visible again); while it is the one in flight, sends are
-	// held (checking). Heartbeat ids are never reused, so one left from an
-	// earlier connection matches nothing.
-	checkID string
-
 	l *link // the current connection; nil between connections
 }
 
@@ -224,7 +218,7 @@ func (r *runner) enqueue(s *sendCmd) {
 // replayed. So sends wait for the ack, or for the next connection.
 func (r *runner) checking() bool {
 	l := r.l
-	return l != nil && l.welcomed && (r.a.probe.Load() || (r.checkID != "" && r.checkID == l.hbID))
+	return l != nil && l.welcomed && (r.a.probe.Load() || (l.checkID != "" && l.checkID == l.hbID))
 }
 
 // drain writes the queued messages in order, stopping if the socket fails.
