@@ -24,17 +24,7 @@ func TestHeartbeatAckOvertakesQueuedCargo(t *testing.T) {
 	rt := env.Connect(t)
 	b := env.AttachWith(t, "", relaytest.DialOptions{ReadBuf: 16 << 10})
 	sendCargo(t, rt, b, frames, size)
-	// The runtime leg is read in order: once this is answered, every frame
-	// above is in the browser's queue.
-	if err := rt.Send(librelay.Frame{Type: librelay.TypeHeartbeat, ID: "sync"}); err != nil {
-		t.Fatal(err)
-	}
-	if f, err := rt.ReadCargo(); err != nil || f.Type != librelay.TypeAck || f.ReplyTo != "sync" {
-		t.Fatalf("runtime's ack: %s re %q, %v", f.Type, f.ReplyTo, err)
-	}
-	if err := b.Send(librelay.Frame{Type: librelay.TypeHeartbeat, ID: "hb"}); err != nil {
-		t.Fatal(err)
-	}
+	heartbeatBehind(t, rt, b)
 	ackAfter := -1 // cargo frames read before the ack
 	for next := uint64(1); next <= frames; {
 		f, err := b.Read()
@@ -82,15 +72,7 @@ func TestHeartbeatAckBehindAnOpenResumesAnswer(t *testing.T) {
 	if err := rt.Send(answer); err != nil {
 		t.Fatal(err)
 	}
-	if err := rt.Send(librelay.Frame{Type: librelay.TypeHeartbeat, ID: "sync"}); err != nil {
-		t.Fatal(err)
-	}
-	if f, err := rt.ReadCargo(); err != nil || f.Type != librelay.TypeAck || f.ReplyTo != "sync" {
-		t.Fatalf("runtime's ack: %s re %q, %v", f.Type, f.ReplyTo, err)
-	}
-	if err := b.Send(librelay.Frame{Type: librelay.TypeHeartbeat, ID: "hb"}); err != nil {
-		t.Fatal(err)
-	}
+	heartbeatBehind(t, rt, b)
 	answeredAt, ackAt := -1, -1
 	for i := 0; answeredAt < 0 || ackAt < 0; i++ {
 		f, err := b.Read()
@@ -120,5 +102,22 @@ func sendCargo(t *testing.T, rt *relaytest.Runtime, b *relaytest.Browser, frames
 		if err := rt.Send(f); err != nil {
 			t.Fatalf("runtime send %d: %v", seq, err)
 		}
+	}
+}
+
+// heartbeatBehind has b send heartbeat "hb" once everything the runtime
+// sent is in b's queue: the runtime leg is read in order, so once the
+// runtime's own heartbeat is answered, every frame before it has been
+// queued.
+func heartbeatBehind(t *testing.T, rt *relaytest.Runtime, b *relaytest.Browser) {
+	t.Helper()
+	if err := rt.Send(librelay.Frame{Type: librelay.TypeHeartbeat, ID: "sync"}); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := rt.ReadCargo(); err != nil || f.Type != librelay.TypeAck || f.ReplyTo != "sync" {
+		t.Fatalf("runtime's ack: %s re %q, %v", f.Type, f.ReplyTo, err)
+	}
+	if err := b.Send(librelay.Frame{Type: librelay.TypeHeartbeat, ID: "hb"}); err != nil {
+		t.Fatal(err)
 	}
 }
