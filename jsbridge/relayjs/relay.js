@@ -232,7 +232,7 @@ const TAKEN = "another tab took this stream while the page was in the back/forwa
 
 class Attachment extends BaseAttachment {
   #slot;
-  #last = ["connecting", 0, ""]; // state, cursor, session: kept for after the end
+  #last = { state: "connecting", cursor: 0, session: "" }; // kept for after the end
   #over = false; // close() or detach() was called, or the attachment ended: no more deliveries
   #held = null; // {waitID, n}: the batch a handler's Promise holds, n of it accepted before
   _attached = false; // attach resolved: the application has it
@@ -260,17 +260,17 @@ class Attachment extends BaseAttachment {
     return this.#slot.name;
   }
   get state() {
-    return this.#info()[0];
+    return this.#info().state;
   }
   get cursor() {
-    return this.#info()[1];
+    return this.#info().cursor;
   }
   get session() {
-    return this.#info()[2];
+    return this.#info().session;
   }
   #info() {
     const live = B.attachments.has(this._handle) ? B.api.info(this._handle) : null;
-    if (live) this.#last = live;
+    if (live) [this.#last.state, this.#last.cursor, this.#last.session] = live;
     return this.#last;
   }
 
@@ -278,10 +278,10 @@ class Attachment extends BaseAttachment {
   // cursor and session: what the getters say once relay.wasm has exited,
   // when Go can no longer be asked.
   #accepted(f) {
-    const [state, cursor, session] = this.#last;
+    const last = this.#last;
     const seq = f.seq ?? 0;
-    if (f.session && f.session !== session) this.#last = [state, seq, f.session];
-    else if (seq > cursor) this.#last = [state, seq, session];
+    if (f.session && f.session !== last.session) Object.assign(last, { cursor: seq, session: f.session });
+    else if (seq > last.cursor) last.cursor = seq;
   }
 
   sendACP(message, options = {}) {
@@ -389,7 +389,7 @@ class Attachment extends BaseAttachment {
   }
 
   _state(state, info) {
-    this.#last = [state, this.#last[1], this.#last[2]];
+    this.#last.state = state;
     super._state(state, info);
   }
 

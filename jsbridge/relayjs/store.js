@@ -983,7 +983,6 @@ function writeStreams(db, keys, known, streams, bases, mark, final, blobs, done)
       const rec = known.get(c.stream);
       c.total = bases.has(c.stream) ? bases.get(c.stream) : rec.totalKnown ? rec.total : -1;
       if (c.total >= 0 && rec.past > 0) rec.past = skipRecorded(c, rec.past);
-      c.chunk = chunkOf(c, blobs);
       const made = (rec.made = (rec.made ?? 0) + 1);
       rec.keep = c.keep;
       rec.totalKnown = c.total >= 0 || c.keep <= 0;
@@ -993,6 +992,7 @@ function writeStreams(db, keys, known, streams, bases, mark, final, blobs, done)
           if (total !== 0) chunks.delete(chunkRange(key, 0, MAX_CHUNK_KEY, false));
           total = 0;
         } else if (c.n > 0) {
+          c.chunk = chunkOf(c, blobs); // once its entries are known (skipRecorded)
           chunks.put(c.chunk, [...key, total]);
           total += c.n;
           if (!final) trim(chunks, key, total - c.keep, fail);
@@ -1010,7 +1010,6 @@ function writeStreams(db, keys, known, streams, bases, mark, final, blobs, done)
         try {
           c.total = typeof req.result?.total === "number" ? req.result.total : 0;
           const past = restored ? skipRecorded(c, recordedBy(req.result, c)) : 0;
-          c.chunk = chunkOf(c, blobs);
           const now = known.get(c.stream); // a commit since replaced rec
           if (now.made === made) Object.assign(now, { total: c.keep <= 0 ? 0 : c.total + c.n, totalKnown: true, base: now.base ?? markOf(req.result), past, restored: false });
           put(c.total);

@@ -242,7 +242,7 @@ func (r *runner) writeSend(s *sendCmd) bool {
 	}
 	if s.session != r.pos.session {
 		s.session = r.pos.session
-		if err := s.encode(r.o.Instance); err != nil {
+		if err := s.encode(r.o); err != nil {
 			s.finish(err)
 			return true
 		}

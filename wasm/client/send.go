@@ -34,8 +34,6 @@ type sendCmd struct {
 	// to notify: exactly one of the two is set.
 	done   chan error
 	notify func(error)
-	// limit is the largest frame the relay's browser leg takes (sendLimit).
-	limit int
 	// state moves from sendWaiting to sendTaken when the goroutine starts
 	// writing, or to sendWithdrawn when the caller gives up first: exactly one
 	// of the two wins, so a withdrawn message is never written.
@@ -61,7 +59,7 @@ func newSend(a *Attachment, payload []byte, notify func(error), opts []SendOptio
 	if len(bytes.TrimSpace(payload)) == 0 {
 		return nil, wrap(ErrBadPayload, "empty message", nil)
 	}
-	s := &sendCmd{payload: payload, session: a.Session(), notify: notify, limit: sendLimit(&a.o)}
+	s := &sendCmd{payload: payload, session: a.Session(), notify: notify}
 	if notify == nil {
 		s.done = make(chan error, 1)
 	}
@@ -71,30 +69,28 @@ func newSend(a *Attachment, payload []byte, notify func(error), opts []SendOptio
 	if s.trace != "" && !librelay.ValidTraceID(s.trace) {
 		return nil, wrap(ErrBadOptions, "the trace id is not a librelay trace id", nil)
 	}
-	if err := s.encode(a.o.Instance); err != nil {
+	if err := s.encode(&a.o); err != nil {
 		return nil, err
 	}
 	return s, nil
 }
 
-func (s *sendCmd) encode(instance string) error {
-	f := librelay.Frame{Type: librelay.TypeACPMessage, Instance: instance, Session: s.session, Trace: s.trace, Payload: s.payload}
+// encode makes the message's frame for o's instance. One over
+// o.MaxSendBytes is refused with ErrFrameTooLarge: the relay would discard
+// it and close the connection (4413), and it would be reported sent and
+// lost.
+func (s *sendCmd) encode(o *Options) error {
+	f := librelay.Frame{Type: librelay.TypeACPMessage, Instance: o.Instance, Session: s.session, Trace: s.trace, Payload: s.payload}
 	b, err := librelay.AppendFrame(s.frame[:0], &f)
 	if err != nil {
 		return wrap(ErrBadPayload, "", err) // not one JSON value, or over librelay.MaxFrameBytes
 	}
-	if len(b) > s.limit {
-		return wrap(ErrFrameTooLarge, "its frame is "+uitoa(uint64(len(b)))+" bytes, the limit "+uitoa(uint64(s.limit)), nil)
+	if len(b) > o.MaxSendBytes {
+		return wrap(ErrFrameTooLarge, "its frame is "+uitoa(uint64(len(b)))+" bytes, the limit "+uitoa(uint64(o.MaxSendBytes)), nil)
 	}
 	s.frame = b
 	return nil
 }
-
-// sendLimit is the largest frame SendACP sends (Options.MaxSendBytes). The
-// relay discards a larger message and closes the connection (4413), so one
-// is refused at once, with ErrFrameTooLarge, rather than reported sent and
-// lost.
-func sendLimit(o *Options) int { return o.MaxSendBytes }
 
 // finish reports the message's outcome, once.
 func (s *sendCmd) finish(err error) {
