@@ -189,7 +189,9 @@ export interface AttachOptions extends StreamName {
   /**
    * How long a resume may go unanswered before the runtime is taken not to
    * resume (contenox v1.0.0 never answers): sends are released, the
-   * connection stays up, and resumable turns false. Default 3000. The wait
+   * connection stays up, and resumable turns false. Default 3000. Only a
+   * stream taken up again (a reload, a redial) holds its sends for the
+   * answer, so they follow what it missed; a new stream's go at once. The wait
    * ends at the relay's ack of a heartbeat sent then, so an answer that came
    * while the page was stalled still counts. A resume refused (a runtime
    * answering unsupported_type) means the same at once.

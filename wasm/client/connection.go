@@ -407,10 +407,14 @@ func (r *runner) welcome(f *librelay.Frame) error {
 	if err := r.resume(); err != nil {
 		return err
 	}
-	if !r.resumable {
-		// The runtime did not resume the last time. It is asked again,
-		// but what the application sends does not wait for an answer that
-		// may not come.
+	if !r.resumable || !l.reclaimed {
+		// Sends wait for the resume's answer only so that they follow what
+		// the application missed. A stream this connection starts (the
+		// first, or a new id granted) has missed nothing, and a runtime
+		// that did not resume the last time may never answer: either way
+		// the runtime is asked, but what the application sends does not
+		// wait. Against contenox as it ships, a page's first ACP request
+		// would otherwise wait out ResumeTimeout on every first load.
 		r.streamReady()
 	}
 	return nil

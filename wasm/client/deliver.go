@@ -191,7 +191,8 @@ func (r *runner) resumed(f *librelay.Frame) error {
 }
 
 // streamReady lets queued sends out once the first resume is answered (or
-// given up on), so what the application sends follows what it missed.
+// given up on), so what the application sends follows what it missed; on a
+// connection that starts its stream, at the welcome (see welcome).
 func (r *runner) streamReady() {
 	if !r.l.ready {
 		r.l.ready = true

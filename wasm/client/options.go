@@ -107,18 +107,21 @@ type Options struct {
 	HandshakeTimeout time.Duration
 	// ResumeTimeout is how long a session.resume may go unanswered before
 	// the runtime is taken not to resume (Resumable false): contenox as it
-	// ships keeps no retention and ignores the request. Queued sends are
-	// then released and the connection stays up; the next connection asks
+	// ships keeps no retention and ignores the request. Then queued sends
+	// are released and the connection stays up; the next connection asks
 	// again, and a sequenced frame or a session.resumed makes it resumable
-	// again. Default 3s (DefaultResumeTimeout), well below the heartbeat
-	// timeout, so a send waits little longer than that for a resume that
-	// does not come: the wait ends at the relay's ack of a heartbeat sent
-	// when the time is up, after every frame the relay sent before it, so
-	// an answer that arrived while the client was stalled is not taken for
-	// none. A runtime that refuses the resume is taken not to resume at
-	// once, without the wait: relay.error unsupported_type (it does not
-	// handle the type), or any code but cursor_evicted and those that end
-	// a connection anyway (unknown_instance, runtime_gone …).
+	// again. Sends wait for the answer only on a connection that takes up a
+	// stream (a reclaimed id), so that they follow what was missed; a new
+	// stream has missed nothing, and its sends go out at once. Default 3s
+	// (DefaultResumeTimeout), well below the heartbeat timeout, so a send
+	// waits little longer than that for a resume that does not come: the
+	// wait ends at the relay's ack of a heartbeat sent when the time is up,
+	// after every frame the relay sent before it, so an answer that arrived
+	// while the client was stalled is not taken for none. A runtime that
+	// refuses the resume is taken not to resume at once, without the wait:
+	// relay.error unsupported_type (it does not handle the type), or any
+	// code but cursor_evicted and those that end a connection anyway
+	// (unknown_instance, runtime_gone …).
 	ResumeTimeout time.Duration
 	// SendQueue bounds how many messages may wait while the attachment is
 	// reconnecting; a send beyond it fails with ErrSendQueueFull. Default 256.

@@ -89,6 +89,48 @@ func TestNonResumingChat(t *testing.T) {
 	}
 }
 
+// A stream's first connection has missed nothing, so its sends do not wait
+// for the resume's answer: against contenox as it ships, a page's first
+// ACP request would otherwise wait out ResumeTimeout on every first load.
+// The wait here is longer than any of the test's, so a send held for it
+// never arrives; the attachment is still resumable when the chat is done.
+func TestNewStreamSendsWithoutWaitingForTheResume(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, nil, nonResuming)
+	c := clienttest.NewCollector()
+	o := s.options(client.NewMemoryStore(), c)
+	o.ResumeTimeout = 10 * relaytest.WaitLimit
+	a := s.attach(o)
+	session := startChat(t, c, a)
+	promptCount(t, c, a, 3, session, 20)
+	if !a.Resumable() {
+		t.Fatal("the resume was given up on: its wait ended before the chat")
+	}
+}
+
+// A stream taken up again (a reload) may have missed something, so its
+// sends wait for the resume's answer, or for its wait to end, and go after
+// the loss is told: an application hears that messages are gone before
+// anything it sends can be answered.
+func TestReclaimedStreamSendsAfterTheResume(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, nil, nonResuming)
+	c := clienttest.NewCollector()
+	o := s.options(client.NewMemoryStore(), c)
+	o.ResumeTimeout = resumeWait
+	a := s.attach(o)
+	startChat(t, c, a)
+	a.Close()
+	b := s.attach(o)
+	send(t, b, `{"jsonrpc":"2.0","id":3,"method":"initialize","params":{"protocolVersion":1}}`)
+	c.Lock()
+	told := evictions(c, "not_resumed")
+	c.Unlock()
+	if told != 1 {
+		t.Fatalf("the reload's send went out with %d not_resumed losses told, want 1 before it", told)
+	}
+}
+
 // A drop mid-stream and a reload against a runtime that does not resume:
 // what arrived is never delivered twice, what was sent while the client
 // was away is gone and the loss is reported (not_resumed), and the chat
