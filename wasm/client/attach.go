@@ -17,6 +17,14 @@ type Attachment struct {
 	done chan struct{}
 	err  error // why the attachment ended; written before done is closed
 
+	// closing ends when Close or Abandon is called, before the command
+	// reaches the attachment's goroutine: a dial under way (a token
+	// function that has not answered, a socket still opening) gives up at
+	// once instead of holding the end, and the stream's slot, for up to
+	// HandshakeTimeout.
+	closing     context.Context
+	stopDialing context.CancelFunc
+
 	// Platform signals, set without blocking and read by the attachment's
 	// goroutine when wake fires: the last word on the network wins.
 	wake    chan struct{}
@@ -54,10 +62,11 @@ func Attach(ctx context.Context, o Options) (*Attachment, error) {
 		done: make(chan struct{}),
 		wake: make(chan struct{}, 1),
 	}
+	a.closing, a.stopDialing = context.WithCancel(context.Background())
 	if o.OnStart != nil {
 		o.OnStart(a)
 	}
-	first := startDial(&a.o)
+	first := startDial(a.closing, &a.o)
 	saved, err := o.Store.Load(ctx, a.key)
 	if err != nil {
 		closeDialed(first)
@@ -214,6 +223,7 @@ func (a *Attachment) Abandon(cause error) {
 	if !fatal(cause) {
 		cause = wrap(ErrClosed, "abandoned", cause)
 	}
+	a.stopDialing()
 	select {
 	case a.cmds <- closeCmd{cause}:
 	case <-a.done:

@@ -510,3 +510,65 @@ func TestStoreSlowerThanTheHelloWait(t *testing.T) {
 	}
 	startChat(t, c, a)
 }
+
+// A dial under way gives up when the attachment is closed: an attach
+// canceled while its token function has not answered (a React unmount
+// during a slow token fetch) returns at once, not at HandshakeTimeout, and
+// so does Close during a redial's. Until then the stream's slot stays
+// taken, and another attach of it (the remount) lands on another stream.
+// The handshake's limit here is longer than the test's waits, so a dial
+// that waits it out fails the test.
+func TestCloseEndsADialUnderWay(t *testing.T) {
+	s := newStack(t, nil, nil)
+	c := clienttest.NewCollector()
+	o := s.options(client.NewMemoryStore(), c)
+	o.HandshakeTimeout = 10 * guard
+	asked := make(chan struct{}, 8)
+	var hang atomic.Bool
+	hang.Store(true)
+	o.Credential = func(ctx context.Context) (string, error) {
+		if hang.Load() {
+			asked <- struct{}{}
+			<-ctx.Done()
+			return "", ctx.Err()
+		}
+		return s.env.ClientToken, nil
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	attached := make(chan error, 1)
+	go func() {
+		_, err := client.Attach(ctx, o)
+		attached <- err
+	}()
+	<-asked
+	cancel()
+	select {
+	case err := <-attached:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("the canceled attach returned %v, want context.Canceled", err)
+		}
+	case <-time.After(guard):
+		t.Fatal("the canceled attach waited for its dial's token")
+	}
+
+	hang.Store(false)
+	a := s.attach(o)
+	startChat(t, c, a)
+	hang.Store(true)
+	s.front.Cut()
+	<-asked // the redial's token, which does not come
+	closed := make(chan struct{})
+	go func() {
+		a.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(guard):
+		t.Fatal("Close waited for the redial's token")
+	}
+	if !errors.Is(a.Err(), client.ErrClosed) {
+		t.Fatalf("the attachment ended with %v, want ErrClosed", a.Err())
+	}
+}

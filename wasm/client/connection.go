@@ -43,13 +43,16 @@ func (r *runner) connection() (*link, error) {
 
 // connect is the connection's socket: the first connection's was dialed
 // while Attach loaded the stream's state (startDial), later ones are dialed
-// here.
+// here. Either dial ends when Close or Abandon is called (closing).
 func (r *runner) connect(ctx context.Context) (Conn, error) {
 	if first := r.first; first != nil {
 		r.first = nil
 		d := <-first
 		return d.conn, d.err
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(r.a.closing, cancel)()
 	return dial(ctx, r.o)
 }
 
@@ -66,10 +69,10 @@ type dialed struct {
 // slower than the relay's wait for a hello (the dev relay's HelloTimeout,
 // 10 s) costs that socket: the relay closes it, and the runner redials as
 // after any transient failure.
-func startDial(o *Options) <-chan dialed {
+func startDial(ctx context.Context, o *Options) <-chan dialed {
 	out := make(chan dialed, 1)
 	go func() {
-		conn, err := dial(context.Background(), o)
+		conn, err := dial(ctx, o)
 		out <- dialed{conn, err}
 	}()
 	return out

@@ -75,6 +75,9 @@ func (r *runner) run() {
 	r.setState(StateChange{State: Connecting})
 	for {
 		l, err := r.connection()
+		if l == nil && r.a.closing.Err() != nil {
+			err = r.closed() // the dial gave up for Close; it is no failure
+		}
 		if fatal(err) {
 			r.end(err)
 			return
@@ -156,6 +159,18 @@ func (r *runner) wait(delay time.Duration, cause error) error {
 			}
 		}
 	}
+}
+
+// closed takes the commands that wait while there is no connection up to
+// the Close or Abandon that ended the dial, and returns what ended the
+// attachment: the close's cause, or ErrDetached if a Detach came first.
+func (r *runner) closed() error {
+	for c := range r.a.cmds {
+		if err := r.idleCommand(c); err != nil {
+			return err
+		}
+	}
+	return ErrClosed // not reached: cmds is never closed
 }
 
 // idleCommand handles a command while there is no connection.
