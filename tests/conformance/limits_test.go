@@ -3,10 +3,13 @@ package conformance
 import (
 	"bytes"
 	"context"
+	"net"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
 	"github.com/relaywasm/relaywasm/demo/relay"
 	"github.com/relaywasm/relaywasm/demo/relay/relaytest"
 	"github.com/relaywasm/relaywasm/librelay"
@@ -97,23 +100,103 @@ func TestOversizeRuntimeFrame(t *testing.T) {
 func TestSlowConsumer(t *testing.T) {
 	s := newSuite(t, func(c *relay.Config) {
 		c.Limits.QueueFrames, c.Limits.QueueBytes = 64, 256<<10
-		c.Limits.CloseTimeout = time.Minute // the test reads only after the whole flood
+		c.Limits.CloseTimeout = time.Minute // a hang guard on a loaded machine; an external relay has its own (5 s by default)
 	})
 	rt := s.Connect(t)
-	slow := s.AttachWith(t, "", relaytest.DialOptions{ReadBuf: 16 << 10})
+	slow := s.attachStalled(t)
 	fast := s.Attach(t, "")
-	chunk := `"` + strings.Repeat("s", 64<<10) + `"`
-	for sent := 0; sent < s.floodBytes; sent += len(chunk) {
-		f := librelay.Frame{Type: librelay.TypeACPMessage, Instance: slow.Instance, Session: slow.Session, Payload: []byte(chunk)}
-		if err := rt.Send(f); err != nil {
-			t.Fatalf("runtime held up by a slow consumer: %v", err)
-		}
-	}
+	flood(t, rt, slow.Browser, s.floodBytes)
+	closed := slow.readAgain()
 	rt.Send(librelay.Frame{Type: librelay.TypeACPMessage, Instance: fast.Instance, Session: fast.Session, Payload: []byte(`"marker"`)})
 	if f := mustRead(t, fast); string(f.Payload) != `"marker"` {
 		t.Fatalf("other attachment got %s", f.Payload)
 	}
-	wantClosedWith(t, slow, relayleg.CodeSlowConsumer)
+	if code := <-closed; code != relayleg.CloseSlowConsumer {
+		t.Fatalf("the slow socket ended with %d (negative: without relay.error slow_consumer), want 4429", code)
+	}
+}
+
+// flood sends n bytes of acp.message to b's route from the runtime, failing
+// the test if the runtime is held up.
+func flood(t *testing.T, rt *relaytest.Runtime, b *relaytest.Browser, n int) {
+	t.Helper()
+	chunk := []byte(`"` + strings.Repeat("s", 64<<10) + `"`)
+	for sent := 0; sent < n; sent += len(chunk) {
+		f := librelay.Frame{Type: librelay.TypeACPMessage, Instance: b.Instance, Session: b.Session, Payload: chunk}
+		if err := rt.Send(f); err != nil {
+			t.Fatalf("runtime held up by a socket that stopped reading: %v", err)
+		}
+	}
+}
+
+// stalledSocket is an attachment whose socket stops reading, with a 16 KiB
+// kernel receive buffer so that the relay's queue for it fills after a short
+// flood rather than after the kernel's megabytes of buffers. It keeps its TCP
+// connection (relaytest's DialOptions.ReadBuf does not) so that readAgain can
+// give the buffer back.
+type stalledSocket struct {
+	*relaytest.Browser
+	tcp *net.TCPConn
+}
+
+// attachStalled dials and completes a hello as relaytest's Attach does.
+func (s *suite) attachStalled(t *testing.T) *stalledSocket {
+	t.Helper()
+	st := &stalledSocket{}
+	d := &net.Dialer{}
+	tr := &http.Transport{TLSClientConfig: s.TLS, DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := d.DialContext(ctx, network, addr)
+		if tc, ok := c.(*net.TCPConn); ok && err == nil {
+			tc.SetReadBuffer(16 << 10)
+			st.tcp = tc
+		}
+		return c, err
+	}}
+	h := http.Header{}
+	if s.Origin != "" {
+		h.Set("Origin", s.Origin)
+	}
+	ws, _, err := websocket.Dial(t.Context(), s.AttachURL, &websocket.DialOptions{
+		Subprotocols: []string{relayleg.Subprotocol, relayleg.BearerSubprotocol(s.ClientToken)},
+		HTTPHeader:   h, HTTPClient: &http.Client{Transport: tr},
+	})
+	if err != nil {
+		t.Fatalf("dial browser leg: %v", err)
+	}
+	ws.SetReadLimit(-1)
+	t.Cleanup(func() { ws.CloseNow() })
+	st.Browser = &relaytest.Browser{WS: ws}
+	f, nonce, err := st.Hello(s.Instance, "", librelay.ProtocolVersion)
+	if err != nil {
+		t.Fatalf("hello: %v", err)
+	}
+	if err := relaytest.CheckWelcome(f, s.Key, nonce, s.Instance); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// readAgain starts reading the socket, as a page that comes back does, and
+// reports how it ended: the close code, negated when no relay.error
+// slow_consumer came before it. A relay that sheds a socket still writes
+// what it had queued, and cuts a socket that has not read it all within its
+// close timeout (5 s for the dev relay's defaults), so the socket reads it
+// at once and at a normal pace: the receive buffer goes back to a normal
+// size first. Left at 16 KiB, less than loopback's 64 KiB segment, the
+// kernel read the dev relay's default 16 MiB queue at about 150 KB/s (it
+// announces room only when a segment fits), and the relay rightly cut the
+// socket.
+func (st *stalledSocket) readAgain() <-chan relayleg.CloseCode {
+	st.tcp.SetReadBuffer(1 << 20)
+	closed := make(chan relayleg.CloseCode, 1)
+	go func() {
+		frames, code := readUntilClosedWithin(st.Browser, 2*time.Minute)
+		if !hasError(frames, relayleg.CodeSlowConsumer) {
+			code = -code
+		}
+		closed <- code
+	}()
+	return closed
 }
 
 // heartbeatSuite is a relay with a short heartbeat interval in-process, or
@@ -194,7 +277,10 @@ const stalledAttachments = 16
 // Sockets that stop reading never hold up their instance: each is shed
 // (slow_consumer, close 4429) as soon as its queue is full, without the
 // runtime leg waiting for it, so the runtime's frames keep flowing and a
-// healthy attachment of the same instance gets its marker.
+// healthy attachment of the same instance gets its marker. Each socket
+// stops reading for its own flood and reads again as soon as that ends
+// (readAgain: the relay cuts one that has not read its queue within the
+// close timeout), while the next socket's flood goes on.
 func TestStalledConsumersShedAtOnce(t *testing.T) {
 	// 128 MiB of flood through TLS under -race takes this machine a minute,
 	// and the stalled sockets' last frames then outlast the raw client's
@@ -203,42 +289,26 @@ func TestStalledConsumersShedAtOnce(t *testing.T) {
 	need(t, !(overTLS && raceEnabled), "too slow over TLS under -race")
 	s := newSuite(t, func(c *relay.Config) {
 		c.Limits.QueueFrames, c.Limits.QueueBytes = 64, 256<<10
-		c.Limits.CloseTimeout = 10 * time.Minute // a hang guard: the test reads only after all 16 floods
-		c.Limits.HeartbeatInterval = time.Hour   // the raw runtime answers no probe
+		c.Limits.CloseTimeout = time.Minute    // a hang guard on a loaded machine; an external relay has its own (5 s by default)
+		c.Limits.HeartbeatInterval = time.Hour // the raw runtime answers no probe
 	})
 	rt := s.Connect(t)
-	var stalled []*relaytest.Browser
+	var stalled []*stalledSocket
 	for range stalledAttachments {
-		stalled = append(stalled, s.AttachWith(t, "", relaytest.DialOptions{ReadBuf: 16 << 10}))
+		stalled = append(stalled, s.attachStalled(t))
 	}
 	healthy := s.Attach(t, "")
-	chunk := `"` + strings.Repeat("s", 64<<10) + `"`
+	var closed []<-chan relayleg.CloseCode
 	for _, slow := range stalled {
-		for sent := 0; sent < s.floodBytes; sent += len(chunk) {
-			f := librelay.Frame{Type: librelay.TypeACPMessage, Instance: slow.Instance, Session: slow.Session, Payload: []byte(chunk)}
-			if err := rt.Send(f); err != nil {
-				t.Fatalf("runtime held up by stalled consumers: %v", err)
-			}
-		}
+		flood(t, rt, slow.Browser, s.floodBytes)
+		closed = append(closed, slow.readAgain())
 	}
 	rt.Send(librelay.Frame{Type: librelay.TypeACPMessage, Instance: healthy.Instance, Session: healthy.Session, Payload: []byte(`"marker"`)})
 	if f := mustRead(t, healthy); string(f.Payload) != `"marker"` {
 		t.Fatalf("the healthy attachment got %s", f.Payload)
 	}
-	// All at once: a socket left waiting while the test read the others
-	// could see its close handshake time out.
-	codes := make(chan relayleg.CloseCode, len(stalled))
-	for _, slow := range stalled {
-		go func() {
-			frames, code := readUntilClosedWithin(slow, 2*time.Minute)
-			if !hasError(frames, relayleg.CodeSlowConsumer) {
-				code = -code // no relay.error slow_consumer before the close
-			}
-			codes <- code
-		}()
-	}
-	for range stalled {
-		if code := <-codes; code != relayleg.CloseSlowConsumer {
+	for _, c := range closed {
+		if code := <-c; code != relayleg.CloseSlowConsumer {
 			t.Fatalf("a stalled socket ended with %d (negative: without relay.error slow_consumer), want 4429", code)
 		}
 	}
@@ -256,9 +326,9 @@ func hasError(frames []librelay.Frame, code string) bool {
 }
 
 // readUntilClosedWithin is Browser.ReadUntilClosed with a longer guard on
-// each read than relaytest.IOTimeout: sixteen sockets drained at once, under
-// -race on a loaded machine, can take longer than that (a hang guard, not a
-// claim about speed).
+// each read than relaytest.IOTimeout: a socket drained while the next
+// sockets' floods run, under -race on a loaded machine, can wait longer than
+// that (a hang guard, not a claim about speed).
 func readUntilClosedWithin(b *relaytest.Browser, guard time.Duration) ([]librelay.Frame, relayleg.CloseCode) {
 	var frames []librelay.Frame
 	for {
