@@ -33,6 +33,7 @@ import (
 	"net/url"
 	"os"
 	"sync"
+	"syscall"
 
 	"github.com/relaywasm/relaywasm/demo/devruntime"
 	"github.com/relaywasm/relaywasm/demo/relay"
@@ -314,7 +315,7 @@ func (s *Stack) startRelay(addr string) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		rl.Close()
-		return errors.Join(ErrStack, err)
+		return listenError(addr, err)
 	}
 	if tc := rl.TLSConfig(); tc != nil {
 		ln = tls.NewListener(ln, tc)
@@ -338,6 +339,18 @@ func (s *Stack) startRelay(addr string) error {
 		}
 	}()
 	return nil
+}
+
+// listenError is a failed listen on addr, on one line (errors.Join put
+// ErrStack on a line of its own, which the demo's log showed as "stack\n…"),
+// saying what to do when another program holds the address: make demo's
+// 127.0.0.1:8080 is often taken, and the fix is the demo's -addr.
+func listenError(addr string, err error) error {
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return fmt.Errorf("%w: %s is taken by another program; pick another address with -addr "+
+			"(make demo DEMO_FLAGS=-addr=127.0.0.1:8081): %w", ErrStack, addr, err)
+	}
+	return fmt.Errorf("%w: %w", ErrStack, err)
 }
 
 // stopRelay closes the listener first, so no new connection reaches a
