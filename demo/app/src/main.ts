@@ -19,7 +19,7 @@
 //   relay     the relay's attach URL (default ws(s)://<this host>/v1/attach)
 //   instance  the runtime instance (default "demo")
 //   token     the bearer credential (default "dev-token")
-//   key       the relay's public key to pin (optional)
+//   key       the relay's public key to pin (optional; URL-escaped or not)
 //   worker    "1" runs relay.wasm in a Web Worker (loadRelay({worker: true}))
 //
 // window.__app is a read-only view of the app's state for tests.
@@ -40,7 +40,8 @@ const config = {
   relay: setting("relay", `${scheme}://${location.host}/v1/attach`),
   instance: setting("instance", "demo"),
   token: setting("token", "dev-token"),
-  key: setting("key", ""),
+  // A base64 key pasted unescaped (as the demo prints it) has its "+" read as a space.
+  key: setting("key", "").replaceAll(" ", "+"),
   worker: setting("worker", "") === "1",
 };
 const sessionKey = `relaywasm-demo-app:${config.instance}:session`;
