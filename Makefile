@@ -21,7 +21,8 @@ ENGINE  ?= chromium
 
 export PATH := /usr/local/go/bin:$(PATH)
 
-.PHONY: all test test-browser demo demo-app app wasm npm size fuzz bench vet acpsdk browsers chromium brotli node clean
+.PHONY: all test test-browser demo demo-app app wasm npm size fuzz bench vet acpsdk browsers chromium brotli node clean \
+	engine-chromium engine-firefox engine-webkit engine-wpe
 
 all: test
 
@@ -54,10 +55,8 @@ browser-%:
 
 ## test-browser: the browser suites in one engine: make test-browser ENGINE=chromium|firefox|webkit|wpe.
 ## wpe is WPE WebKit 2.38 (about Safari 16, the older iPhones), not part of make test.
-test-browser: browsers wasm app acpsdk
-	@if [ "$(ENGINE)" = wpe ]; then \
-		{ command -v WPEWebDriver && command -v cog; } >/dev/null 2>&1 || $(call apt,wpewebkit-driver cog); \
-	fi
+# Only ENGINE's browser is installed or checked: the suites start no other.
+test-browser: engine-$(ENGINE) wasm app acpsdk
 	ENGINE=$(ENGINE) $(GO) test -timeout 10m ./tests/e2e/
 	ENGINE=$(ENGINE) tests/browser/run.sh
 
@@ -136,10 +135,19 @@ chromium:
 	@command -v chromium >/dev/null 2>&1 || $(call apt,chromium)
 
 # browsers: the three engines (Debian's packages), each installed when missing.
-browsers: chromium
+browsers: $(addprefix engine-,$(ENGINES))
+
+# engine-NAME: one engine's browser (and what drives it), installed when missing.
+engine-chromium: chromium
+engine-firefox:
 	@command -v firefox-esr >/dev/null 2>&1 || $(call apt,firefox-esr)
+engine-webkit:
 	@{ command -v WebKitWebDriver && command -v Xvfb && command -v xauth; } >/dev/null 2>&1 || \
 		$(call apt,webkit2gtk-driver xvfb xauth)
+engine-wpe:
+	@{ command -v WPEWebDriver && command -v cog; } >/dev/null 2>&1 || $(call apt,wpewebkit-driver cog)
+engine-%:
+	@echo "ENGINE must be chromium, firefox, webkit or wpe, not $*" >&2; exit 2
 
 node:
 	@command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || $(call apt,nodejs npm)
