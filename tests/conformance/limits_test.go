@@ -277,11 +277,18 @@ const stalledAttachments = 16
 // Sockets that stop reading never hold up their instance: each is shed
 // (slow_consumer, close 4429) as soon as its queue is full, without the
 // runtime leg waiting for it, so the runtime's frames keep flowing and a
-// healthy attachment of the same instance gets its marker. Each socket
-// stops reading for its own flood and reads again as soon as that ends
-// (readAgain: the relay cuts one that has not read its queue within the
-// close timeout), while the next socket's flood goes on.
+// healthy attachment of the same instance gets its marker.
+//
+// In-process only: the sockets stay stalled together until every flood is
+// sent, and then read sixteen queues, which takes longer than a relay's
+// usual close timeout (5 s for the dev relay's defaults, which cuts a socket
+// that has not read its queue by then); the test sets it long. Reading each
+// socket as soon as its own flood ends, as TestSlowConsumer does, would fit
+// in 5 s on an idle machine but not on a loaded one (1 of 3 runs against the
+// TLS dev relay failed at a load of 23 on 2 cores), and would no longer
+// stall the sockets together.
 func TestStalledConsumersShedAtOnce(t *testing.T) {
+	needInProcess(t, "sets the relay's close timeout beyond the time sixteen stalled sockets take to read their queues")
 	// 128 MiB of flood through TLS under -race takes this machine a minute,
 	// and the stalled sockets' last frames then outlast the raw client's
 	// 20 s read guard; the shedding does not depend on the transport, and
@@ -289,26 +296,36 @@ func TestStalledConsumersShedAtOnce(t *testing.T) {
 	need(t, !(overTLS && raceEnabled), "too slow over TLS under -race")
 	s := newSuite(t, func(c *relay.Config) {
 		c.Limits.QueueFrames, c.Limits.QueueBytes = 64, 256<<10
-		c.Limits.CloseTimeout = time.Minute    // a hang guard on a loaded machine; an external relay has its own (5 s by default)
-		c.Limits.HeartbeatInterval = time.Hour // the raw runtime answers no probe
+		c.Limits.CloseTimeout = 10 * time.Minute // a hang guard: the test reads only after all 16 floods
+		c.Limits.HeartbeatInterval = time.Hour   // the raw runtime answers no probe
 	})
 	rt := s.Connect(t)
-	var stalled []*stalledSocket
+	var stalled []*relaytest.Browser
 	for range stalledAttachments {
-		stalled = append(stalled, s.attachStalled(t))
+		stalled = append(stalled, s.AttachWith(t, "", relaytest.DialOptions{ReadBuf: 16 << 10}))
 	}
 	healthy := s.Attach(t, "")
-	var closed []<-chan relayleg.CloseCode
 	for _, slow := range stalled {
-		flood(t, rt, slow.Browser, s.floodBytes)
-		closed = append(closed, slow.readAgain())
+		flood(t, rt, slow, s.floodBytes)
 	}
 	rt.Send(librelay.Frame{Type: librelay.TypeACPMessage, Instance: healthy.Instance, Session: healthy.Session, Payload: []byte(`"marker"`)})
 	if f := mustRead(t, healthy); string(f.Payload) != `"marker"` {
 		t.Fatalf("the healthy attachment got %s", f.Payload)
 	}
-	for _, c := range closed {
-		if code := <-c; code != relayleg.CloseSlowConsumer {
+	// All at once: a socket left waiting while the test read the others
+	// could see its close handshake time out.
+	codes := make(chan relayleg.CloseCode, len(stalled))
+	for _, slow := range stalled {
+		go func() {
+			frames, code := readUntilClosedWithin(slow, 2*time.Minute)
+			if !hasError(frames, relayleg.CodeSlowConsumer) {
+				code = -code // no relay.error slow_consumer before the close
+			}
+			codes <- code
+		}()
+	}
+	for range stalled {
+		if code := <-codes; code != relayleg.CloseSlowConsumer {
 			t.Fatalf("a stalled socket ended with %d (negative: without relay.error slow_consumer), want 4429", code)
 		}
 	}
@@ -326,9 +343,9 @@ func hasError(frames []librelay.Frame, code string) bool {
 }
 
 // readUntilClosedWithin is Browser.ReadUntilClosed with a longer guard on
-// each read than relaytest.IOTimeout: a socket drained while the next
-// sockets' floods run, under -race on a loaded machine, can wait longer than
-// that (a hang guard, not a claim about speed).
+// each read than relaytest.IOTimeout: sixteen sockets drained at once, under
+// -race on a loaded machine, can take longer than that (a hang guard, not a
+// claim about speed).
 func readUntilClosedWithin(b *relaytest.Browser, guard time.Duration) ([]librelay.Frame, relayleg.CloseCode) {
 	var frames []librelay.Frame
 	for {
