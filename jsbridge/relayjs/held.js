@@ -19,6 +19,14 @@
 // refs of an attachment's sockets grow from one socket to the next (a
 // socket's handle is in its refs, and handles only grow), so an
 // attachment's texts wait in one queue, in the order of their refs.
+//
+// Nor does the attachment remember every socket it had: a tab open for days
+// reconnects thousands of times. A socket is forgotten once no commit can
+// take a text of its: when a commit takes a text of a later socket (the
+// commit order), or when a later socket joins while no text is held (the
+// engine dials the next socket only once it has closed this one: no text
+// of it comes after). Texts still held when the next socket joins (messages
+// never accepted) keep their socket until the next commit.
 
 const groups = new Map(); // attachment (Go's handle) -> {refs, texts, head, sockets}
 const groupOf = new Map(); // socket handle -> attachment
@@ -30,8 +38,17 @@ export function join(socket, attachment) {
     g = { refs: [], texts: [], head: 0, sockets: [] };
     groups.set(attachment, g);
   }
+  if (g.head === g.refs.length) forget(g, socket); // no text of theirs to take
   g.sockets.push(socket);
   groupOf.set(socket, attachment);
+}
+
+// forget lets the group's sockets before socket go: no commit takes a text
+// of theirs any more. Sockets join in the order of their handles.
+function forget(g, socket) {
+  let n = 0;
+  while (n < g.sockets.length && g.sockets[n] < socket) groupOf.delete(g.sockets[n++]);
+  if (n > 0) g.sockets.splice(0, n);
 }
 
 /**
@@ -60,6 +77,7 @@ export function take(socket, ref) {
   const found = i < refs.length && refs[i] === ref;
   const text = found ? texts[i] : undefined;
   g.head = found ? i + 1 : i;
+  if (g.sockets[0] !== socket) forget(g, socket); // commits come in ref order
   // Drop the ones let go once they are half the queue or more: a splice
   // moves no more than it drops.
   if (g.head > 64 && 2 * g.head >= refs.length) {
@@ -76,6 +94,15 @@ export function release(attachment) {
   if (g === undefined) return;
   for (const s of g.sockets) groupOf.delete(s);
   groups.delete(attachment);
+}
+
+/**
+ * joined is the number of sockets whose texts may still be taken, for every
+ * attachment (for tests: it stays small however often an attachment
+ * reconnects).
+ */
+export function joined() {
+  return groupOf.size;
 }
 
 /** held is the number of texts held, for every attachment (for tests). */
