@@ -211,20 +211,27 @@ const ops = {
       token: o.token ?? (() => askToken(h)),
       onMessage() {}, // never called: DELIVERY takes the batches
       onState(state, info) {
+        // An attachment that ends on its own (superseded, unauthorized on a
+        // redial) is dropped by the page (remote.js), whose close() or
+        // detach() then never comes here: it is let go now.
+        if (state === "closed") atts.delete(h);
         post({ t: "state", h, state, info, now: live(this) });
       },
       onEvicted: (info) => post({ t: "evicted", h, info }),
       [DELIVERY]: delivery(h),
     });
-    atts.set(h, att);
+    if (att.state !== "closed") atts.set(h, att); // not if it ended already
     return { name: att.name, now: [att.state, att.cursor, att.session], place: att._place ?? null };
   },
   stored: (relayID, stream) => relayOf(relayID).history(stream),
   send: (h, text, trace, signal) => att(h).sendACP(text, { trace, signal }),
   resume: (h, afterSeq) => att(h).resume(afterSeq),
   history: (h) => att(h).history(),
-  detach: (h) => att(h).detach().finally(() => atts.delete(h)),
-  close: (h) => att(h).close().finally(() => atts.delete(h)),
+  detach: (h) => atts.get(h)?.detach().finally(() => atts.delete(h)),
+  close: (h) => atts.get(h)?.close().finally(() => atts.delete(h)),
+  // How many attachments the worker holds (for tests: those that ended are
+  // let go, though the page never calls close() or detach() for them).
+  attachments: () => atts.size,
 };
 
 // codeOf is the RelayError code the page rejects a call with: a
@@ -240,9 +247,13 @@ function relayOf(id) {
   return relay;
 }
 
+// att is the attachment the page calls h. One that ended was let go (its
+// onState): a call on it fails as relay.js's would, with wasm_exited once
+// relay.wasm has exited; close() and detach() of it do nothing (ops), as
+// they do for an attachment that ended, which the page may not know yet.
 function att(h) {
   const a = atts.get(h);
-  if (!a) throw new RelayError("closed", "the attachment is closed");
+  if (!a) throw B.gone ?? new RelayError("closed", "the attachment is closed");
   return a;
 }
 

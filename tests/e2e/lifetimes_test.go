@@ -1,0 +1,142 @@
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// lifetimesPage attaches in main or worker mode (?worker) and records what
+// its handler sees (window.__l): each message's [seq, att.cursor read in
+// the handler], and how many messages each batch held (a batch is what the
+// handler gets in one turn, with no microtask in between). The page's
+// Workers and WebSockets are recorded as relay.js makes them (the test
+// looks at them, relay.js has no hook): in worker mode, the worker's
+// answers to calls the test makes itself; in main mode, whether the
+// socket has brought a prompt's answer (holdChunk: the handler holds the
+// next chunk until then, so that the batch after it holds the rest).
+const lifetimesPage = `<!doctype html><html lang="en"><title>lifetimes</title>
+<script type="module">
+import { loadRelay } from "/relay.js";
+const X = (window.__l = { ready: false, error: null, states: [], got: [], batches: [], answers: new Map(),
+  workers: [], replies: new Map(), sockets: [], arrived: null, holdChunk: false, badToken: false });
+const W = globalThis.Worker;
+globalThis.Worker = class extends W {
+  constructor(...args) {
+    super(...args);
+    X.workers.push(this);
+    this.addEventListener("message", ({ data }) => data?.t === "reply" && X.replies.set(data.id, data));
+  }
+};
+let answered = () => {};
+const WS = globalThis.WebSocket;
+globalThis.WebSocket = class extends WS {
+  constructor(...args) {
+    super(...args);
+    X.sockets.push(this);
+    this.addEventListener("message", (ev) => typeof ev.data === "string" && ev.data.includes("stopReason") && answered());
+  }
+};
+let inTurn = false;
+try {
+  const relay = await loadRelay({ worker: location.search.includes("worker") });
+  X.mode = relay.mode;
+  X.att = await relay.attach({
+    url: "ws://" + location.host + "/v1/attach", instance: "demo", name: "lifetimes",
+    token: () => (X.badToken ? "not-the-token" : "dev-token"),
+    onMessage(m, meta) {
+      if (!inTurn) {
+        inTurn = true;
+        X.batches.push(0);
+        queueMicrotask(() => (inTurn = false));
+      }
+      X.batches[X.batches.length - 1]++;
+      X.got.push([meta.seq, X.att ? X.att.cursor : -1]);
+      if (m?.id !== undefined && m.method === undefined) X.answers.set(m.id, m);
+      if (X.holdChunk && m?.params?.update?.sessionUpdate === "agent_message_chunk") {
+        X.holdChunk = false;
+        return new Promise((resolve) => (answered = resolve));
+      }
+    },
+    onState: (state, info) => X.states.push({ state, code: info.code ?? "" }),
+  });
+  let id = 1;
+  X.request = (method, params) => {
+    const n = id++;
+    X.att.sendACP({ jsonrpc: "2.0", id: n, method, params });
+    return n;
+  };
+  X.ready = true;
+} catch (e) {
+  X.error = String(e?.message ?? e);
+}
+</script></html>`
+
+// lifetimesTab opens lifetimesPage in mode ("main" or "worker") on a stack
+// of its own, once the attachment is open.
+func lifetimesTab(t *testing.T, mode string) *tab {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "lifetimes.html"), []byte(lifetimesPage), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := startStackServing(t, dir, 0)
+	tb := openTab(t, newBrowser(t), "lifetimes", s.PageURL()+"lifetimes.html?"+mode)
+	tb.waitFor("the page to attach", `window.__l && (__l.ready || __l.error !== null)`)
+	var start struct {
+		Error *string
+		Mode  string
+	}
+	tb.eval(`({error: __l.error, mode: __l.mode})`, &start)
+	if start.Error != nil || start.Mode != mode {
+		t.Fatalf("the page started in mode %q (error %v), want %q", start.Mode, start.Error, mode)
+	}
+	tb.waitFor("the attachment to open", `__l.att.state === "open"`)
+	return tb
+}
+
+// In worker mode an attachment that ends on its own (here: its token is
+// refused on a redial) is let go by the worker too. The page drops it at
+// once, so its close() or detach(), the only calls that let it go before,
+// never reach the worker; the worker kept it, and what it holds, for the
+// page's life. The test asks the worker itself how many it holds (a call
+// it posts to the worker, as the page's calls go).
+func TestWorkerLetsGoOfAnAttachmentThatEnded(t *testing.T) {
+	t.Parallel()
+	tb := lifetimesTab(t, "worker")
+	held := func(id string) int {
+		tb.eval(`__l.workers[0].postMessage({ t: "call", id: `+id+`, op: "attachments", args: [] }), null`, nil)
+		tb.waitFor("the worker's answer", `__l.replies.has(`+id+`)`)
+		var reply struct {
+			OK    bool
+			Value int
+		}
+		tb.eval(`__l.replies.get(`+id+`)`, &reply)
+		if !reply.OK {
+			t.Fatalf("the worker did not answer: %+v", reply)
+		}
+		return reply.Value
+	}
+	// Ids no call of the page's has.
+	if n := held("1073741824"); n != 1 {
+		t.Fatalf("the worker holds %d attachments while the page's is open, want 1", n)
+	}
+	tb.eval(`__l.badToken = true, dispatchEvent(new Event("offline")), null`, nil)
+	tb.waitFor("the attachment offline", `__l.att.state === "offline"`)
+	tb.eval(`dispatchEvent(new Event("online")), null`, nil)
+	tb.waitFor("the attachment to end", `__l.states.some((s) => s.state === "closed")`)
+	var ended struct{ State, Code string }
+	tb.eval(`({state: __l.att.state, code: __l.states.at(-1).code})`, &ended)
+	if ended.State != "closed" || ended.Code != "unauthorized" {
+		t.Fatalf("the attachment is %q (code %q), want closed with unauthorized", ended.State, ended.Code)
+	}
+	if n := held("1073741825"); n != 0 {
+		t.Fatalf("the worker holds %d attachments after the page's ended, want none", n)
+	}
+	// What the page calls on it still fails as it did: closed.
+	var send struct{ Code string }
+	tb.eval(`__l.att.sendACP({ jsonrpc: "2.0", method: "x" }).then(() => ({ code: "" }), (e) => ({ code: e.code }))`, &send)
+	if send.Code != "closed" {
+		t.Fatalf("a sendACP after the end rejected with %q, want closed", send.Code)
+	}
+}
