@@ -227,7 +227,8 @@ export interface Attachment {
   /**
    * The seq of the last message onMessage accepted; stored (within the
    * commit window, see LoadOptions.commitWindowMs), so a reload resumes
-   * after it.
+   * after it. Read in onMessage it is that of the message before the one
+   * being delivered, within a batch too, in either mode.
    */
   readonly cursor: number;
   /** The attachment id the relay granted. */

@@ -235,6 +235,10 @@ class Attachment extends BaseAttachment {
   #last = { state: "connecting", cursor: 0, session: "" }; // kept for after the end
   #over = false; // close() or detach() was called, or the attachment ended: no more deliveries
   #held = null; // {waitID, n}: the batch a handler's Promise holds, n of it accepted before
+  // The seq and session of the last message the handlers accepted in the
+  // delivery under way (seq 0: none), which Go counts only when it ends.
+  #tookSeq = 0;
+  #tookSession = "";
   _attached = false; // attach resolved: the application has it
 
   constructor(handle, slot, options) {
@@ -268,10 +272,16 @@ class Attachment extends BaseAttachment {
   get session() {
     return this.#info().session;
   }
+  // #info is the last state, cursor and session: Go's, but during a
+  // delivery the cursor is the last seq the handlers accepted (a handler
+  // reading it sees the message before its own, as in worker mode), which
+  // Go learns when the batch ends.
   #info() {
+    const last = this.#last;
     const live = B.attachments.has(this._handle) ? B.api.info(this._handle) : null;
-    if (live) [this.#last.state, this.#last.cursor, this.#last.session] = live;
-    return this.#last;
+    if (live) [last.state, last.cursor, last.session] = live;
+    if (this.#tookSeq > last.cursor && (this.#tookSession === last.session || this.#tookSession === "")) last.cursor = this.#tookSeq;
+    return last;
   }
 
   // #accepted keeps a message the handler accepted as the last known
@@ -280,6 +290,10 @@ class Attachment extends BaseAttachment {
   #accepted(f) {
     const last = this.#last;
     const seq = f.seq ?? 0;
+    if (seq > 0) {
+      this.#tookSeq = seq;
+      this.#tookSession = f.session ?? "";
+    }
     if (f.session && f.session !== last.session) Object.assign(last, { cursor: seq, session: f.session });
     else if (seq > last.cursor) last.cursor = seq;
   }
@@ -362,6 +376,7 @@ class Attachment extends BaseAttachment {
           (e) => {
             if (!still()) return;
             if (e !== PAUSED) report("onMessage", e);
+            this.#tookSeq = 0; // Go has the count
             B.done(waitID, DONE_OK, i);
           },
         );
@@ -379,11 +394,14 @@ class Attachment extends BaseAttachment {
   #counted() {
     const held = this.#held;
     this.#held = null;
-    if (held) B.done(held.waitID, DONE_OK, held.n);
+    if (!held) return;
+    this.#tookSeq = 0; // Go has the count
+    B.done(held.waitID, DONE_OK, held.n);
   }
   #delivered(n, waitID, from) {
     // Called from a Promise continuation, the count must be sent; called
     // from Go's synchronous call (from 0), it is returned.
+    this.#tookSeq = 0; // Go has the count
     if (from > 0) B.done(waitID, DONE_OK, n);
     return n;
   }
@@ -405,6 +423,7 @@ class Attachment extends BaseAttachment {
   _ended() {
     this.#over = true;
     this.#held = null;
+    this.#tookSeq = 0; // what Go counted is all that counts now
     this.#info();
     this.#slot.release();
   }

@@ -4,6 +4,7 @@ package browser
 
 import (
 	"context"
+	"strconv"
 	"syscall/js"
 	"testing"
 	"time"
@@ -49,4 +50,42 @@ func TestHeldSocketsStayFewOverReconnects(t *testing.T) {
 	if after := held.Call("joined").Int(); after > before {
 		t.Fatalf("held.js knows %d sockets after %d reconnects, %d before: it keeps the attachment's old sockets", after, cycles, before)
 	}
+}
+
+// seeingJS records, for each message its onMessage gets, [seq, the
+// attachment's cursor read in the handler].
+const seeingJS = `export function seeing() {
+  const s = { seen: [], att: null };
+  s.onMessage = (m, meta) => { s.seen.push([meta.seq, s.att === null ? -1 : s.att.cursor]); };
+  return s;
+}`
+
+var seeing = testModule("seeing.js", seeingJS)
+
+// att.cursor is the seq of the last message onMessage accepted, also while
+// a batch is being delivered: the third message of a batch sees the second
+// one's, as in worker mode. Before, the main thread said the cursor from
+// before the batch, which relay.wasm moves only once the batch is done.
+func TestCursorMovesWithinABatch(t *testing.T) {
+	ctx := testContext(t)
+	fr := newFakeRelay(t)
+	s := seeing(t).Call("seeing")
+	att := must(t, ctx, loadRelay(t, ctx, nil).Call("attach", map[string]any{
+		"url": fr.Get("url"), "instance": "fake-inst", "token": "t", "name": "cursor",
+		"onMessage": s.Get("onMessage"),
+	}))
+	defer func() { must(t, ctx, att.Call("close")) }()
+	s.Set("att", att)
+	must(t, ctx, fr.Call("until", js.FuncOf(func(_ js.Value, args []js.Value) any {
+		return args[0].Get("answered").Int() == 1
+	}), "the first resume answered"))
+	frame := func(seq int) any {
+		return `{"type":"acp.message","instance":"fake-inst","session":"att-fake","seq":` + strconv.Itoa(seq) + `,"payload":{"n":` + strconv.Itoa(seq) + `}}`
+	}
+	fr.Call("push", frame(1), frame(2), frame(3)) // one task: one batch
+	waitUntil(t, ctx, "three messages", func() bool { return s.Get("seen").Length() == 3 })
+	if got := stringify(s.Get("seen")); got != "[[1,0],[2,1],[3,2]]" {
+		t.Fatalf("[seq, cursor in the handler]: %s, want [[1,0],[2,1],[3,2]]", got)
+	}
+	waitCursor(t, ctx, att, 3)
 }

@@ -13,8 +13,9 @@ import (
 // Workers and WebSockets are recorded as relay.js makes them (the test
 // looks at them, relay.js has no hook): in worker mode, the worker's
 // answers to calls the test makes itself; in main mode, whether the
-// socket has brought a prompt's answer (holdChunk: the handler holds the
-// next chunk until then, so that the batch after it holds the rest).
+// socket has brought a prompt's answer (holdChunk = stopped: the handler
+// holds the next chunk until then, so that the batch after it holds the
+// rest of the stream).
 const lifetimesPage = `<!doctype html><html lang="en"><title>lifetimes</title>
 <script type="module">
 import { loadRelay } from "/relay.js";
@@ -28,13 +29,16 @@ globalThis.Worker = class extends W {
     this.addEventListener("message", ({ data }) => data?.t === "reply" && X.replies.set(data.id, data));
   }
 };
+X.stopped = 0; // the prompts' answers the page's sockets brought
 let answered = () => {};
 const WS = globalThis.WebSocket;
 globalThis.WebSocket = class extends WS {
   constructor(...args) {
     super(...args);
     X.sockets.push(this);
-    this.addEventListener("message", (ev) => typeof ev.data === "string" && ev.data.includes("stopReason") && answered());
+    this.addEventListener("message", (ev) => {
+      if (typeof ev.data === "string" && ev.data.includes("stopReason")) X.stopped++, answered();
+    });
   }
 };
 let inTurn = false;
@@ -53,9 +57,10 @@ try {
       X.batches[X.batches.length - 1]++;
       X.got.push([meta.seq, X.att ? X.att.cursor : -1]);
       if (m?.id !== undefined && m.method === undefined) X.answers.set(m.id, m);
-      if (X.holdChunk && m?.params?.update?.sessionUpdate === "agent_message_chunk") {
+      if (X.holdChunk !== false && m?.params?.update?.sessionUpdate === "agent_message_chunk") {
+        const before = X.holdChunk; // X.stopped when the prompt went
         X.holdChunk = false;
-        return new Promise((resolve) => (answered = resolve));
+        if (X.stopped === before) return new Promise((resolve) => (answered = resolve));
       }
     },
     onState: (state, info) => X.states.push({ state, code: info.code ?? "" }),
@@ -138,5 +143,45 @@ func TestWorkerLetsGoOfAnAttachmentThatEnded(t *testing.T) {
 	tb.eval(`__l.att.sendACP({ jsonrpc: "2.0", method: "x" }).then(() => ({ code: "" }), (e) => ({ code: e.code }))`, &send)
 	if send.Code != "closed" {
 		t.Fatalf("a sendACP after the end rejected with %q, want closed", send.Code)
+	}
+}
+
+// att.cursor read in onMessage is the seq of the last message onMessage
+// accepted, in either mode: each message sees the one before it, within a
+// batch too. The main thread said the cursor from before the batch (the
+// engine moves it once the batch is done), worker mode the last accepted.
+// In main mode the handler holds the first chunk until the socket has
+// brought the whole answer, so the next batch holds the rest of the
+// stream; in worker mode the sockets are the worker's, and a stream of 500
+// chunks comes in batches of more than one.
+func TestCursorInTheHandlerIsTheLastAccepted(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []string{"main", "worker"} {
+		t.Run(mode, func(t *testing.T) {
+			tb := lifetimesTab(t, mode)
+			tb.eval(`__l.request("initialize", { protocolVersion: 1, clientCapabilities: {} }), null`, nil)
+			tb.eval(`__l.request("session/new", { cwd: "/", mcpServers: [] }), null`, nil)
+			tb.waitFor("the session", `__l.answers.has(2)`)
+			tb.eval(`__l.holdChunk = __l.sockets.length > 0 ? __l.stopped : false, null`, nil)
+			tb.eval(`__l.request("session/prompt", { sessionId: __l.answers.get(2).result.sessionId, prompt: [{ type: "text", text: "count 500" }] }), null`, nil)
+			tb.waitFor("the prompt's answer", `__l.answers.has(3)`)
+			var got struct {
+				Wrong    [][2][2]int
+				Messages int
+				Batch    int
+			}
+			tb.eval(`(() => {
+				const g = __l.got, wrong = [];
+				for (let i = 1; i < g.length; i++) if (g[i][1] !== -1 && g[i][1] !== g[i - 1][0]) wrong.push([g[i - 1], g[i]]);
+				return { wrong: wrong.slice(0, 5), messages: g.length, batch: Math.max(...__l.batches) };
+			})()`, &got)
+			if len(got.Wrong) > 0 {
+				t.Errorf("of %d messages, some saw a cursor other than the seq before theirs ([seq, cursor] before, then theirs): %v", got.Messages, got.Wrong)
+			}
+			if got.Batch < 3 {
+				t.Errorf("no batch held three messages or more (the largest %d): the test checked no cursor within a batch", got.Batch)
+			}
+			t.Logf("%d messages, the largest batch %d", got.Messages, got.Batch)
+		})
 	}
 }
