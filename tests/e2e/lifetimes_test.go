@@ -45,6 +45,7 @@ let inTurn = false;
 try {
   const relay = await loadRelay({ worker: location.search.includes("worker") });
   X.mode = relay.mode;
+  X.relay = relay;
   X.att = await relay.attach({
     url: "ws://" + location.host + "/v1/attach", instance: "demo", name: "lifetimes",
     token: () => (X.badToken ? "not-the-token" : "dev-token"),
@@ -182,6 +183,48 @@ func TestCursorInTheHandlerIsTheLastAccepted(t *testing.T) {
 				t.Errorf("no batch held three messages or more (the largest %d): the test checked no cursor within a batch", got.Batch)
 			}
 			t.Logf("%d messages, the largest batch %d", got.Messages, got.Batch)
+		})
+	}
+}
+
+// After close() or detach(), state says "closed" once the returned Promise
+// has resolved, in either mode, and onState heard it once. Before that it
+// may still say what it said: on the main thread close() ends the
+// attachment within the call, but detach() waits to tell the runtime, and
+// in worker mode either waits for the worker's answer (relay.d.ts says so).
+func TestStateClosedOnceCloseResolves(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []string{"main", "worker"} {
+		t.Run(mode, func(t *testing.T) {
+			tb := lifetimesTab(t, mode)
+			type ended struct {
+				Now, After string
+				Closed     int
+			}
+			var closed, detached ended
+			tb.eval(`(async () => {
+				const p = __l.att.close();
+				const now = __l.att.state;
+				await p;
+				return { now, after: __l.att.state, closed: __l.states.filter((s) => s.state === "closed").length };
+			})()`, &closed)
+			tb.eval(`(async () => {
+				const states = [];
+				const att = await __l.relay.attach({
+					url: "ws://" + location.host + "/v1/attach", instance: "demo", token: "dev-token", name: "lifetimes-detach",
+					onMessage() {}, onState: (state) => states.push(state),
+				});
+				const p = att.detach();
+				const now = att.state;
+				await p;
+				return { now, after: att.state, closed: states.filter((s) => s === "closed").length };
+			})()`, &detached)
+			for op, got := range map[string]ended{"close()": closed, "detach()": detached} {
+				if got.After != "closed" || got.Closed != 1 {
+					t.Errorf("once %s resolved: state %q, onState heard closed %d times; want closed, once", op, got.After, got.Closed)
+				}
+				t.Logf("%s: state %q when the call returned", op, got.Now)
+			}
 		})
 	}
 }
