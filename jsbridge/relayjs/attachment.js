@@ -5,7 +5,7 @@
 // so that both modes take and refuse the same arguments and report the same
 // to the same handlers.
 
-import { CODE_BAD_CURSOR, CODE_BAD_OPTIONS, CODE_BAD_PAYLOAD } from "./boundary.js";
+import { CODE_BAD_CURSOR, CODE_BAD_OPTIONS, CODE_BAD_PAYLOAD, MAX_FRAME_BYTES } from "./boundary.js";
 import { guard, RelayError } from "./errors.js";
 import { openStream } from "./stream.js";
 
@@ -95,4 +95,77 @@ export function checkCursor(afterSeq) {
  */
 export function urlText(url) {
   return url instanceof URL ? url.href : url;
+}
+
+function bad(what) {
+  throw new RelayError(CODE_BAD_OPTIONS, what);
+}
+
+/**
+ * streamOf checks what names a stored stream, as attach takes it: its url
+ * (a string or a URL, made a string), instance and name.
+ */
+export function streamOf(options, op) {
+  if (typeof options !== "object" || options === null) bad(`${op} needs an options object`);
+  const { instance, name = "default" } = options;
+  const url = urlText(options.url);
+  if (url === undefined || url === "") bad("url is required");
+  if (typeof url !== "string") bad(`url must be a string or a URL, not ${typeof url}`);
+  if (!webSocketURL(url)) bad(`url must be an absolute ws:// or wss:// URL, not ${JSON.stringify(url)}`);
+  if (typeof instance !== "string" || instance === "") bad("instance is required");
+  if (typeof name !== "string" || name === "") bad("name must be a non-empty string");
+  return { url, instance, name };
+}
+
+/**
+ * checkAttach checks attach's options, once, on the page, in either mode,
+ * and returns what of them the engine takes as a plain object: only the
+ * keys attach knows, each read once, backoff and heartbeat made objects of
+ * their own, undefined where the default applies, and the token a string
+ * or null (a function stays on the page). That is what crosses to a worker:
+ * the options as an application holds them may not survive the structured
+ * clone (a Vue reactive() or MobX Proxy, a function or a DOM node under a
+ * key attach does not read), where the main thread takes them.
+ */
+export function checkAttach(options) {
+  const { url, instance, name } = streamOf(options, "attach");
+  const { token, relayKey, history = 0, sendQueue, maxSendBytes } = options;
+  if (typeof token !== "string" && typeof token !== "function") bad("token must be a string or a function");
+  if (typeof options.onMessage !== "function") bad("onMessage is required");
+  if (!Number.isSafeInteger(history) || history < 0) bad("history must be a count");
+  // relay.wasm reads a relayKey that is not a string as none: a key given
+  // as bytes would turn the pinning off without a word.
+  if (relayKey !== undefined && typeof relayKey !== "string") bad("relayKey must be a string (librelay.FormatPublicKey's), not bytes or another value");
+  if (sendQueue !== undefined && !(Number.isSafeInteger(sendQueue) && sendQueue > 0)) bad("sendQueue must be a positive count");
+  if (maxSendBytes !== undefined && !(Number.isSafeInteger(maxSendBytes) && maxSendBytes > 0 && maxSendBytes <= MAX_FRAME_BYTES)) {
+    bad(`maxSendBytes must be a count of bytes from 1 to ${MAX_FRAME_BYTES}`);
+  }
+  const ms = (v) => (v === undefined || (Number.isFinite(v) && v > 0) ? v : bad("durations are positive milliseconds"));
+  const { backoff, heartbeat } = options;
+  return {
+    url,
+    instance,
+    name,
+    token: typeof token === "string" ? token : null,
+    relayKey,
+    history,
+    handshakeTimeoutMs: ms(options.handshakeTimeoutMs),
+    resumeTimeoutMs: ms(options.resumeTimeoutMs),
+    backoff: { initialMs: ms(backoff?.initialMs), maxMs: ms(backoff?.maxMs) },
+    heartbeat: { intervalMs: ms(heartbeat?.intervalMs), timeoutMs: ms(heartbeat?.timeoutMs) },
+    sendQueue,
+    maxSendBytes,
+  };
+}
+
+// webSocketURL says whether url is one every engine's WebSocket takes:
+// absolute, ws: or wss:. Newer engines also take http(s) and relative URLs,
+// which older Safari refuses, and a URL refused is no dial to retry.
+function webSocketURL(url) {
+  try {
+    const { protocol } = new URL(url);
+    return protocol === "ws:" || protocol === "wss:";
+  } catch {
+    return false;
+  }
 }

@@ -60,7 +60,11 @@ export interface LoadOptions {
    * reach onMessage on the main thread in batches (one postMessage per batch),
    * a Promise onMessage returns still holds the cursor, a token function is
    * called on the page, and the page forwards its lifecycle (and writes its
-   * stores at pagehide itself). att.stream() works as well. A
+   * stores at pagehide itself). attach's options are checked on the page,
+   * as on the main thread, and only the values attach reads cross to the
+   * worker: options held in Proxies (Vue's reactive(), MobX), or holding
+   * functions or DOM nodes under other keys, attach as they do there.
+   * att.stream() works as well. A
    * worker.js of another origin than the page's (a CDN's) runs in a worker
    * made from a blob: URL, as the engines refuse it otherwise. On a page that
    * requires Trusted Types, the worker's URL is made by relay.js's policy,

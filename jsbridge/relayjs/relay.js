@@ -28,8 +28,8 @@
 // can load them. They run as they are; each entry (relay.js, worker.js,
 // preload.js) ships as one file holding what it imports (jsbridge/bundle).
 
-import { BaseAttachment, checkCursor, meta, sendArgs, urlText } from "./attachment.js";
-import { CODE_BAD_OPTIONS, CODE_SUPERSEDED, DONE_OK, MAX_FRAME_BYTES } from "./boundary.js";
+import { BaseAttachment, checkAttach, checkCursor, meta, sendArgs, streamOf } from "./attachment.js";
+import { CODE_BAD_OPTIONS, CODE_SUPERSEDED, DONE_OK } from "./boundary.js";
 import { bridge } from "./bridge.js";
 import { RelayError, report } from "./errors.js";
 import { listenToLifecycle } from "./lifecycle.js";
@@ -164,67 +164,26 @@ function parseHistory(text) {
   return JSON.parse(text).map(([out, seq, message]) => ({ out: out === 1, seq, message }));
 }
 
-function bad(what) {
-  throw new RelayError(CODE_BAD_OPTIONS, what);
-}
-
-// streamOf checks what names a stored stream, as attach takes it: its url
-// (a string or a URL, made a string), instance and name.
-function streamOf(options, op) {
-  if (typeof options !== "object" || options === null) bad(`${op} needs an options object`);
-  const { instance, name = "default" } = options;
-  const url = urlText(options.url);
-  if (url === undefined || url === "") bad("url is required");
-  if (typeof url !== "string") bad(`url must be a string or a URL, not ${typeof url}`);
-  if (!webSocketURL(url)) bad(`url must be an absolute ws:// or wss:// URL, not ${JSON.stringify(url)}`);
-  if (typeof instance !== "string" || instance === "") bad("instance is required");
-  if (typeof name !== "string" || name === "") bad("name must be a non-empty string");
-  return { url, instance, name };
-}
-
+// normalise is attach's options as relay.wasm takes them: checked as in
+// either mode (attachment.js checkAttach), 0 standing for a default.
 function normalise(options) {
-  const { url, instance, name } = streamOf(options, "attach");
-  const { token, relayKey, history = 0 } = options;
-  if (typeof token !== "string" && typeof token !== "function") bad("token must be a string or a function");
-  if (typeof options.onMessage !== "function") bad("onMessage is required");
-  if (!Number.isSafeInteger(history) || history < 0) bad("history must be a count");
-  // relay.wasm reads a relayKey that is not a string as none: a key given
-  // as bytes would turn the pinning off without a word.
-  if (relayKey !== undefined && typeof relayKey !== "string") bad("relayKey must be a string (librelay.FormatPublicKey's), not bytes or another value");
-  const { sendQueue = 0 } = options; // 0: relay.wasm's default
-  if (options.sendQueue !== undefined && !(Number.isSafeInteger(sendQueue) && sendQueue > 0)) bad("sendQueue must be a positive count");
-  const { maxSendBytes = 0 } = options; // 0: relay.wasm's default
-  if (options.maxSendBytes !== undefined && !(Number.isSafeInteger(maxSendBytes) && maxSendBytes > 0 && maxSendBytes <= MAX_FRAME_BYTES)) {
-    bad(`maxSendBytes must be a count of bytes from 1 to ${MAX_FRAME_BYTES}`);
-  }
-  const ms = (v) => (v === undefined ? 0 : Number.isFinite(v) && v > 0 ? v : bad("durations are positive milliseconds"));
+  const o = checkAttach(options);
+  const or0 = (v) => v ?? 0;
   return {
-    url,
-    instance,
-    name,
-    history,
-    relayKey: relayKey ?? "",
-    handshakeTimeoutMs: ms(options.handshakeTimeoutMs),
-    resumeTimeoutMs: ms(options.resumeTimeoutMs),
-    backoffInitialMs: ms(options.backoff?.initialMs),
-    backoffMaxMs: ms(options.backoff?.maxMs),
-    heartbeatIntervalMs: ms(options.heartbeat?.intervalMs),
-    heartbeatTimeoutMs: ms(options.heartbeat?.timeoutMs),
-    sendQueue,
-    maxSendBytes,
+    url: o.url,
+    instance: o.instance,
+    name: o.name,
+    history: o.history,
+    relayKey: o.relayKey ?? "",
+    handshakeTimeoutMs: or0(o.handshakeTimeoutMs),
+    resumeTimeoutMs: or0(o.resumeTimeoutMs),
+    backoffInitialMs: or0(o.backoff.initialMs),
+    backoffMaxMs: or0(o.backoff.maxMs),
+    heartbeatIntervalMs: or0(o.heartbeat.intervalMs),
+    heartbeatTimeoutMs: or0(o.heartbeat.timeoutMs),
+    sendQueue: or0(o.sendQueue),
+    maxSendBytes: or0(o.maxSendBytes),
   };
-}
-
-// webSocketURL says whether url is one every engine's WebSocket takes:
-// absolute, ws: or wss:. Newer engines also take http(s) and relative URLs,
-// which older Safari refuses, and a URL refused is no dial to retry.
-function webSocketURL(url) {
-  try {
-    const { protocol } = new URL(url);
-    return protocol === "ws:" || protocol === "wss:";
-  } catch {
-    return false;
-  }
 }
 
 // Why a page's attachment ended when another tab took its slot (tabs.js).

@@ -15,7 +15,7 @@
 // att.stream() works as on the main thread: stream.js needs an attachment's
 // onMessage, sendACP, close, state and _tap, which these proxies have.
 
-import { BaseAttachment, checkCursor, meta, sendArgs, urlText } from "./attachment.js";
+import { BaseAttachment, checkAttach, checkCursor, meta, sendArgs, urlText } from "./attachment.js";
 import { ABORTED, CODE_BAD_OPTIONS, CODE_CANCELED, DONE_FAILED, DONE_OK } from "./boundary.js";
 import { compileSource, handBack, pageURL, preloaded } from "./compile.js";
 import { packEntry } from "./entries.js";
@@ -515,19 +515,15 @@ class RemoteRelay {
     this.reason = "";
   }
 
-  /** attach: relay.d.ts's; options are checked by the worker's relay.js. */
+  /**
+   * attach: relay.d.ts's. Its options are checked here as on the main
+   * thread (attachment.js checkAttach), and only what that makes of them
+   * crosses to the worker: plain values, never the application's objects.
+   */
   async attach(options) {
-    if (typeof options !== "object" || options === null) return this.#bad("attach needs an options object");
-    if (typeof options.onMessage !== "function") return this.#bad("onMessage is required");
+    const o = checkAttach(options);
     const c = this.#c;
     const h = c.nextHandle++;
-    const o = {};
-    for (const [k, v] of Object.entries(options)) {
-      if (typeof v !== "function" && k !== "signal") o[k] = v;
-    }
-    o.url = urlText(o.url);
-    if (typeof options.token === "function") o.token = null;
-    else if (typeof options.token !== "string") return this.#bad("token must be a string or a function");
     const a = new RemoteAttachment(c, h, options);
     c.attachments.set(h, a);
     try {

@@ -1,0 +1,66 @@
+package e2e
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/relaywasm/relaywasm/demo/stack"
+)
+
+// The options of loadRelay and attach as applications give them, in both
+// modes, on tests/workerpage's blank.html: relay.js is imported into it and
+// loadRelay called by the test itself (window.__relay, window.__relayjs).
+
+// loadedIn opens blank.html in a browser of its own (WPE opens no second
+// tab) and loads a Relay there in mode: "main", or "worker".
+func loadedIn(t *testing.T, s *stack.Stack, mode string) *tab {
+	t.Helper()
+	tb := openTab(t, newBrowser(t), mode, s.PageURL()+"blank.html")
+	var got string
+	tb.eval(`import("/relay.js").then(async (m) => {
+		window.__relayjs = m;
+		window.__relay = await m.loadRelay({ worker: `+fmt.Sprint(mode == "worker")+` });
+		window.__stream = { url: new URL("/v1/attach", location.href.replace(/^http/, "ws")), instance: "demo", token: "dev-token" };
+		return __relay.mode + (__relay.reason ? ": " + __relay.reason : "");
+	})`, &got)
+	if got != mode {
+		t.Fatalf("the Relay runs in mode %q, want %q", got, mode)
+	}
+	return tb
+}
+
+// inBothModes runs test on a page loaded in each mode, as subtests.
+func inBothModes(t *testing.T, test func(*testing.T, *tab)) {
+	s := startStackServing(t, workerDir, 0)
+	for _, mode := range []string{"main", "worker"} {
+		t.Run(mode, func(t *testing.T) { test(t, loadedIn(t, s, mode)) })
+	}
+}
+
+// Attach options as a framework holds them attach in worker mode as on the
+// main thread: wrapped in Proxies, nested ones too (Vue's reactive(), MobX),
+// with a function inside backoff, and keys attach does not know holding a
+// function or a DOM node. Worker mode posted the options as given, and the
+// structured clone refused each of them (bad_options "could not be cloned")
+// where the main thread attached.
+func TestAttachOptionsAsFrameworksHoldThem(t *testing.T) {
+	t.Parallel()
+	inBothModes(t, func(t *testing.T, tb *tab) {
+		var got []string
+		tb.eval(`(async () => {
+			const outcome = (o) => __relay.attach(o).then((a) => a.close().then(() => "attached"), (e) => (e.code ?? "") + " " + e.message);
+			const reactive = (o) => new Proxy(o, { get: (t, k, r) => { const v = Reflect.get(t, k, r); return v !== null && typeof v === "object" && !(v instanceof URL) && !(v instanceof Node) ? reactive(v) : v; } });
+			const base = { ...__stream, onMessage() {} };
+			return [
+				await outcome(reactive({ ...base, name: "proxy", backoff: { initialMs: 100, maxMs: 1000 }, heartbeat: { intervalMs: 5000 } })),
+				await outcome({ ...base, name: "jitter", backoff: { initialMs: 100, jitter() {} } }),
+				await outcome({ ...base, name: "extra", hook() {}, mountedOn: document.body }),
+				await outcome(reactive({ ...base, name: "all", backoff: { initialMs: 100, jitter() {} }, hook() {}, mountedOn: document.body })),
+			];
+		})()`, &got)
+		want := []string{"attached", "attached", "attached", "attached"}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("attach with a Proxy, a function in backoff, extra keys, all three: %q, want %q", got, want)
+		}
+	})
+}
