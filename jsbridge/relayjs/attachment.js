@@ -6,7 +6,7 @@
 // to the same handlers.
 
 import { CODE_BAD_CURSOR, CODE_BAD_OPTIONS, CODE_BAD_PAYLOAD, MAX_FRAME_BYTES } from "./boundary.js";
-import { guard, RelayError } from "./errors.js";
+import { checkSignal, guard, kindOf, RelayError } from "./errors.js";
 import { openStream } from "./stream.js";
 
 export class BaseAttachment {
@@ -76,6 +76,8 @@ export function sendArgs(message, options) {
     }
     if (text === undefined) throw new RelayError(CODE_BAD_PAYLOAD, "message is not JSON");
   }
+  if (typeof options !== "object" || options === null) throw new RelayError(CODE_BAD_OPTIONS, `sendACP's options must be an object, not ${kindOf(options)}`);
+  checkSignal(options.signal);
   const trace = options.trace ?? "";
   if (typeof trace !== "string") throw new RelayError(CODE_BAD_OPTIONS, "trace must be a string");
   return [text, trace];
@@ -132,6 +134,7 @@ export function checkAttach(options) {
   const { token, relayKey, history = 0, sendQueue, maxSendBytes } = options;
   if (typeof token !== "string" && typeof token !== "function") bad("token must be a string or a function");
   if (typeof options.onMessage !== "function") bad("onMessage is required");
+  checkSignal(options.signal);
   if (!Number.isSafeInteger(history) || history < 0) bad("history must be a count");
   // relay.wasm reads a relayKey that is not a string as none: a key given
   // as bytes would turn the pinning off without a word.

@@ -1,6 +1,8 @@
 // errors.js: RelayError, and how failures are kept from crossing the
 // boundary in a shape Go cannot read.
 
+import { CODE_BAD_OPTIONS } from "./boundary.js";
+
 /** An error with a stable code; every rejection of this module is one. */
 export class RelayError extends Error {
   constructor(code, message) {
@@ -79,4 +81,22 @@ export function settling(signal, onAbort, resolve, reject) {
     fn(v);
   };
   return { resolve: done(resolve), reject: done(reject) };
+}
+
+/**
+ * checkSignal throws a RelayError bad_options unless signal is an
+ * AbortSignal (or none: undefined or null). What settling is given must
+ * be one: anything else failed there with the engine's TypeError.
+ */
+export function checkSignal(signal) {
+  if (signal === undefined || signal === null) return;
+  if (typeof signal === "object" && typeof signal.aborted === "boolean" && typeof signal.addEventListener === "function") return;
+  throw new RelayError(CODE_BAD_OPTIONS, `signal must be an AbortSignal, not ${kindOf(signal)}`);
+}
+
+/** kindOf names what kind of value v is, for a message: "null", "a string", "an object" … */
+export function kindOf(v) {
+  if (v === null) return "null";
+  const t = Array.isArray(v) ? "array" : typeof v;
+  return (/^[aeiou]/.test(t) ? "an " : "a ") + t;
 }

@@ -31,7 +31,7 @@
 import { BaseAttachment, checkAttach, checkCursor, meta, sendArgs, streamOf } from "./attachment.js";
 import { CODE_BAD_OPTIONS, CODE_SUPERSEDED, DONE_OK } from "./boundary.js";
 import { bridge } from "./bridge.js";
-import { RelayError, report } from "./errors.js";
+import { kindOf, RelayError, report } from "./errors.js";
 import { listenToLifecycle } from "./lifecycle.js";
 import { start } from "./load.js";
 import { lockManager } from "./locks.js";
@@ -105,6 +105,9 @@ export async function loadRelay(options = {}) {
 // taken for a worker that cannot start (which had the main thread load
 // relay.wasm for nothing).
 function relayOptions(options) {
+  if (typeof options !== "object" || options === null) {
+    throw new RelayError(CODE_BAD_OPTIONS, `loadRelay's options must be an object, not ${kindOf(options)}`);
+  }
   const wanted = options.storage ?? "indexeddb";
   if (wanted !== "indexeddb" && wanted !== "memory") {
     throw new RelayError(CODE_BAD_OPTIONS, `storage must be "indexeddb" or "memory", not ${JSON.stringify(wanted)}`);

@@ -64,3 +64,42 @@ func TestAttachOptionsAsFrameworksHoldThem(t *testing.T) {
 		}
 	})
 }
+
+// Wrong arguments reject with a RelayError bad_options whose message names
+// the argument, in both modes, as relay.d.ts promises of every rejection:
+// sendACP's options null, a signal that is not an AbortSignal (attach's and
+// sendACP's), and loadRelay's options null each rejected with a TypeError
+// of the engine's.
+func TestWrongArgumentsRejectWithRelayError(t *testing.T) {
+	t.Parallel()
+	inBothModes(t, func(t *testing.T, tb *tab) {
+		var got []string
+		tb.eval(`(async () => {
+			const { RelayError, loadRelay } = __relayjs;
+			const outcome = (f) => Promise.resolve().then(f).then(() => "ok", (e) => (e instanceof RelayError ? e.code + ": " + e.message : "not a RelayError: " + e));
+			const att = await __relay.attach({ ...__stream, name: "wrong-args", onMessage() {} });
+			const ping = { jsonrpc: "2.0", method: "ping" };
+			try {
+				return [
+					await outcome(() => att.sendACP(ping, null)),
+					await outcome(() => att.sendACP(ping, { signal: "x" })),
+					await outcome(() => __relay.attach({ ...__stream, name: "wrong-signal", onMessage() {}, signal: "x" })),
+					await outcome(() => loadRelay(null)),
+					await outcome(() => att.sendACP(ping, { signal: new AbortController().signal })),
+				];
+			} finally {
+				await att.close();
+			}
+		})()`, &got)
+		want := []string{
+			"bad_options: sendACP's options must be an object, not null",
+			"bad_options: signal must be an AbortSignal, not a string",
+			"bad_options: signal must be an AbortSignal, not a string",
+			"bad_options: loadRelay's options must be an object, not null",
+			"ok",
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("wrong arguments:\n got %q\nwant %q", got, want)
+		}
+	})
+}
