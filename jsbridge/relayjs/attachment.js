@@ -134,6 +134,12 @@ export function checkAttach(options) {
   const { token, relayKey, history = 0, sendQueue, maxSendBytes } = options;
   if (typeof token !== "string" && typeof token !== "function") bad("token must be a string or a function");
   if (typeof options.onMessage !== "function") bad("onMessage is required");
+  // The other handlers are optional, but one given must be callable: it
+  // is called on every event, where it failed each time.
+  for (const k of ["onState", "onEvicted"]) {
+    const f = options[k];
+    if (f !== undefined && f !== null && typeof f !== "function") bad(`${k} must be a function, not ${kindOf(f)}`);
+  }
   checkSignal(options.signal);
   if (!Number.isSafeInteger(history) || history < 0) bad("history must be a count");
   // relay.wasm reads a relayKey that is not a string as none: a key given

@@ -184,7 +184,7 @@ export interface AttachOptions extends StreamName {
   onMessage: (message: any, meta: MessageMeta) => void | Promise<void>;
   /** Told of every change of connection state, and of a fall back to memory storage. */
   onState?: (state: State, info: StateInfo) => void;
-  /** Told when content is gone for good: refetch state rather than append. */
+  /** Told when content is gone for good: refetch state rather than append. onState and onEvicted may be left out (or null); anything else but a function rejects attach with bad_options. */
   onEvicted?: (info: Eviction) => void;
   /** Aborts the attach (rejects with code "canceled"). */
   signal?: AbortSignal;

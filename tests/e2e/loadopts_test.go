@@ -103,3 +103,29 @@ func TestWrongArgumentsRejectWithRelayError(t *testing.T) {
 		}
 	})
 }
+
+// An onState or onEvicted that is not a function rejects attach with
+// bad_options, as onMessage does, in both modes; null is none. They were
+// taken, and every state change then logged a TypeError of the engine's.
+func TestAttachRefusesHandlersThatAreNotFunctions(t *testing.T) {
+	t.Parallel()
+	inBothModes(t, func(t *testing.T, tb *tab) {
+		var got []string
+		tb.eval(`(async () => {
+			const outcome = (o) => __relay.attach({ ...__stream, onMessage() {}, ...o }).then((a) => a.close().then(() => "attached"), (e) => e.code + ": " + e.message);
+			return [
+				await outcome({ name: "state-string", onState: "x" }),
+				await outcome({ name: "evicted-number", onEvicted: 5 }),
+				await outcome({ name: "nulls", onState: null, onEvicted: null }),
+			];
+		})()`, &got)
+		want := []string{
+			"bad_options: onState must be a function, not a string",
+			"bad_options: onEvicted must be a function, not a number",
+			"attached",
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("handlers that are not functions:\n got %q\nwant %q", got, want)
+		}
+	})
+}
