@@ -13,7 +13,13 @@
 //   });
 //   await att.sendACP({ jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: 1 } });
 
-/** Loads relay.wasm once per page and returns a Relay. */
+/**
+ * Loads relay.wasm once per page and returns a Relay. A call with the
+ * database, storage, commitWindowMs and worker of an earlier call resolves
+ * to that call's Relay (the same object): calling it on every mount of a
+ * component costs nothing after the first. A call that failed is not kept:
+ * the next one tries again.
+ */
 export function loadRelay(options?: LoadOptions): Promise<Relay>;
 
 export interface LoadOptions {
@@ -23,7 +29,10 @@ export interface LoadOptions {
    * the page's, resolved as its fetch() resolves one: against the
    * document's base URL. When the page loaded "relaywasm/preload"
    * (preload.js) in a script ahead of its own, the compile it started for
-   * the same URL is taken rather than fetching again.
+   * the same URL is taken rather than fetching again. relay.wasm runs once
+   * per page, and every Relay shares it: a later loadRelay naming another
+   * wasm (another URL, once made absolute; another Response url; another
+   * module) rejects with bad_options, and one naming none takes the page's.
    */
   wasm?: string | URL | Response | WebAssembly.Module;
   /** wasm_exec.js of the Go that built relay.wasm, when globalThis.Go is not defined yet. Default: beside relay.js. A relative URL is the page's, as in wasm. */

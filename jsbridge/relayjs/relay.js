@@ -33,6 +33,7 @@ import { CODE_BAD_OPTIONS, CODE_SUPERSEDED, DONE_OK } from "./boundary.js";
 import { bridge } from "./bridge.js";
 import { kindOf, RelayError, report } from "./errors.js";
 import { listenToLifecycle } from "./lifecycle.js";
+import { pageURL } from "./compile.js";
 import { start } from "./load.js";
 import { lockManager } from "./locks.js";
 import { DELIVERY, FINAL, startWorker } from "./remote.js";
@@ -61,10 +62,89 @@ function earlyLocks() {
  * Loads and starts relay.wasm (once per page) and returns a Relay. When the
  * page's Go program is already running and has registered the API (a page
  * that instantiated relay.wasm itself, or a Go test binary), nothing is
- * loaded.
+ * loaded. A call with the options of an earlier one (database, storage,
+ * commitWindowMs, worker) gets that call's Relay: a component that loads on
+ * every mount costs nothing after the first, where each call had made a
+ * Store in relay.wasm, with a goroutine and an IndexedDB connection, for
+ * the life of the page.
  */
 export async function loadRelay(options = {}) {
   const [wanted, window] = relayOptions(options); // before anything loads, in either mode
+  checkWasm(options.wasm);
+  const database = typeof options.database === "string" ? options.database : ""; // relay.wasm reads another as ""
+  const key = JSON.stringify([database, wanted, window, options.worker === true]);
+  let made = relays.get(key);
+  if (made === undefined) {
+    const claimed = claimWasm(options.wasm);
+    made = newRelay(options, database, wanted, window);
+    relays.set(key, made);
+    made.then(
+      () => (wasmRuns = true),
+      () => {
+        if (relays.get(key) === made) relays.delete(key); // the next call tries again
+        if (claimed && !wasmRuns && B.api === null) wasmFrom = null;
+      },
+    );
+  }
+  return made;
+}
+
+const relays = new Map(); // loadRelay's options (its key) -> the Promise of their Relay
+
+// The default relay.wasm, beside relay.js (as load.js and remote.js load
+// it); where relay.js's own URL is no base (a Go test binary's page), just
+// that.
+function wasmBeside() {
+  try {
+    return new URL("./relay.wasm", import.meta.url).href;
+  } catch {
+    return "relay.wasm beside relay.js";
+  }
+}
+
+// relay.wasm runs once per page, so a wasm option other than the one the
+// page loaded it from cannot be honoured: it is refused, not quietly
+// ignored. What a load asked for (wasmOf) is kept from the first load on,
+// and let go only if that load failed before relay.wasm ran.
+let wasmFrom = null;
+let wasmRuns = false; // a loadRelay succeeded
+
+// wasmOf is what identifies a wasm option: a URL's absolute href (the
+// default's when none), a Response's url, or else the object itself.
+function wasmOf(wasm) {
+  if (wasm === undefined) return wasmBeside();
+  if (wasm instanceof WebAssembly.Module) return wasm;
+  if (wasm instanceof Response) return wasm.url || wasm;
+  try {
+    return pageURL(wasm);
+  } catch {
+    return wasm; // not a URL: the load reports it
+  }
+}
+
+// checkWasm refuses a wasm option other than the one relay.wasm is loaded
+// (or loading) from. A call without one takes whatever the page loaded.
+function checkWasm(wasm) {
+  if (wasm === undefined || wasmFrom === null) return;
+  const asked = wasmOf(wasm);
+  if (asked === wasmFrom) return;
+  const name = (w) => (typeof w === "string" ? w : w instanceof WebAssembly.Module ? "a WebAssembly.Module" : "a Response");
+  throw new RelayError(
+    CODE_BAD_OPTIONS,
+    `wasm is ${name(asked)}, but this page loads relay.wasm from ${name(wasmFrom)}: it runs once per page, and every Relay shares it (give the same wasm, or none)`,
+  );
+}
+
+// claimWasm makes a load's wasm the page's, if no load has yet; it says
+// whether it did.
+function claimWasm(wasm) {
+  if (wasmFrom !== null) return false;
+  wasmFrom = wasmOf(wasm);
+  return true;
+}
+
+// newRelay is loadRelay's work for options it has not been called with.
+async function newRelay(options, database, wanted, window) {
   let reason = "";
   if (options.worker === true && typeof Worker === "function" && typeof document === "object") {
     earlyLocks(); // the page holds its worker's slot locks (tabs.js tabEnv)
@@ -85,8 +165,7 @@ export async function loadRelay(options = {}) {
   if (!B.api) {
     // The slot locks and the Relay's database, while relay.wasm loads.
     earlyLocks();
-    const database = options.database ?? "";
-    if ((options.storage ?? "indexeddb") === "indexeddb" && typeof database === "string") openEarly(database);
+    if (wanted === "indexeddb") openEarly(database);
     starting ??= start(B, options).catch((e) => {
       starting = null;
       throw e;
@@ -95,7 +174,7 @@ export async function loadRelay(options = {}) {
     await starting;
   }
   const handle = B.nextHandle++;
-  const storage = await B.call("relay", [handle, options.database ?? "", wanted, window]);
+  const storage = await B.call("relay", [handle, database, wanted, window]);
   return new Relay(handle, storage, reason);
 }
 

@@ -83,8 +83,21 @@ async function startIn(options, early) {
   const database = options.database ?? "";
   if ((options.storage ?? "indexeddb") === "indexeddb" && typeof database === "string") openEarly(database);
   const w = await worker;
-  const wasm = (await early) ?? (await portable(options.wasm));
-  const o = { ...options, worker: false, signal: undefined };
+  // Only the worker's first load names relay.wasm: it runs there once, and
+  // the page's loadRelay refused a load naming another (relay.js
+  // checkWasm). A compiled module crosses as a copy, which the worker's
+  // loadRelay could not tell from another module.
+  const first = !w.named;
+  w.named = true;
+  const wasm = first ? ((await early) ?? (await portable(options.wasm))) : undefined;
+  // The options the worker's loadRelay reads, as plain values: what the
+  // application gave may not survive the structured clone.
+  const o = {
+    worker: false,
+    database: typeof database === "string" ? database : "",
+    storage: options.storage, // relay.js checked it, and commitWindowMs
+    commitWindowMs: options.commitWindowMs,
+  };
   if (wasm !== undefined) o.wasm = wasm;
   if (options.wasmExec !== undefined) o.wasmExec = pageURL(options.wasmExec);
   else if (w.fromBlob) o.wasmExec = String(wasmExecBeside());
@@ -283,6 +296,7 @@ class Connection {
     this.attachments = new Map(); // handle -> RemoteAttachment
     this.nextHandle = 1;
     this.used = false; // relay.wasm loaded in the worker
+    this.named = false; // a load has told the worker where relay.wasm is (startIn)
     this.stores = new Stores((id, kind, value, h) => this.#stored(id, kind, value, h));
     this.locks = new Map(); // lock request id -> {name, release}: the worker's slots (tabs.js tabEnv)
   }

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/relaywasm/relaywasm/demo/stack"
@@ -128,4 +129,68 @@ func TestAttachRefusesHandlersThatAreNotFunctions(t *testing.T) {
 			t.Fatalf("handlers that are not functions:\n got %q\nwant %q", got, want)
 		}
 	})
+}
+
+// loadRelay called again with the same database, storage, commitWindowMs
+// and worker options, as a component that loads on every mount does, gives
+// the same Relay and costs nothing: each call had made a new Store in
+// relay.wasm, with a goroutine and an IndexedDB connection for the life of
+// the page. The page counts indexedDB.open calls (relay.js opens its
+// databases on the page in both modes). Other options make a Relay of
+// their own. A wasm other than the one the page loaded is refused
+// (bad_options); the same one, by another spelling of its URL, or none at
+// all, is taken.
+func TestLoadRelayAgainGivesTheSameRelay(t *testing.T) {
+	t.Parallel()
+	s := startStackServing(t, workerDir, 0)
+	for _, mode := range []string{"main", "worker"} {
+		t.Run(mode, func(t *testing.T) {
+			tb := openTab(t, newBrowser(t), mode, s.PageURL()+"blank.html")
+			var got struct {
+				Mode                       string
+				Same, Together, OtherDB    bool
+				Opens, OpensAfter          int
+				OtherWasm, SameWasm, NoneW string
+			}
+			tb.eval(`(async () => {
+				let opens = 0;
+				const open = indexedDB.open.bind(indexedDB);
+				indexedDB.open = (...a) => (opens++, open(...a));
+				const { loadRelay } = await import("/relay.js");
+				const o = { worker: `+fmt.Sprint(mode == "worker")+`, database: "loadopts-same" };
+				const first = await loadRelay(o);
+				await first.history({ url: "ws://127.0.0.1:1/v1/attach", instance: "demo" }); // the store has opened
+				const after = opens;
+				const again = [];
+				for (let i = 0; i < 20; i++) again.push(await loadRelay({ ...o }));
+				const together = await Promise.all([loadRelay({ ...o }), loadRelay({ ...o })]);
+				const other = await loadRelay({ ...o, database: "loadopts-other" });
+				await other.history({ url: "ws://127.0.0.1:1/v1/attach", instance: "demo" });
+				const outcome = (p) => p.then((r) => (r === first ? "the same Relay" : "another Relay"), (e) => e.code + ": " + e.message);
+				return {
+					mode: first.mode,
+					same: again.every((r) => r === first),
+					together: together.every((r) => r === first),
+					otherDB: other !== first,
+					opens: after,
+					opensAfter: opens - after - 1,
+					otherWasm: await outcome(loadRelay({ ...o, wasm: "/nope/relay.wasm" })),
+					sameWasm: await outcome(loadRelay({ ...o, wasm: "/relay.wasm" })),
+					noneW: await outcome(loadRelay({ ...o })),
+				};
+			})()`, &got)
+			if got.Mode != mode {
+				t.Fatalf("the Relay runs in mode %q, want %q", got.Mode, mode)
+			}
+			if !got.Same || !got.Together || !got.OtherDB {
+				t.Errorf("20 loads after the first gave the same Relay: %v; two at once: %v; another database another Relay: %v; want all true", got.Same, got.Together, got.OtherDB)
+			}
+			if got.Opens < 1 || got.OpensAfter != 0 {
+				t.Errorf("indexedDB.open was called %d times by the first load, and %d times more by 22 loads with the same options (beside one for another database), want at least 1, then 0", got.Opens, got.OpensAfter)
+			}
+			if !strings.HasPrefix(got.OtherWasm, "bad_options: ") || got.SameWasm != "the same Relay" || got.NoneW != "the same Relay" {
+				t.Errorf("a load naming another wasm: %q, want bad_options; the same wasm: %q; none: %q, want the same Relay", got.OtherWasm, got.SameWasm, got.NoneW)
+			}
+		})
+	}
 }
