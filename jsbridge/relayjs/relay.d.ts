@@ -88,6 +88,14 @@ export interface LoadOptions {
    * last reported, not read from the engine at the moment of the call.
    */
   worker?: boolean;
+  /**
+   * Ends this call's wait: it rejects with code "canceled" once the signal
+   * aborts (at once if it has), as it would wait for good for a relay.wasm
+   * whose server never answers. The load itself goes on (its fetch is not
+   * stopped): a later loadRelay with the same options waits for it, and
+   * resolves once relay.wasm has come, or rejects with its error.
+   */
+  signal?: AbortSignal;
 }
 
 /** Where a Relay's relay.wasm runs. */

@@ -29,9 +29,9 @@
 // preload.js) ships as one file holding what it imports (jsbridge/bundle).
 
 import { BaseAttachment, checkAttach, checkCursor, meta, sendArgs, streamOf } from "./attachment.js";
-import { CODE_BAD_OPTIONS, CODE_SUPERSEDED, DONE_OK } from "./boundary.js";
+import { ABORTED, CODE_BAD_OPTIONS, CODE_CANCELED, CODE_SUPERSEDED, DONE_OK } from "./boundary.js";
 import { bridge } from "./bridge.js";
-import { kindOf, RelayError, report } from "./errors.js";
+import { checkSignal, kindOf, RelayError, report, settling } from "./errors.js";
 import { listenToLifecycle } from "./lifecycle.js";
 import { pageURL } from "./compile.js";
 import { start } from "./load.js";
@@ -71,6 +71,8 @@ function earlyLocks() {
 export async function loadRelay(options = {}) {
   const [wanted, window] = relayOptions(options); // before anything loads, in either mode
   checkWasm(options.wasm);
+  const { signal } = options;
+  if (signal?.aborted) throw new RelayError(CODE_CANCELED, ABORTED);
   const database = typeof options.database === "string" ? options.database : ""; // relay.wasm reads another as ""
   const key = JSON.stringify([database, wanted, window, options.worker === true]);
   let made = relays.get(key);
@@ -86,7 +88,17 @@ export async function loadRelay(options = {}) {
       },
     );
   }
-  return made;
+  return signal ? untilAborted(made, signal) : made;
+}
+
+// untilAborted is loading, or canceled once signal aborts. The load goes
+// on (what fetches relay.wasm takes no signal): a later loadRelay with the
+// same options waits for it.
+function untilAborted(loading, signal) {
+  return new Promise((resolve, reject) => {
+    const call = settling(signal, () => reject(new RelayError(CODE_CANCELED, ABORTED)), resolve, reject);
+    loading.then(call.resolve, call.reject);
+  });
 }
 
 const relays = new Map(); // loadRelay's options (its key) -> the Promise of their Relay
@@ -191,6 +203,7 @@ function relayOptions(options) {
   if (wanted !== "indexeddb" && wanted !== "memory") {
     throw new RelayError(CODE_BAD_OPTIONS, `storage must be "indexeddb" or "memory", not ${JSON.stringify(wanted)}`);
   }
+  checkSignal(options.signal);
   const window = options.commitWindowMs ?? -1; // -1: the default
   if (options.commitWindowMs !== undefined && !(Number.isFinite(window) && window >= 0)) {
     throw new RelayError(CODE_BAD_OPTIONS, "commitWindowMs must be a duration in milliseconds");

@@ -2,8 +2,14 @@ package e2e
 
 import (
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/relaywasm/relaywasm/demo/stack"
 )
@@ -190,6 +196,84 @@ func TestLoadRelayAgainGivesTheSameRelay(t *testing.T) {
 			}
 			if !strings.HasPrefix(got.OtherWasm, "bad_options: ") || got.SameWasm != "the same Relay" || got.NoneW != "the same Relay" {
 				t.Errorf("a load naming another wasm: %q, want bad_options; the same wasm: %q; none: %q, want the same Relay", got.OtherWasm, got.SameWasm, got.NoneW)
+			}
+		})
+	}
+}
+
+// stallingWasm serves relay.wasm from another loopback origin (by CORS, so
+// the worker may fetch it too), answering each request only once release
+// is closed; asked receives a value per request as it arrives.
+func stallingWasm(t *testing.T) (url string, asked <-chan struct{}, release func()) {
+	t.Helper()
+	arrived := make(chan struct{}, 16)
+	gate := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
+		select {
+		case <-gate:
+		case <-r.Context().Done():
+			return
+		}
+		w.Header().Set("Access-Control-Allow-Origin", "*")
+		w.Header().Set("Content-Type", "application/wasm")
+		http.ServeFile(w, r, filepath.Join(moduleDir, "relay.wasm"))
+	}))
+	var once sync.Once
+	open := func() { once.Do(func() { close(gate) }) }
+	t.Cleanup(func() {
+		open()
+		srv.Close()
+	})
+	return srv.URL + "/relay.wasm", arrived, open
+}
+
+// A load whose relay.wasm does not come (its server accepted the request
+// and never answers) ends when loadRelay's signal aborts: it rejects with
+// canceled, in both modes. It had waited for good, with no way to end it.
+// A load tried again later gets the Relay once the server answers; a
+// signal aborted already rejects at once, and one that is not an
+// AbortSignal with bad_options.
+func TestLoadRelayEndsWhenItsSignalAborts(t *testing.T) {
+	t.Parallel()
+	s := startStackServing(t, workerDir, 0)
+	for _, mode := range []string{"main", "worker"} {
+		t.Run(mode, func(t *testing.T) {
+			wasm, asked, release := stallingWasm(t)
+			tb := openTab(t, newBrowser(t), mode, s.PageURL()+"blank.html")
+			tb.eval(`import("/relay.js").then(({ loadRelay }) => {
+				const outcome = (p) => p.then((r) => "loaded in " + r.mode, (e) => e.code + ": " + e.message);
+				window.__load = (o) => loadRelay({ worker: `+fmt.Sprint(mode == "worker")+`, wasm: `+strconv.Quote(wasm)+`, ...o });
+				window.__ctl = new AbortController();
+				window.__r = {};
+				outcome(__load({ signal: __ctl.signal })).then((o) => (__r.stalled = o));
+			})`, nil)
+			select {
+			case <-asked:
+			case <-time.After(waitLimit):
+				t.Fatal("relay.wasm was never asked for")
+			}
+			tb.eval(`__ctl.abort()`, nil)
+			tb.waitFor("the stalled load to settle", `__r.stalled !== undefined`)
+			tb.eval(`(() => {
+				const outcome = (p) => p.then((r) => "loaded in " + r.mode, (e) => e.code + ": " + e.message);
+				outcome(__load({ signal: AbortSignal.abort() })).then((o) => (__r.aborted = o));
+				outcome(__load({ signal: "x" })).then((o) => (__r.notASignal = o));
+				outcome(__load({})).then((o) => (__r.again = o));
+			})()`, nil)
+			tb.waitFor("the loads with a wrong signal to settle", `__r.aborted !== undefined && __r.notASignal !== undefined`)
+			release()
+			tb.waitFor("the load tried again to settle", `__r.again !== undefined`)
+			var got struct{ Stalled, Aborted, NotASignal, Again string }
+			tb.eval(`__r`, &got)
+			want := struct{ Stalled, Aborted, NotASignal, Again string }{
+				"canceled: the operation was aborted",
+				"canceled: the operation was aborted",
+				"bad_options: signal must be an AbortSignal, not a string",
+				"loaded in " + mode,
+			}
+			if got != want {
+				t.Fatalf("loads:\n got %+v\nwant %+v", got, want)
 			}
 		})
 	}
