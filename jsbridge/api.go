@@ -7,6 +7,7 @@ import (
 	"crypto/ed25519"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 	"strconv"
 	"sync"
@@ -258,7 +259,8 @@ func (a *attachment) options(v Value) (client.Options, error) {
 	if key := jsString(opt("relayKey")); key != "" {
 		pub, err := librelay.ParsePublicKey(key)
 		if err != nil {
-			return o, errors.Join(client.ErrBadOptions, err)
+			// One line that names the option, as relay.js's own checks say.
+			return o, fmt.Errorf("%w: relayKey is not a relay's public key (librelay.FormatPublicKey's): %w", client.ErrBadOptions, err)
 		}
 		o.RelayKey = ed25519.PublicKey(pub)
 	}

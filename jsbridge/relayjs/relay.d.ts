@@ -183,7 +183,7 @@ export interface AttachOptions extends StreamName {
    * succeeds, or its signal aborts); nothing ends the attachment for it.
    */
   token: string | (() => string | Promise<string>);
-  /** The relay's pinned Ed25519 public key (librelay.FormatPublicKey); a welcome that does not verify rejects with bad_relay_signature. Checked with WebCrypto's Ed25519 where the engine has it, else by relay.wasm. Its text, never its bytes: anything but a string rejects with bad_options. */
+  /** The relay's pinned Ed25519 public key (librelay.FormatPublicKey); a welcome that does not verify rejects with bad_relay_signature. Checked with WebCrypto's Ed25519 where the engine has it, else by relay.wasm. Its text, never its bytes: anything but a string, or a string that is not a key, rejects with bad_options. */
   relayKey?: string;
   /** How many transcript entries (both directions) to keep for history(). Default 0. */
   history?: number;

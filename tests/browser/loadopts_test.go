@@ -3,7 +3,9 @@
 package browser
 
 import (
+	"errors"
 	"runtime"
+	"strings"
 	"testing"
 )
 
@@ -28,5 +30,21 @@ func TestLoadRelayAgainMakesNoStore(t *testing.T) {
 	}
 	if !same {
 		t.Error("loadRelay with the same options gave another Relay")
+	}
+}
+
+// A relayKey that is not a public key rejects attach with bad_options in
+// one line that names relayKey. The message was two (the engine's
+// sentinel, a newline, librelay's error) and named no option.
+func TestMalformedRelayKeyNamesIt(t *testing.T) {
+	ctx := testContext(t)
+	relay := loadRelay(t, ctx, nil)
+	_, err := await(ctx, relay.Call("attach", attachOptions(t, recorder(t, nil), "bad-key", map[string]any{"relayKey": "not a key"})))
+	var je *JSError
+	if !errors.As(err, &je) || je.Name != "RelayError" || je.Code != "bad_options" {
+		t.Fatalf("got %v, want a RelayError bad_options", err)
+	}
+	if strings.Contains(je.Message, "\n") || !strings.Contains(je.Message, "relayKey") {
+		t.Fatalf("the message is %q: want one line naming relayKey", je.Message)
 	}
 }
