@@ -60,6 +60,19 @@ func loadRelay(t *testing.T, ctx context.Context, options map[string]any) js.Val
 	return must(t, ctx, relayModule.Call("loadRelay", options))
 }
 
+// reloadedRelay stands for a reloaded page's Relay: a new Store over the
+// database db that earlier's Store wrote. Within one page a loadRelay with
+// the same options gives the same Relay back, so this one's commit window
+// is a millisecond shorter than the default.
+func reloadedRelay(t *testing.T, ctx context.Context, db string, earlier js.Value) js.Value {
+	t.Helper()
+	r := loadRelay(t, ctx, map[string]any{"database": db, "commitWindowMs": boundary.DefaultCommitWindowMs - 1})
+	if r.Equal(earlier) {
+		t.Fatal("the reloaded page's Relay is the first page's: no new Store reads what it wrote")
+	}
+	return r
+}
+
 // attachOptions are the options of an attach with recorder r's handlers.
 func attachOptions(t *testing.T, r js.Value, name string, extra map[string]any) map[string]any {
 	o := map[string]any{
@@ -191,7 +204,8 @@ func TestAPIReloadMidStreamLosesNothing(t *testing.T) {
 	const n = 6000
 	db := database(t)
 	r1 := recorder(t, map[string]any{"holdAt": 200})
-	att1 := must(t, ctx, loadRelay(t, ctx, map[string]any{"database": db}).Call("attach",
+	relay1 := loadRelay(t, ctx, map[string]any{"database": db})
+	att1 := must(t, ctx, relay1.Call("attach",
 		attachOptions(t, r1, "reload", map[string]any{"history": 10 * n})))
 	session := att1.Get("session").String()
 	sid := must(t, ctx, app(t).Call("newSession", att1, r1)).String()
@@ -206,7 +220,7 @@ func TestAPIReloadMidStreamLosesNothing(t *testing.T) {
 	cursor := att1.Get("cursor").Int()
 
 	r2 := recorder(t, nil)
-	relay2 := loadRelay(t, ctx, map[string]any{"database": db})
+	relay2 := reloadedRelay(t, ctx, db, relay1)
 	att2 := must(t, ctx, relay2.Call("attach", attachOptions(t, r2, "reload", map[string]any{"history": 10 * n})))
 	if got := att2.Get("session").String(); got != session {
 		t.Fatalf("the reloaded page got attachment %q, want its own %q back (its store in %s)",
@@ -499,7 +513,7 @@ func TestAPIHistoryWithoutAttaching(t *testing.T) {
 	}
 	must(t, ctx, att.Call("close"))
 
-	reloaded := loadRelay(t, ctx, map[string]any{"database": db})
+	reloaded := reloadedRelay(t, ctx, db, relay)
 	if got := stringify(must(t, ctx, reloaded.Call("history", opts))); got != want { // an attach's options will do
 		t.Fatalf("relay.history of a reloaded page:\n%s\nthe attachment's:\n%s", got, want)
 	}

@@ -47,7 +47,8 @@ func TestAPIHeldHandlerCostsNothing(t *testing.T) {
 	db := database(t)
 	hb := map[string]any{"heartbeat": map[string]any{"intervalMs": 100, "timeoutMs": 5000}}
 	r := recorder(t, nil)
-	att := must(t, ctx, loadRelay(t, ctx, map[string]any{"database": db}).Call("attach", attachOptions(t, r, "held", hb)))
+	relay := loadRelay(t, ctx, map[string]any{"database": db})
+	att := must(t, ctx, relay.Call("attach", attachOptions(t, r, "held", hb)))
 	sid := must(t, ctx, app(t).Call("newSession", att, r)).String()
 	before := r.Get("metas").Length()
 	waitCursor(t, ctx, att, before)
@@ -86,7 +87,7 @@ func TestAPIHeldHandlerCostsNothing(t *testing.T) {
 	}
 	r2 := recorder(t, nil)
 	r2.Call("hold")
-	att2 := must(t, ctx, loadRelay(t, ctx, map[string]any{"database": db}).Call("attach", attachOptions(t, r2, "held", hb)))
+	att2 := must(t, ctx, reloadedRelay(t, ctx, db, relay).Call("attach", attachOptions(t, r2, "held", hb)))
 	must(t, ctx, r2.Call("until", js.FuncOf(func(_ js.Value, args []js.Value) any { return args[0].Get("holding").Int() > 0 }), "the held message again"))
 	must(t, ctx, att2.Call("detach")) // while held
 	if s := att2.Get("state").String(); s != "closed" {
@@ -152,7 +153,8 @@ func TestAPINonResumingDropAndReload(t *testing.T) {
 	defer cancel()
 	db := database(t)
 	r := recorder(t, map[string]any{"offlineAt": 200})
-	att := must(t, ctx, loadRelay(t, ctx, map[string]any{"database": db}).Call("attach", nonResumingOptions(t, r, "nr-drop", nil)))
+	relay := loadRelay(t, ctx, map[string]any{"database": db})
+	att := must(t, ctx, relay.Call("attach", nonResumingOptions(t, r, "nr-drop", nil)))
 	sid := must(t, ctx, app(t).Call("newSession", att, r)).String()
 	must(t, ctx, app(t).Call("prompt", att, sid, "count 5000"))
 	must(t, ctx, r.Call("untilState", "offline"))
@@ -177,7 +179,7 @@ func TestAPINonResumingDropAndReload(t *testing.T) {
 	session := att.Get("session").String()
 	must(t, ctx, att.Call("close"))
 	r2 := recorder(t, nil)
-	att2 := must(t, ctx, loadRelay(t, ctx, map[string]any{"database": db}).Call("attach", nonResumingOptions(t, r2, "nr-drop", nil)))
+	att2 := must(t, ctx, reloadedRelay(t, ctx, db, relay).Call("attach", nonResumingOptions(t, r2, "nr-drop", nil)))
 	if got := att2.Get("session").String(); got != session {
 		t.Fatalf("the reloaded page got attachment %q, want %q", got, session)
 	}
@@ -251,7 +253,8 @@ func TestAPIResumeAnsweredDuringAStall(t *testing.T) {
 	db := database(t)
 	opts := map[string]any{"resumeTimeoutMs": 300}
 	r := recorder(t, nil)
-	att := must(t, ctx, loadRelay(t, ctx, map[string]any{"database": db}).Call("attach", attachOptions(t, r, "stalled-resume", opts)))
+	relay := loadRelay(t, ctx, map[string]any{"database": db})
+	att := must(t, ctx, relay.Call("attach", attachOptions(t, r, "stalled-resume", opts)))
 	sid := must(t, ctx, app(t).Call("newSession", att, r)).String()
 	must(t, ctx, r.Call("response", must(t, ctx, app(t).Call("prompt", att, sid, "count 20")).Int()))
 	must(t, ctx, att.Call("close"))
@@ -259,7 +262,7 @@ func TestAPIResumeAnsweredDuringAStall(t *testing.T) {
 	stall := app(t).Call("stallAfter", "session.resume", 1500)
 	defer stall.Call("cancel")
 	r2 := recorder(t, nil)
-	att2 := must(t, ctx, loadRelay(t, ctx, map[string]any{"database": db}).Call("attach", attachOptions(t, r2, "stalled-resume", opts)))
+	att2 := must(t, ctx, reloadedRelay(t, ctx, db, relay).Call("attach", attachOptions(t, r2, "stalled-resume", opts)))
 	must(t, ctx, stall.Get("done"))
 	id := must(t, ctx, app(t).Call("prompt", att2, sid, "ping")).Int()
 	must(t, ctx, r2.Call("response", id))
