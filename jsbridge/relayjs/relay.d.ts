@@ -344,7 +344,8 @@ export interface Attachment {
    * It throws, synchronously (it returns no Promise), a RelayError:
    * stream_open when a stream is open already, closed when the attachment
    * has ended, canceled when options.signal has aborted already, and
-   * bad_options when options is not an object.
+   * bad_options when options is not an object or its signal is not an
+   * AbortSignal.
    */
   stream<M = any>(options?: StreamOptions): AcpStream<M>;
 }

@@ -31,7 +31,7 @@
 // open stream's tap (att._tap) and does nothing else for it.
 
 import { ABORTED, CODE_BAD_OPTIONS, CODE_CANCELED, CODE_STREAM_OPEN } from "./boundary.js";
-import { RelayError } from "./errors.js";
+import { RelayError, checkSignal } from "./errors.js";
 
 // The JSON-RPC method by which the SDK cancels a request it sent; its
 // params.requestId names the request, so it is rewritten like the id.
@@ -69,6 +69,7 @@ export function openStream(att, options) {
     throw new RelayError(CODE_BAD_OPTIONS, "stream options must be an object");
   }
   const signal = options?.signal;
+  checkSignal(signal);
   if (signal?.aborted) throw new RelayError(CODE_CANCELED, ABORTED);
   if (att._tap) throw new RelayError(CODE_STREAM_OPEN, "the attachment has a stream open already");
   if (att.state === "closed") throw new RelayError("closed", "the attachment is closed");

@@ -361,6 +361,10 @@ func TestSDKStreamReopened(t *testing.T) {
 	if code != "stream_open" {
 		t.Errorf("a second stream() while one is open gave %q, want stream_open", code)
 	}
+	tb.eval(`(() => { try { __acp.att.stream({signal: "x"}); return "" } catch (e) { return e.code } })()`, &code)
+	if code != "bad_options" {
+		t.Errorf("stream({signal: \"x\"}) gave %q, want bad_options: its options are checked first", code)
+	}
 	tb.eval(`__acp.setLimit(__acp.reads), __acp.promptLater("count 50")`, nil)
 	// The first chunk must have reached the read that was waiting before the
 	// SDK's connection closes: on a loaded machine the count's first chunk
