@@ -26,6 +26,7 @@ func (r *runner) handleFrame(f *RefFrame) error {
 	switch {
 	case f.Type == librelay.TypeWelcome && !l.welcomed && f.ReplyTo == l.helloID:
 		r.carryHeld()
+		r.keepLossPlace(f.Session)
 		return r.welcome(&f.Frame)
 	case f.Type == librelay.TypeError:
 		return r.relayError(&f.Frame)
@@ -172,6 +173,7 @@ func (r *runner) resumed(f *librelay.Frame) error {
 	}
 	l.resumeID = ""
 	l.resumeDue.stop()
+	r.dropPlace() // a runtime that resumes tells its losses itself
 	r.setResumable(true)
 	from := rs.FromSeq
 	if from == 0 {
@@ -349,7 +351,7 @@ func (r *runner) flushOnce() bool {
 		r.pos.handle(last)
 	}
 	if marked {
-		r.evicted(Eviction{AfterSeq: r.pos.handled, Reason: r.pending[rest].loss})
+		r.passMark(r.pending[rest].loss)
 		rest++
 	}
 	kept := 0
@@ -406,9 +408,19 @@ func (r *runner) unsequenced(p pendingMsg) {
 
 // lossMark is a pending entry that stands for messages gone at its place,
 // reported as an Eviction with reason when delivery reaches it.
-func lossMark(reason string) pendingMsg { return pendingMsg{loss: reason} }
+func lossMark(reason string) pendingMsg { return pendingMsg{loss: &mark{e: Eviction{Reason: reason}}} }
 
-func isLoss(p *pendingMsg) bool { return p.loss != "" }
+func isLoss(p *pendingMsg) bool { return p.loss != nil }
+
+// passMark acts on a loss mark delivery has reached: a loss is told there;
+// a place kept for one (keepLossPlace) goes into the transcript.
+func (r *runner) passMark(m *mark) {
+	if m.place {
+		r.entries = append(r.entries, Entry{Lost: &m.e})
+		return
+	}
+	r.evicted(Eviction{AfterSeq: r.pos.handled, Reason: m.e.Reason})
+}
 
 // carryHeld readies held messages for a new connection, at its welcome. A
 // message of the transport's own (Ref) belonged to the socket it came on,

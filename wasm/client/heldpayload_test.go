@@ -180,7 +180,7 @@ type holdStore struct {
 
 func (s *holdStore) Commit(ctx context.Context, k client.Key, saved client.Saved, entries []client.Entry, keep int) error {
 	for i, e := range entries {
-		if e.Out || len(e.Payload) > 0 {
+		if e.Out || e.Lost != nil || len(e.Payload) > 0 { // a loss (or its place) has no payload
 			continue
 		}
 		if e.Ref == 0 {

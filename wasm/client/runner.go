@@ -50,7 +50,16 @@ type pendingMsg struct {
 	msg     Message
 	deliver bool            // an acp.message; other sequenced cargo only moves the cursor
 	owed    *librelay.Frame // the reply other sequenced cargo is owed, when a request
-	loss    string          // not a message: the Eviction reason of messages gone at its place (lossMark)
+	loss    *mark           // not a message: messages gone at its place (lossMark, keepLossPlace)
+}
+
+// mark is a pending entry's loss: the Eviction told when delivery reaches
+// it (AfterSeq is where the cursor is then), or, for place, the
+// transcript's place for a loss that may yet be told (keepLossPlace),
+// recorded, not told, when delivery reaches it.
+type mark struct {
+	e     Eviction
+	place bool
 }
 
 func newRunner(a *Attachment, saved Saved, opened chan<- error, first <-chan dialed) *runner {
@@ -284,9 +293,11 @@ func (r *runner) writeSend(s *sendCmd) bool {
 	return true
 }
 
-// commit hands the Store what changed since the last commit.
+// commit hands the Store what changed since the last commit. A place kept
+// for a loss (keepLossPlace) waits for what follows it: if the resume is
+// answered first, it is dropped (dropPlace) and the Store never has it.
 func (r *runner) commit() {
-	if !r.pos.dirty && len(r.entries) == 0 {
+	if !r.pos.dirty && (len(r.entries) == 0 || len(r.entries) == 1 && isPlace(&r.entries[0])) {
 		return
 	}
 	_ = r.o.Store.Commit(r.ctx, r.a.key, r.pos.saved(), r.entries, r.o.History)
@@ -295,11 +306,53 @@ func (r *runner) commit() {
 	r.pos.dirty = false
 }
 
+// evicted tells the application of a loss, and records it in the
+// transcript, if one is kept, after what was delivered before it was told.
+// A not_resumed loss belongs further back, where its connection opened
+// (keepLossPlace): the Store's History puts it there (PlaceLosses).
 func (r *runner) evicted(e Eviction) {
+	if r.o.History > 0 {
+		lost := e
+		r.entries = append(r.entries, Entry{Lost: &lost})
+	}
 	if r.o.OnEvicted != nil {
 		r.o.OnEvicted(e)
 	}
 }
+
+// keepLossPlace records, when a transcript is kept, the place where a
+// connection takes the stream up again (session, the id granted, is the
+// one asked for): what was sent while the client was away may be lost, and
+// a runtime that does not resume says so only when the wait for the
+// resume's answer ends (not_resumed), after the messages it delivered
+// meanwhile, which came after the loss. The place goes where the connection
+// opens, after what is held for delivery again, if anything is. It is no
+// loss: the Store's History moves a not_resumed loss into the last place
+// before it and leaves places out (PlaceLosses). Recording the place,
+// rather than holding the commits that follow it until the loss is known,
+// keeps every commit as prompt as without a transcript.
+func (r *runner) keepLossPlace(session string) {
+	if r.o.History <= 0 || r.pos.session == "" || session != r.pos.session {
+		return
+	}
+	if len(r.pending) > 0 {
+		r.pending = append(r.pending, pendingMsg{loss: &mark{place: true}})
+		return
+	}
+	r.entries = append(r.entries, Entry{Lost: &Eviction{}})
+}
+
+// dropPlace drops the place keepLossPlace recorded when the resume's answer
+// comes before anything follows it: a runtime that answers tells its
+// losses itself, where they are, so the Store need not have it.
+func (r *runner) dropPlace() {
+	if n := len(r.entries); n > 0 && isPlace(&r.entries[n-1]) {
+		r.entries[n-1] = Entry{}
+		r.entries = r.entries[:n-1]
+	}
+}
+
+func isPlace(e *Entry) bool { return e.Lost != nil && e.Lost.Reason == "" }
 
 // writeFrame encodes and writes a frame of the engine's own.
 func (r *runner) writeFrame(f *librelay.Frame) error {

@@ -24,6 +24,9 @@ type Saved struct {
 // Entry is one line of the local transcript. Received entries carry the seq
 // they arrived with (0 for an unsequenced frame); sent entries are marked Out
 // and have no seq, because the runtime never replays what a client sent.
+// An entry with Lost set is no message but a loss, in the place where
+// messages went missing, as OnEvicted told it: Out is false, Seq 0 and
+// Payload empty then.
 type Entry struct {
 	Out     bool
 	Seq     uint64
@@ -32,6 +35,46 @@ type Entry struct {
 	// transport keeps payloads for it (jsbridge's, in relay.js) finds an
 	// empty Payload by it; any other Store ignores it.
 	Ref uint64
+	// Lost is the loss this entry records, nil for a message. A loss is
+	// recorded only when a transcript is kept, after the messages
+	// delivered before it was told, and counts toward History's keep like
+	// a message.
+	//
+	// A Store keeps one more kind of entry, which History leaves out: Lost
+	// with an empty Reason is the place where a connection took the stream
+	// up again. A not_resumed loss is told, and committed, after what its
+	// connection delivered while the resume's answer was awaited; it
+	// belongs in that place, and History puts it there (PlaceLosses).
+	Lost *Eviction
+}
+
+// PlaceLosses returns h as History returns it: each not_resumed loss moved
+// back into the place recorded where its connection opened (the last one
+// before it, if not taken by another loss), and the places left out. It
+// works in h's array. A Store of the application's own should return its
+// History through it.
+func PlaceLosses(h []Entry) []Entry {
+	out := h[:0]
+	place := -1 // in out: the last place not yet taken
+	for _, e := range h {
+		switch {
+		case e.Lost == nil:
+		case e.Lost.Reason == "":
+			if place >= 0 {
+				out = append(out[:place], out[place+1:]...) // no loss came for it
+			}
+			place = len(out)
+		case e.Lost.Reason == EvictedNotResumed && place >= 0:
+			out[place] = e
+			place = -1
+			continue
+		}
+		out = append(out, e)
+	}
+	if place >= 0 {
+		out = append(out[:place], out[place+1:]...)
+	}
+	return out
 }
 
 // Store keeps the cursor, and optionally the transcript, of each stream.
@@ -104,6 +147,10 @@ func (m *MemoryStore) Commit(_ context.Context, k Key, s Saved, entries []Entry,
 	}
 	for _, e := range entries {
 		e.Payload = append([]byte(nil), e.Payload...)
+		if e.Lost != nil {
+			lost := *e.Lost
+			e.Lost = &lost
+		}
 		st.transcript = append(st.transcript, e)
 	}
 	if over := len(st.transcript) - keep; over > 0 {
@@ -112,7 +159,7 @@ func (m *MemoryStore) Commit(_ context.Context, k Key, s Saved, entries []Entry,
 	return nil
 }
 
-// History implements Store.
+// History implements Store: the transcript as PlaceLosses returns it.
 func (m *MemoryStore) History(_ context.Context, k Key) ([]Entry, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -120,7 +167,7 @@ func (m *MemoryStore) History(_ context.Context, k Key) ([]Entry, error) {
 	if st == nil {
 		return nil, nil
 	}
-	return append([]Entry(nil), st.transcript...), nil
+	return PlaceLosses(append([]Entry(nil), st.transcript...)), nil
 }
 
 // Clear implements Store.

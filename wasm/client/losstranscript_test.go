@@ -1,0 +1,184 @@
+//go:build !js
+
+package client_test
+
+import (
+	"context"
+	"reflect"
+	"sync"
+	"testing"
+
+	"github.com/relaywasm/relaywasm/demo/devruntime"
+	"github.com/relaywasm/relaywasm/wasm/client"
+	"github.com/relaywasm/relaywasm/wasm/client/clienttest"
+)
+
+// A loss is in the transcript where it happened, so a page redrawn from
+// History shows it after any number of reloads. Against a runtime that
+// does not resume, a drop in the middle of an answer loses what was sent
+// while the client was away: the loss goes between the last message before
+// the drop and the first after it, although it is told (OnEvicted) only
+// when the resume's wait ends, after the messages delivered since the
+// connection opened. A reload then loses again, after everything before
+// it.
+func TestLossIsInTheTranscript(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, nil, func(c *devruntime.Config) { c.NoResume, c.AgentRate = true, 500 })
+	c := clienttest.NewCollector()
+	store := client.NewMemoryStore()
+	o := s.options(store, c)
+	o.ResumeTimeout = resumeWait
+	var mu sync.Mutex
+	opens, before, beforeTold := 0, -1, -1 // messages delivered when the second connection opened, and when its loss was told
+	was := client.Connecting
+	o.OnState = func(sc client.StateChange) {
+		if sc.State == client.Open && was != client.Open { // not a change of Resumable alone
+			n := len(c.Snapshot())
+			mu.Lock()
+			if opens++; opens == 2 {
+				before = n
+			}
+			mu.Unlock()
+		}
+		was = sc.State
+		c.OnState(sc)
+	}
+	o.OnEvicted = func(e client.Eviction) {
+		n := len(c.Snapshot())
+		mu.Lock()
+		if beforeTold < 0 {
+			beforeTold = n
+		}
+		mu.Unlock()
+		c.OnEvicted(e)
+	}
+	a := s.attach(o)
+	session := startChat(t, c, a)
+	c.Wait(t, "resumable false", func(c *clienttest.Collector) bool { return !lastState(c).Resumable })
+
+	from := len(c.Snapshot())
+	send(t, a, `{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":`+promptParams(session, "count 1000")+`}`)
+	c.Wait(t, "the stream under way", func(c *clienttest.Collector) bool { return len(chunks(c.Msgs[from:])) >= 100 })
+	s.front.Cut()
+	c.Wait(t, "the loss reported", func(c *clienttest.Collector) bool { return evictions(c, "not_resumed") == 1 })
+	c.Wait(t, "the end of the turn", func(c *clienttest.Collector) bool { _, ok := c.Response(3); return ok })
+	mu.Lock()
+	at := before
+	t.Logf("%d messages before the drop; %d more delivered before the loss was told", before, beforeTold-before)
+	mu.Unlock()
+
+	h := history(t, s, store)
+	losses := lossesIn(h)
+	if len(losses) != 1 {
+		t.Fatalf("the transcript holds %d losses after one drop, want 1", len(losses))
+	}
+	c.Lock()
+	told := c.Evicted[0]
+	received := len(c.Msgs)
+	c.Unlock()
+	if got := *h[losses[0]].Lost; got != told {
+		t.Fatalf("the transcript's loss is %+v, OnEvicted told %+v", got, told)
+	}
+	if n := receivedIn(h[:losses[0]]); n != at {
+		t.Fatalf("the loss follows %d received messages, want the %d delivered before the connection opened again", n, at)
+	}
+	if n := receivedIn(h); n != received {
+		t.Fatalf("the transcript holds %d received messages, %d were delivered", n, received)
+	}
+
+	// A reload: the first loss stays where it was, the reload's own goes
+	// after everything before it.
+	a.Close()
+	kept := history(t, s, store)
+	b := s.attach(o)
+	c.Wait(t, "the reload's loss reported", func(c *clienttest.Collector) bool { return evictions(c, "not_resumed") == 2 })
+	promptCount(t, c, b, 4, session, 50)
+	h = history(t, s, store)
+	if len(h) <= len(kept) || !reflect.DeepEqual(h[:len(kept)], kept) {
+		t.Fatal("the reload changed the transcript it found")
+	}
+	if l := h[len(kept)].Lost; l == nil || l.Reason != client.EvictedNotResumed {
+		t.Fatalf("the reload's first entry is %+v, want its not_resumed loss", h[len(kept)])
+	}
+	if got := lossesIn(h); len(got) != 2 {
+		t.Fatalf("the transcript holds %d losses after a drop and a reload, want 2", len(got))
+	}
+}
+
+func history(t *testing.T, s *stack, store client.Store) []client.Entry {
+	t.Helper()
+	h, err := store.History(context.Background(), client.Key{URL: s.url(), Instance: s.env.Instance, Name: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// lossesIn returns the indexes of h's losses.
+func lossesIn(h []client.Entry) []int {
+	var at []int
+	for i, e := range h {
+		if e.Lost != nil {
+			at = append(at, i)
+			if e.Out || e.Seq != 0 || len(e.Payload) != 0 {
+				panic("a loss entry with a message's fields")
+			}
+		}
+	}
+	return at
+}
+
+// receivedIn counts h's received messages.
+func receivedIn(h []client.Entry) int {
+	n := 0
+	for _, e := range h {
+		if !e.Out && e.Lost == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// PlaceLosses moves a not_resumed loss back into the last place recorded
+// before it, once, and leaves every place out: one no loss took (the
+// resume was answered, or the connection ended first), or one trimmed
+// away, which leaves the loss where it was told.
+func TestPlaceLosses(t *testing.T) {
+	msg := func(s string) client.Entry { return client.Entry{Payload: []byte(s)} }
+	place := func() client.Entry { return client.Entry{Lost: &client.Eviction{}} }
+	lost := func(reason string) client.Entry { return client.Entry{Lost: &client.Eviction{Reason: reason}} }
+	for _, c := range []struct {
+		name     string
+		in, want []client.Entry
+	}{
+		{"moved back", []client.Entry{msg("a"), place(), msg("b"), msg("c"), lost("not_resumed"), msg("d")},
+			[]client.Entry{msg("a"), lost("not_resumed"), msg("b"), msg("c"), msg("d")}},
+		{"a place no loss took", []client.Entry{msg("a"), place(), msg("b"), place(), msg("c"), lost("not_resumed")},
+			[]client.Entry{msg("a"), msg("b"), lost("not_resumed"), msg("c")}},
+		{"a place at the end", []client.Entry{msg("a"), lost("not_resumed"), msg("b"), place(), msg("c")},
+			[]client.Entry{msg("a"), lost("not_resumed"), msg("b"), msg("c")}},
+		{"the place trimmed away", []client.Entry{msg("b"), lost("not_resumed"), msg("c")},
+			[]client.Entry{msg("b"), lost("not_resumed"), msg("c")}},
+		{"another loss stays where told", []client.Entry{place(), msg("a"), lost("evicted"), msg("b")},
+			[]client.Entry{msg("a"), lost("evicted"), msg("b")}},
+	} {
+		if got := client.PlaceLosses(c.in); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%s: %s, want %s", c.name, describeEntries(got), describeEntries(c.want))
+		}
+	}
+}
+
+func describeEntries(h []client.Entry) string {
+	s := ""
+	for _, e := range h {
+		switch {
+		case e.Lost == nil:
+			s += string(e.Payload) + " "
+		case e.Lost.Reason == "":
+			s += "[place] "
+		default:
+			s += "[" + e.Lost.Reason + "] "
+		}
+	}
+	return s
+}
