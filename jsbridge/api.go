@@ -572,13 +572,18 @@ func apiStored(args []Value) any {
 }
 
 // historyJSON is a transcript as relay.js parses it: [[out, seq, payload],
-// …], out 1 for a message this page sent. Built by hand: the payloads are
-// JSON text already, and encoding/json is not linked into relay.wasm.
+// …], out 1 for a message this page sent, and a loss as [0, 0, null,
+// {reason, afterSeq, fromSeq}]. Built by hand: the payloads are JSON text
+// already, and encoding/json is not linked into relay.wasm.
 func historyJSON(h []client.Entry) string {
 	buf := []byte{'['}
 	for i, e := range h {
 		if i > 0 {
 			buf = append(buf, ',')
+		}
+		if e.Lost != nil {
+			buf = appendLostJSON(buf, e.Lost)
+			continue
 		}
 		if e.Out {
 			buf = append(buf, "[1,"...)
@@ -591,6 +596,18 @@ func historyJSON(h []client.Entry) string {
 		buf = append(buf, ']')
 	}
 	return string(append(buf, ']'))
+}
+
+// appendLostJSON adds a loss's history entry (historyJSON). A reason is
+// an ASCII identifier (jsbridge/store.go lostOf): Go's quoting is JSON's.
+func appendLostJSON(buf []byte, l *client.Eviction) []byte {
+	buf = append(buf, `[0,0,null,{"reason":`...)
+	buf = strconv.AppendQuote(buf, l.Reason)
+	buf = append(buf, `,"afterSeq":`...)
+	buf = strconv.AppendUint(buf, l.AfterSeq, 10)
+	buf = append(buf, `,"fromSeq":`...)
+	buf = strconv.AppendUint(buf, l.FromSeq, 10)
+	return append(buf, "}]"...)
 }
 
 // apiDetach(callID, handle). It resolves once the stream's state is gone

@@ -247,7 +247,7 @@ func (s *Store) sessionValue(session string) any {
 	return s.session.value
 }
 
-// History implements client.Store.
+// History implements client.Store (as client.PlaceLosses returns it).
 func (s *Store) History(ctx context.Context, k client.Key) ([]client.Entry, error) {
 	if s.mem != nil {
 		return s.mem.History(ctx, k)
@@ -270,7 +270,7 @@ func (s *Store) History(ctx context.Context, k client.Key) ([]client.Entry, erro
 	if over := len(out) - jsInt(keepV); over > 0 {
 		out = out[over:]
 	}
-	return out, nil
+	return client.PlaceLosses(out), nil
 }
 
 // Clear implements client.Store.
@@ -403,8 +403,12 @@ func domError(v Value) error {
 
 // appendEntry packs one transcript entry: a flags byte
 // (boundary.EntryOutbound), the seq and the payload length as uvarints, then
-// the payload. store.js keeps packed entries without reading them.
+// the payload. store.js keeps packed entries without reading them. A loss
+// is packed as boundary.EntryLost says.
 func appendEntry(dst []byte, e client.Entry) []byte {
+	if e.Lost != nil {
+		return appendLost(dst, e.Lost)
+	}
 	var flags byte
 	if e.Out {
 		flags |= boundary.EntryOutbound
@@ -413,6 +417,41 @@ func appendEntry(dst []byte, e client.Entry) []byte {
 	dst = binary.AppendUvarint(dst, e.Seq)
 	dst = binary.AppendUvarint(dst, uint64(len(e.Payload)))
 	return append(dst, e.Payload...)
+}
+
+// appendLost packs a loss: boundary.EntryLost, seq 0, and the Eviction's
+// fields as the payload.
+func appendLost(dst []byte, l *client.Eviction) []byte {
+	size := uvarintLen(l.AfterSeq) + uvarintLen(l.FromSeq) + len(l.Reason)
+	dst = append(dst, boundary.EntryLost, 0)
+	dst = binary.AppendUvarint(dst, uint64(size))
+	dst = binary.AppendUvarint(dst, l.AfterSeq)
+	dst = binary.AppendUvarint(dst, l.FromSeq)
+	return append(dst, l.Reason...)
+}
+
+// lostOf reads a loss's payload (appendLost); ok is false if it is not one.
+func lostOf(p []byte) (l *client.Eviction, ok bool) {
+	after, n := binary.Uvarint(p)
+	if n <= 0 {
+		return nil, false
+	}
+	from, m := binary.Uvarint(p[n:])
+	if m <= 0 {
+		return nil, false
+	}
+	reason := p[n+m:]
+	for _, c := range reason {
+		if c <= ' ' || c > '~' || c == '"' || c == '\\' {
+			return nil, false // a reason is an ASCII identifier
+		}
+	}
+	return &client.Eviction{AfterSeq: after, FromSeq: from, Reason: string(reason)}, true
+}
+
+func uvarintLen(v uint64) int {
+	var b [binary.MaxVarintLen64]byte
+	return len(binary.AppendUvarint(b[:0], v))
 }
 
 // isHeld says whether e's payload is one relay.js holds: a received message
@@ -436,7 +475,8 @@ func nextEntry(b []byte) (e client.Entry, rest []byte, ok bool) {
 	if len(b) == 0 {
 		return e, nil, false
 	}
-	e.Out = b[0]&boundary.EntryOutbound != 0
+	flags := b[0]
+	e.Out = flags&boundary.EntryOutbound != 0
 	b = b[1:]
 	seq, n := binary.Uvarint(b)
 	if n <= 0 {
@@ -448,6 +488,10 @@ func nextEntry(b []byte) (e client.Entry, rest []byte, ok bool) {
 		return e, nil, false
 	}
 	b = b[n:]
+	if flags&boundary.EntryLost != 0 {
+		lost, ok := lostOf(b[:size])
+		return client.Entry{Lost: lost}, b[size:], ok
+	}
 	e.Seq = seq
 	e.Payload = b[:size:size]
 	return e, b[size:], true

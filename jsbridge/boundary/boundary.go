@@ -83,7 +83,7 @@ const (
 //	StoreChunks: [url, instance, name, start] -> packed entries: a Blob, or a Uint8Array
 //
 // A chunk holds the transcript entries of one write, packed by jsbridge
-// (EntryOutbound is the one flag of an entry kept); start counts the stream's
+// (EntryOutbound and EntryLost are the flags of an entry kept); start counts the stream's
 // entries since it began, so chunks sort in order and dropping the oldest is
 // one range delete. A chunk is a Blob where the database takes Blobs and
 // a Uint8Array where it does not (store.js); either holds the same bytes.
@@ -102,6 +102,14 @@ const (
 // and the bytes (entries.js), before the store keeps the entry, so no
 // chunk holds the flag.
 const EntryHeld = 2
+
+// EntryLost marks an entry that is no message but a loss (client.Entry's
+// Lost), in the transcript where the messages went missing: its seq is 0,
+// and its payload [uvarint afterSeq][uvarint fromSeq][the reason, ASCII]
+// the Eviction's fields. Its seq being 0 keeps a store that leaves out
+// the messages it holds already (entries.js unrecorded) from taking it for
+// one.
+const EntryLost = 4
 
 // StoreSpill begins the sessionStorage keys where a page that goes away
 // leaves a copy of its last write (store.js), for the reloaded page to
@@ -174,7 +182,7 @@ func constants() []constant {
 		{"DONE_OK", DoneOK}, {"DONE_FAILED", DoneFailed},
 		{"STORE_DATABASE", StoreDatabase}, {"STORE_VERSION", StoreVersion},
 		{"STORE_STATE", StoreState}, {"STORE_CHUNKS", StoreChunks}, {"STORE_SPILL", StoreSpill},
-		{"ENTRY_OUTBOUND", EntryOutbound}, {"ENTRY_HELD", EntryHeld},
+		{"ENTRY_OUTBOUND", EntryOutbound}, {"ENTRY_HELD", EntryHeld}, {"ENTRY_LOST", EntryLost},
 		{"DEFAULT_COMMIT_WINDOW_MS", DefaultCommitWindowMs},
 		{"FLOOD_BATCH", FloodBatch}, {"FLOOD_MS", FloodMs},
 		{"FALLBACK_UNAVAILABLE", FallbackUnavailable}, {"FALLBACK_BLOCKED", FallbackBlocked},

@@ -30,6 +30,7 @@ export const STORE_CHUNKS = "chunks";
 export const STORE_SPILL = "relaywasm.spill";
 export const ENTRY_OUTBOUND = 1;
 export const ENTRY_HELD = 2;
+export const ENTRY_LOST = 4;
 export const DEFAULT_COMMIT_WINDOW_MS = 50;
 export const FLOOD_BATCH = 8;
 export const FLOOD_MS = 16;

@@ -4,7 +4,7 @@
 // packs the ones it makes itself (worker mode's page, remote.js) and puts
 // held payloads into the ones Go hands it (unhold).
 
-import { ENTRY_HELD, ENTRY_OUTBOUND } from "./boundary.js";
+import { ENTRY_HELD, ENTRY_LOST, ENTRY_OUTBOUND } from "./boundary.js";
 import { take } from "./held.js";
 import { REFS_PER_SOCKET } from "./records.js";
 
@@ -60,10 +60,11 @@ export function unhold(bytes) {
 /**
  * unrecorded returns the packed entries in parts that a transcript whose
  * stream is at cursor past holds already left out, and how many are kept:
- * it keeps the outbound ones, those with no seq, and those of a seq over
- * past. parts is returned as it is when it keeps every entry. (store.js:
- * a page shown again from the back/forward cache resumes from its own
- * cursor, behind what the tab's next page recorded.)
+ * it keeps the outbound ones, the losses (ENTRY_LOST, no message of any
+ * seq), those with no seq, and those of a seq over past. parts is returned
+ * as it is when it keeps every entry. (store.js: a page shown again from
+ * the back/forward cache resumes from its own cursor, behind what the
+ * tab's next page recorded.)
  */
 export function unrecorded(parts, past) {
   const kept = [];
@@ -78,7 +79,7 @@ export function unrecorded(parts, past) {
       const seq = readUvarint(bytes, at + 1);
       at = skipUvarint(bytes, seqEnd);
       at += readUvarint(bytes, seqEnd);
-      if (bytes[start] & ENTRY_OUTBOUND || seq === 0 || seq > past) {
+      if (bytes[start] & (ENTRY_OUTBOUND | ENTRY_LOST) || seq === 0 || seq > past) {
         n++;
         continue;
       }

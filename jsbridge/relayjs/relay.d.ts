@@ -185,7 +185,7 @@ export interface AttachOptions extends StreamName {
   token: string | (() => string | Promise<string>);
   /** The relay's pinned Ed25519 public key (librelay.FormatPublicKey); a welcome that does not verify rejects with bad_relay_signature. Checked with WebCrypto's Ed25519 where the engine has it, else by relay.wasm. Its text, never its bytes: anything but a string, or a string that is not a key, rejects with bad_options. */
   relayKey?: string;
-  /** How many transcript entries (both directions) to keep for history(). Default 0. */
+  /** How many transcript entries (both directions, losses included: HistoryLoss) to keep for history(). Default 0. */
   history?: number;
   /**
    * Receives every ACP message in order. The cursor moves past a message only
@@ -281,7 +281,8 @@ export interface Attachment {
   resume(afterSeq: number): Promise<void>;
   /**
    * The local transcript, both directions, oldest first (see AttachOptions.history):
-   * every message whose onMessage has returned (or whose Promise resolved).
+   * every message whose onMessage has returned (or whose Promise resolved),
+   * and every loss onEvicted told, in its place (HistoryLoss).
    *
    * After a reload, messages after the stored cursor may reach onMessage
    * before history() resolves. To redraw the transcript and then append what
@@ -439,12 +440,36 @@ export interface Eviction {
   reason: EvictionReason;
 }
 
-export interface HistoryEntry {
+/**
+ * One entry of a transcript (history()): a message (HistoryMessage), or a
+ * loss (HistoryLoss), in the place where messages went missing. Code that
+ * reads only e.message still type-checks; it reads undefined from a loss.
+ */
+export type HistoryEntry = HistoryMessage | HistoryLoss;
+
+export interface HistoryMessage {
   /** true for a message this page sent, false for one received. */
   out: boolean;
   /** The seq a received message arrived with; 0 for sent ones. */
   seq: number;
   message: any;
+  lost?: undefined;
+}
+
+/**
+ * A loss, as onEvicted told it, kept in the transcript where it happened,
+ * so a page redrawn after a reload can still show that part of the
+ * conversation is missing there. Every reason is kept. A not_resumed loss
+ * stands where the connection opened again, before the messages delivered
+ * while the resume's answer was awaited (onEvicted told it after them).
+ * It is kept only when the transcript is (history > 0), and counts toward
+ * history's number of entries like a message.
+ */
+export interface HistoryLoss {
+  out: false;
+  seq: 0;
+  message?: undefined;
+  lost: Eviction;
 }
 
 /** Every rejection of this module. */

@@ -254,9 +254,10 @@ class Relay {
   }
 }
 
-// parseHistory reads relay.wasm's transcript text ([[out, seq, payload], …]).
+// parseHistory reads relay.wasm's transcript text ([[out, seq, payload], …],
+// a loss [0, 0, null, {reason, afterSeq, fromSeq}]).
 function parseHistory(text) {
-  return JSON.parse(text).map(([out, seq, message]) => ({ out: out === 1, seq, message }));
+  return JSON.parse(text).map(([out, seq, message, lost]) => (lost ? { out: false, seq, lost } : { out: out === 1, seq, message }));
 }
 
 // normalise is attach's options as relay.wasm takes them: checked as in
