@@ -317,6 +317,7 @@ class Turn {
     this.orphan = promptId === null; // chunks whose prompt this page does not have
     this.done = false;
     this.firstLive = null; // the first chunk it took live since the connection last opened
+    this.gapNext = ""; // a loss to mark before its next chunk (lostHere): the mark's text
     this.sentOn = -1; // the connection (opens) its prompt went out on; -1 if not this page's
     this.frag = document.createDocumentFragment();
     const li = el("li", "msg agent");
@@ -349,6 +350,10 @@ class Turn {
       this.runChunks = 0;
       this.frag.append(this.run);
     }
+    if (this.gapNext) {
+      this.run.append(gapMark(this.gapNext));
+      this.gapNext = "";
+    }
     this.run.append(span);
     this.runChunks++;
     this.runEnded = span.textContent.endsWith("\n");
@@ -369,10 +374,7 @@ class Turn {
   // markGap shows, before the first chunk this turn took since the
   // connection last opened, that what the agent sent before that is gone.
   markGap() {
-    const gap = el("span", "gap", "Part of this answer was lost here, while the page was away.");
-    gap.dataset.gap = "";
-    gap.setAttribute("role", "note");
-    this.firstLive.before(gap);
+    this.firstLive.before(gapMark(AWAY));
   }
 
   finish(stopReason, error) {
@@ -391,6 +393,34 @@ class Turn {
     }
     updateComposer();
   }
+}
+
+const AWAY = "Part of this answer was lost here, while the page was away.";
+const TOO_LARGE = "Part of this answer was lost here: it was too large to reach this page.";
+
+// gapMark is the mark of a loss inside an answer.
+function gapMark(text) {
+  const gap = el("span", "gap", text);
+  gap.dataset.gap = "";
+  gap.setAttribute("role", "note");
+  return gap;
+}
+
+// lostHere draws a loss the transcript holds (history()'s lost entries)
+// as the page drew it when it was told (evicted), in its place: a
+// not_resumed one marks each answer open there before its next chunk, and
+// ends one that took none after it as interrupted (redraw); frame_too_large
+// marks the answer going on; any other ended the session's answers.
+function lostHere(info) {
+  switch (info.reason) {
+    case "not_resumed":
+      for (const t of openTurns.values()) t.gapNext = AWAY;
+      return;
+    case "frame_too_large":
+      for (const t of openTurns.values()) t.gapNext = TOO_LARGE;
+      return;
+  }
+  retireAll("interrupted");
 }
 
 // flush puts the batch's new runs in the document. It does not scroll: the
@@ -606,7 +636,8 @@ function evicted(info) {
     return;
   }
   if (info.reason === "frame_too_large") {
-    // One message is gone; the answer goes on after it.
+    // One message is gone; the answer goes on after it, marked there.
+    lostHere(info);
     showBanner("evicted", "Part of an answer is missing", "A message from the agent was too large to reach this page; what follows it still arrives.");
     return;
   }
@@ -809,9 +840,14 @@ function redraw(entries, from = 0) {
   try {
     for (let i = from; i < entries.length; i++) {
       const e = entries[i];
-      if (e.out) applyOut(e.message);
+      if (e.lost) lostHere(e.lost);
+      else if (e.out) applyOut(e.message);
       else applyIn(e.message, e.seq, false);
     }
+    // An answer a loss cut that took nothing after it was ended as
+    // interrupted when the loss was told (evicted); once attached, as
+    // what is drawn before (relay.history) may go on in what follows.
+    if (att) for (const t of [...openTurns.values()]) if (t.gapNext === AWAY) t.finish("interrupted");
   } finally {
     replaying = false;
   }

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -81,6 +82,20 @@ func nonResumingChatAndReload(t *testing.T, m pageMode) {
 	tb.eval(`Number(sessionStorage.getItem("e2e.shown"))`, &shown)
 	n2 := countAcrossLoss(tb, n, shown)
 	t.Logf("after the reload the page shows %d of the %d numbers (%d when it went away); the rest went while it was away", n2, n, shown)
+
+	// A second reload draws the answer from the transcript alone (history()),
+	// the loss with it: marked in the same place, not a count that looks
+	// whole while it is cut.
+	drawn := tb.transcript()
+	tb.reload()
+	tb.waitFor("the second reload's loss reported", `__chat.evictions.some(e => e.reason === "not_resumed")`)
+	if n3 := countAcrossLoss(tb, n, shown); n3 != n2 {
+		t.Fatalf("after a second reload the page shows %d numbers, %d before it", n3, n2)
+	}
+	if again := tb.transcript(); !reflect.DeepEqual(again[:4], drawn[:4]) {
+		t.Fatalf("after a second reload the count's answer is %s (%s) with losses marked at %v; before it, %s (%s) marked at %v",
+			describe(again[3].Text), again[3].Stop, again[3].Gaps, describe(drawn[3].Text), drawn[3].Stop, drawn[3].Gaps)
+	}
 
 	// The conversation goes on.
 	// The answer is the one to this prompt, the answer bearing its id, not
