@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/relaywasm/relaywasm/jsbridge"
+	"github.com/relaywasm/relaywasm/jsbridge/boundary"
 	"github.com/relaywasm/relaywasm/wasm/client"
 )
 
@@ -28,11 +29,16 @@ func TestHistoryKeepsTheLoss(t *testing.T) {
 			ctx := testContext(t)
 			db := database(t)
 			var kept js.Value
-			page := func() js.Value { // a reloaded page; in memory storage the same one
+			loads := 0
+			// A reloaded page; in memory storage the same one. Each page's
+			// commit window differs, as loadRelay with the same options
+			// gives the same Relay back (reloadedRelay).
+			page := func() js.Value {
 				if storage == "memory" && !kept.IsUndefined() {
 					return kept
 				}
-				kept = loadRelay(t, ctx, map[string]any{"database": db, "storage": storage})
+				loads++
+				kept = loadRelay(t, ctx, map[string]any{"database": db, "storage": storage, "commitWindowMs": boundary.DefaultCommitWindowMs - loads})
 				return kept
 			}
 			name := "nr-lost-" + storage
