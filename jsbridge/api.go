@@ -566,7 +566,7 @@ func apiStored(args []Value) any {
 		if err != nil {
 			return nil, err
 		}
-		return historyJSON(h), nil
+		return historyJSON(client.PlaceLosses(h)), nil
 	})
 	return nil
 }

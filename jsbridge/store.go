@@ -247,7 +247,7 @@ func (s *Store) sessionValue(session string) any {
 	return s.session.value
 }
 
-// History implements client.Store (as client.PlaceLosses returns it).
+// History implements client.Store.
 func (s *Store) History(ctx context.Context, k client.Key) ([]client.Entry, error) {
 	if s.mem != nil {
 		return s.mem.History(ctx, k)
@@ -270,7 +270,7 @@ func (s *Store) History(ctx context.Context, k client.Key) ([]client.Entry, erro
 	if over := len(out) - jsInt(keepV); over > 0 {
 		out = out[over:]
 	}
-	return client.PlaceLosses(out), nil
+	return out, nil
 }
 
 // Clear implements client.Store.

@@ -109,8 +109,9 @@ func checkLossAt(t *testing.T, h js.Value, at int, told js.Value) {
 
 // jsbridge's Store keeps a loss as an entry of its own (boundary.EntryLost),
 // with its fields, in its place among the messages of the same commit and of
-// others, and counts it toward keep; History moves a not_resumed loss back
-// into the place its connection recorded, and leaves places out, for a
+// others, and counts it toward keep; read through PlaceLosses (as
+// Attachment.History and relay.history read it), a not_resumed loss is back
+// in the place its connection recorded, and places are left out, for a
 // store reopened (a reloaded page) too.
 func TestStoreKeepsLosses(t *testing.T) {
 	ctx := testContext(t)
@@ -132,7 +133,7 @@ func TestStoreKeepsLosses(t *testing.T) {
 	}
 	want := []client.Entry{in[0], in[1], in[2], tooLarge, in[3], notResumed, in[4], in[5]}
 	for what, store := range map[string]*jsbridge.Store{"the store": s, "a store reopened": openStore(t, ctx, db)} {
-		if got := mustHistory(t, ctx, store, testKey); !reflect.DeepEqual(got, want) {
+		if got := client.PlaceLosses(mustHistory(t, ctx, store, testKey)); !reflect.DeepEqual(got, want) {
 			t.Fatalf("%s's History = %s, want %s", what, describeLosses(got), describeLosses(want))
 		}
 	}
@@ -141,7 +142,7 @@ func TestStoreKeepsLosses(t *testing.T) {
 	if err := s.Commit(ctx, testKey, client.Saved{Session: "att-1", Cursor: 4}, nil, 4); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := mustHistory(t, ctx, s, testKey), []client.Entry{notResumed, in[4], in[5]}; !reflect.DeepEqual(got, want) {
+	if got, want := client.PlaceLosses(mustHistory(t, ctx, s, testKey)), []client.Entry{notResumed, in[4], in[5]}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("kept 4: History = %s, want %s", describeLosses(got), describeLosses(want))
 	}
 }

@@ -232,9 +232,11 @@ func (a *Attachment) Abandon(cause error) {
 }
 
 // History returns the local transcript, oldest first: the messages received
-// (with their seq) and sent (Out), as far back as Options.History reaches.
+// (with their seq) and sent (Out), and the losses told (Lost), each in its
+// place, as far back as Options.History reaches.
 func (a *Attachment) History(ctx context.Context) ([]Entry, error) {
-	return a.o.Store.History(ctx, a.key)
+	h, err := a.o.Store.History(ctx, a.key)
+	return PlaceLosses(h), err
 }
 
 // SetOnline tells the attachment what the platform knows about the network.

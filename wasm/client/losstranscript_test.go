@@ -111,7 +111,7 @@ func history(t *testing.T, s *stack, store client.Store) []client.Entry {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return h
+	return client.PlaceLosses(h)
 }
 
 // lossesIn returns the indexes of h's losses.

@@ -40,19 +40,19 @@ type Entry struct {
 	// delivered before it was told, and counts toward History's keep like
 	// a message.
 	//
-	// A Store keeps one more kind of entry, which History leaves out: Lost
-	// with an empty Reason is the place where a connection took the stream
-	// up again. A not_resumed loss is told, and committed, after what its
-	// connection delivered while the resume's answer was awaited; it
-	// belongs in that place, and History puts it there (PlaceLosses).
+	// A Store keeps one more kind of entry, which Attachment.History
+	// leaves out: Lost with an empty Reason is the place where a connection
+	// took the stream up again. A not_resumed loss is told, and committed,
+	// after what its connection delivered while the resume's answer was
+	// awaited; it belongs in that place, and PlaceLosses puts it there.
 	Lost *Eviction
 }
 
-// PlaceLosses returns h as History returns it: each not_resumed loss moved
-// back into the place recorded where its connection opened (the last one
-// before it, if not taken by another loss), and the places left out. It
-// works in h's array. A Store of the application's own should return its
-// History through it.
+// PlaceLosses returns a transcript as a Store's History returns it (as
+// committed) as Attachment.History does: each not_resumed loss moved back
+// into the place recorded where its connection opened (the last one before
+// it, if not taken by another loss), and the places left out. It works in
+// h's array. A Store need not know of it: whoever reads one does.
 func PlaceLosses(h []Entry) []Entry {
 	out := h[:0]
 	place := -1 // in out: the last place not yet taken
@@ -91,7 +91,8 @@ type Store interface {
 	// Commit records s and appends entries to k's transcript, keeping at most
 	// keep entries (the newest); keep <= 0 keeps no transcript.
 	Commit(ctx context.Context, k Key, s Saved, entries []Entry, keep int) error
-	// History returns k's transcript, oldest first.
+	// History returns k's transcript, oldest first, as committed: a reader
+	// puts its losses in place with PlaceLosses (Attachment.History does).
 	History(ctx context.Context, k Key) ([]Entry, error)
 	// Clear forgets everything stored for k.
 	Clear(ctx context.Context, k Key) error
@@ -159,7 +160,7 @@ func (m *MemoryStore) Commit(_ context.Context, k Key, s Saved, entries []Entry,
 	return nil
 }
 
-// History implements Store: the transcript as PlaceLosses returns it.
+// History implements Store.
 func (m *MemoryStore) History(_ context.Context, k Key) ([]Entry, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -167,7 +168,7 @@ func (m *MemoryStore) History(_ context.Context, k Key) ([]Entry, error) {
 	if st == nil {
 		return nil, nil
 	}
-	return PlaceLosses(append([]Entry(nil), st.transcript...)), nil
+	return append([]Entry(nil), st.transcript...), nil
 }
 
 // Clear implements Store.
