@@ -3,7 +3,11 @@ package client
 import (
 	"context"
 	"crypto/ed25519"
+	"fmt"
 	"math/rand/v2"
+	"net/url"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/relaywasm/relaywasm/librelay"
@@ -13,7 +17,8 @@ import (
 // Options configures an attachment. URL, Instance, Credential and a message
 // handler are required; every other field has a default, given beside it.
 type Options struct {
-	// URL is the relay's browser leg, for example "wss://relay.example/v1/attach".
+	// URL is the relay's browser leg, for example "wss://relay.example/v1/attach":
+	// an absolute ws:// or wss:// URL, or Attach refuses it with ErrBadOptions.
 	URL string
 	// Instance names the runtime to reach through the relay. It is a
 	// librelay identifier (at most librelay.MaxIDBytes bytes of UTF-8, no
@@ -221,6 +226,8 @@ func (o *Options) check() error {
 	switch {
 	case o.URL == "":
 		return wrap(ErrBadOptions, "URL is required", nil)
+	case !webSocketURL(o.URL):
+		return wrap(ErrBadOptions, fmt.Sprintf("URL must be an absolute ws:// or wss:// URL, not %q", o.URL), nil)
 	case o.Instance == "":
 		return wrap(ErrBadOptions, "Instance is required", nil)
 	case o.Credential == nil:
@@ -235,6 +242,33 @@ func (o *Options) check() error {
 		return wrap(ErrBadOptions, "MaxSendBytes is past librelay.MaxFrameBytes, or negative", nil)
 	}
 	return o.checkHello()
+}
+
+// webSocketURL reports whether s is a URL a WebSocket can be dialled at:
+// ws or wss (any case), with a host and a port in range. Another (ftp://, a
+// relative path, a typo) can never dial, and the attachment would redial it
+// as unreachable for ever. It looks no further than the browser's URL
+// parser does, which relay.js has already passed the URL through: a path
+// Go would not parse ("%zz") or the slashes it forgives ("ws:/host") are
+// the relay's and the browser's business.
+func webSocketURL(s string) bool {
+	scheme, rest, ok := strings.Cut(strings.TrimSpace(s), ":")
+	if !ok || (!strings.EqualFold(scheme, "ws") && !strings.EqualFold(scheme, "wss")) {
+		return false
+	}
+	rest = strings.TrimLeft(rest, `/\`)
+	if i := strings.IndexAny(rest, `/\?#`); i >= 0 {
+		rest = rest[:i]
+	}
+	u, err := url.Parse("ws://" + rest)
+	if err != nil || u.Hostname() == "" {
+		return false
+	}
+	if p := u.Port(); p != "" {
+		_, err := strconv.ParseUint(p, 10, 16)
+		return err == nil
+	}
+	return true
 }
 
 // checkHello refuses an Instance or Agent no hello can carry: longer than
