@@ -57,17 +57,19 @@ func dial(ctx context.Context, url string, protocols []string, mode, att int) (*
 	for i, p := range protocols {
 		protos[i] = p
 	}
-	c := &conn{bridge: b, opened: make(chan error, 1), wake: make(chan struct{}, 1)}
+	c := &conn{bridge: b, url: url, opened: make(chan error, 1), wake: make(chan struct{}, 1)}
 	// Register before dialling: no event can arrive before dial returns (the
 	// page has one thread), but the handle is only known after it.
 	sockets.mu.Lock()
 	h, err := call(b, "dial", url, protos, mode, att)
 	if err != nil {
 		sockets.mu.Unlock()
-		// WebSocket's constructor threw: a URL it does not take, or one the
-		// page may not open (a secure page's ws://, a blocked port). No
-		// redial would be let through, so the attachment ends.
-		return nil, fmt.Errorf("%w: the browser will not open a WebSocket to %q: %w", client.ErrBadOptions, url, err)
+		// relay.js refused the URL: one the page may not open (a secure
+		// page's ws://, one its Content-Security-Policy refused before).
+		// No redial would be let through, so the attachment ends. (When
+		// WebSocket's constructor throws, relay.js closes the socket
+		// unopened with the exception's name and message: dialFailed.)
+		return nil, refused(url, err)
 	}
 	c.handle = jsInt(h)
 	sockets.m[c.handle] = c
@@ -103,6 +105,7 @@ func socketByHandle(h int) *conn {
 // callback nor the read allocates in the steady state.
 type conn struct {
 	bridge Value
+	url    string // dialled
 	handle int
 	opened chan error    // the outcome of the dial, sent once
 	wake   chan struct{} // the reader's doorbell, never blocks the sender
@@ -275,12 +278,30 @@ func onSocket(args []Value) any {
 		wasOpen := c.isOpen
 		c.mu.Unlock()
 		if !wasOpen {
-			c.opened <- ErrDialFailed
+			c.opened <- dialFailed(c.url, jsString(args[3]))
 			return nil
 		}
 		c.end(closeError(jsInt(args[2]), jsString(args[3])))
 	}
 	return nil
+}
+
+// dialFailed is why a socket closed before it opened: ErrDialFailed, or,
+// when relay.js gave the close a reason (a failed connection's close has
+// none), the browser refused it: the page's Content-Security-Policy, or
+// WebSocket's constructor threw (a URL it does not take, a blocked port;
+// relay.js reports it a turn later, with the exception's name, so that a
+// policy's violation event is heard first). No redial would be let through.
+func dialFailed(url, reason string) error {
+	if reason == "" {
+		return ErrDialFailed
+	}
+	return refused(url, errors.New(reason))
+}
+
+// refused is the error of a dial to url the browser refused, for why.
+func refused(url string, why error) error {
+	return fmt.Errorf("%w: the browser will not open a WebSocket to %q: %w", client.ErrBadOptions, url, why)
 }
 
 // closeError is what Read reports for a close event's code and reason.

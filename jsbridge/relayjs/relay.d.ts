@@ -147,7 +147,8 @@ export interface StreamName {
    * rejects attach with "bad_options": among them a ws:// URL on a page
    * served over https: (mixed content), but to this machine (localhost,
    * 127.0.0.0/8, [::1]), which Chromium and Firefox let through and WebKit
-   * fails as it would an unreachable relay.
+   * fails as it would an unreachable relay; and a URL the page's
+   * Content-Security-Policy leaves out of connect-src (the message says so).
    */
   url: string | URL;
   /** The runtime instance to reach: at most 256 bytes of UTF-8, no control characters (attach rejects another with bad_options). */

@@ -52,24 +52,70 @@ function refuseMixedContent(url) {
   throw new DOMException("a page served over https: may open only wss:// WebSockets, except to this machine (mixed content)", "SecurityError");
 }
 
+// The page's Content-Security-Policy may leave the relay out of connect-src
+// (or default-src). No engine's WebSocket says so: Chromium's makes the
+// socket and fails it as an unreachable relay's, so the attachment was
+// redialled for ever; Firefox's throws NS_ERROR_CONTENT_BLOCKED with no
+// message, WebKit's a SecurityError, "The operation is insecure.". Each fires
+// securitypolicyviolation in a later task, with the dial's URL as
+// blockedURI, at the document (it reaches globalThis) or at a worker's
+// global scope, where the socket of worker mode is (not WebKit: see thrown).
+// A dial it names closes with a reason that says so, and Go ends the attach
+// with bad_options.
+const refusedByPolicy = new Set(); // blockedURIs of connect-src violations
+globalThis.addEventListener?.("securitypolicyviolation", (ev) => {
+  if (ev.disposition === "report") return; // a Report-Only policy's: the socket goes ahead
+  if (ev.effectiveDirective !== "connect-src" && ev.effectiveDirective !== "default-src") return;
+  refusedByPolicy.add(ev.blockedURI);
+  for (const s of sockets.values()) if (!s.opened && names(ev.blockedURI, s.url)) s.policy = true;
+});
+
+// names reports whether a violation's blockedURI is url: the engines give
+// the whole URL; an origin alone (as reports of another origin's redirect
+// are cut) is taken too.
+function names(blocked, url) {
+  if (blocked === url) return true;
+  try {
+    const u = new URL(url);
+    return blocked === u.href || blocked === u.origin;
+  } catch {
+    return false;
+  }
+}
+
+// policyRefusal is why a dial to url failed when the page's policy refused it.
+const policyRefusal = (url) =>
+  `the page's Content-Security-Policy (connect-src) does not allow ${JSON.stringify(url)}, the relay's URL: add its origin to connect-src`;
+
 /**
  * dial opens a WebSocket whose messages go to Go in mode (MODE_*), and
- * returns its handle. Throws (a SyntaxError, a SecurityError) for a URL or
- * subprotocol the browser refuses outright. The socket is known by its
- * handle until Go closes it (close), or until it closes unopened: Go may
+ * returns its handle. Throws a SecurityError for a URL the page may not
+ * open (mixed content; one its policy refused before). The socket is known
+ * by its handle until Go closes it (close), or until it closes unopened: Go may
  * still deliver its messages after the close event. In MODE_PARSE_HOLD the
  * payloads' texts wait in the queue of attachment (Go's handle of it;
- * held.js).
+ * held.js). A socket the page's policy refused (see refusedByPolicy), or
+ * whose constructor threw (a URL or subprotocol the browser refuses
+ * outright), closes unopened with a reason, which a failed connection's
+ * close never has: Go ends the attach with it.
  */
 export function dial(url, protocols, mode, attachment) {
   refuseMixedContent(url);
-  const ws = new WebSocket(url, protocols);
+  if ([...refusedByPolicy].some((b) => names(b, url))) throw new DOMException(policyRefusal(url), "SecurityError");
+  let ws;
+  try {
+    ws = new WebSocket(url, protocols);
+  } catch (e) {
+    return refused(url, e);
+  }
   ws.binaryType = "arraybuffer";
   const handle = nextSocket++;
   if (mode === MODE_PARSE_HOLD) join(handle, attachment);
   const s = {
     handle,
     ws,
+    url,
+    policy: false, // the page's policy refused it
     mode,
     queue: [],
     dirty: false,
@@ -101,7 +147,7 @@ export function dial(url, protocols, mode, attachment) {
     // A socket whose messages relay.js parsed stays known until Go has
     // delivered them and closes it; one that never opened has none.
     if (!s.opened || s.mode === MODE_TEXT) sockets.delete(handle);
-    go.socket(handle, SOCKET_CLOSE, ev.code, ev.reason);
+    go.socket(handle, SOCKET_CLOSE, ev.code, s.policy && !s.opened ? policyRefusal(url) : ev.reason);
   };
   // WebKit fires error and never close for a connection it refuses to make
   // (a port on Fetch's bad-ports list, such as ws://host:1), where Chromium
@@ -114,6 +160,37 @@ export function dial(url, protocols, mode, attachment) {
     }, 0);
   };
   return handle;
+}
+
+// refused stands for a socket whose constructor threw (a SyntaxError for a
+// URL it does not take; for the page's policy, Firefox's
+// NS_ERROR_CONTENT_BLOCKED with no message, WebKit's SecurityError): it
+// closes unopened at the next turn, once the policy's violation, if it was
+// one, has been heard, with the reason the policy's or the exception's
+// name and message.
+function refused(url, e) {
+  const handle = nextSocket++;
+  const s = { handle, ws: null, url, policy: false, opened: false, closed: false, queue: [] };
+  sockets.set(handle, s);
+  setTimeout(() => {
+    if (sockets.get(handle) !== s) return; // Go gave up on it (close)
+    sockets.delete(handle);
+    s.closed = true;
+    go.socket(handle, SOCKET_CLOSE, 1006, s.policy ? policyRefusal(url) : thrown(url, e));
+  }, 0);
+  return handle;
+}
+
+// thrown is why WebSocket's constructor threw e for url, no violation of the
+// policy heard: its name and message and, for the exceptions the engines
+// throw for a policy's refusal, that hint. WebKit fires no
+// securitypolicyviolation for a worker's refused socket, at the worker or
+// the page; there, and with another exception, no engine says more.
+function thrown(url, e) {
+  const name = e?.name ?? "Error";
+  const what = e?.message ? `${name}: ${e.message}` : name;
+  if (name !== "SecurityError" && name !== "NS_ERROR_CONTENT_BLOCKED") return what;
+  return `${what} (most likely ${policyRefusal(url)})`;
 }
 
 // schedule has the socket's queue flushed at the end of this turn or, after
@@ -149,7 +226,7 @@ function flush(s) {
  */
 export function send(handle, n) {
   const s = sockets.get(handle);
-  if (!s || s.ws.readyState !== WebSocket.OPEN) return false;
+  if (!s || s.ws?.readyState !== WebSocket.OPEN) return false;
   s.ws.send(decoder.decode(outbuf.bytes.subarray(0, n)));
   return true;
 }
@@ -163,7 +240,7 @@ export function close(handle, code, reason) {
   if (!s) return;
   sockets.delete(handle);
   s.queue = [];
-  s.ws.close(code, reason);
+  s.ws?.close(code, reason);
 }
 
 /**
