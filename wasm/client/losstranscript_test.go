@@ -56,12 +56,7 @@ func TestLossIsInTheTranscript(t *testing.T) {
 	session := startChat(t, c, a)
 	c.Wait(t, "resumable false", func(c *clienttest.Collector) bool { return !lastState(c).Resumable })
 
-	from := len(c.Snapshot())
-	send(t, a, `{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":`+promptParams(session, "count 1000")+`}`)
-	c.Wait(t, "the stream under way", func(c *clienttest.Collector) bool { return len(chunks(c.Msgs[from:])) >= 100 })
-	s.front.Cut()
-	c.Wait(t, "the loss reported", func(c *clienttest.Collector) bool { return evictions(c, "not_resumed") == 1 })
-	c.Wait(t, "the end of the turn", func(c *clienttest.Collector) bool { _, ok := c.Response(3); return ok })
+	dropMidCount(t, s, c, a, session)
 	mu.Lock()
 	at := before
 	t.Logf("%d messages before the drop; %d more delivered before the loss was told", before, beforeTold-before)

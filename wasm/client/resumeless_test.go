@@ -146,13 +146,7 @@ func TestNonResumingDropAndReload(t *testing.T) {
 	session := startChat(t, c, a)
 	c.Wait(t, "resumable false", func(c *clienttest.Collector) bool { return !lastState(c).Resumable })
 
-	// A drop in the middle of a stream of 1000 chunks (two seconds).
-	from := len(c.Snapshot())
-	send(t, a, `{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":`+promptParams(session, "count 1000")+`}`)
-	c.Wait(t, "the stream under way", func(c *clienttest.Collector) bool { return len(chunks(c.Msgs[from:])) >= 100 })
-	s.front.Cut()
-	c.Wait(t, "the loss reported", func(c *clienttest.Collector) bool { return evictions(c, "not_resumed") == 1 })
-	c.Wait(t, "the end of the turn", func(c *clienttest.Collector) bool { _, ok := c.Response(3); return ok })
+	from := dropMidCount(t, s, c, a, session)
 	checkIncreasing(t, chunks(c.Snapshot()[from:]), 1000)
 
 	// A reload: a new Attachment with the same Store and Name.
@@ -170,6 +164,21 @@ func TestNonResumingDropAndReload(t *testing.T) {
 			t.Fatalf("eviction %+v", e)
 		}
 	}
+}
+
+// dropMidCount cuts the connection in the middle of an answer of 1000
+// chunks (two seconds at the stack's agent rate, 500 a second), prompt id 3,
+// and waits for its not_resumed loss, the attachment's first, and for the
+// end of the turn. It returns where the answer starts among c's messages.
+func dropMidCount(t *testing.T, s *stack, c *clienttest.Collector, a *client.Attachment, session string) int {
+	t.Helper()
+	from := len(c.Snapshot())
+	send(t, a, `{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":`+promptParams(session, "count 1000")+`}`)
+	c.Wait(t, "the stream under way", func(c *clienttest.Collector) bool { return len(chunks(c.Msgs[from:])) >= 100 })
+	s.front.Cut()
+	c.Wait(t, "the loss reported", func(c *clienttest.Collector) bool { return evictions(c, "not_resumed") == 1 })
+	c.Wait(t, "the end of the turn", func(c *clienttest.Collector) bool { _, ok := c.Response(3); return ok })
+	return from
 }
 
 // checkIncreasing fails unless texts are counts "k\n" from 1..n, each at
