@@ -401,7 +401,7 @@ func (r *runner) unsequenced(p pendingMsg) {
 		r.pending = append(r.pending, p)
 		return
 	}
-	if !isLoss(&r.pending[n-1]) {
+	if !isTold(&r.pending[n-1]) {
 		r.pending = append(r.pending, lossMark(EvictedRetention))
 	}
 }
@@ -411,6 +411,11 @@ func (r *runner) unsequenced(p pendingMsg) {
 func lossMark(reason string) pendingMsg { return pendingMsg{loss: &mark{e: Eviction{Reason: reason}}} }
 
 func isLoss(p *pendingMsg) bool { return p.loss != nil }
+
+// isTold reports whether p is a loss told when delivery reaches it, which
+// the messages dropped right after it join; a place (keepLossPlace) is
+// none, and a loss after it is told on its own.
+func isTold(p *pendingMsg) bool { return p.loss != nil && !p.loss.place }
 
 // passMark acts on a loss mark delivery has reached: a loss is told there;
 // a place kept for one (keepLossPlace) goes into the transcript.
@@ -435,7 +440,7 @@ func (r *runner) carryHeld() {
 		case len(p.msg.Payload) > 0:
 			p.msg.Ref = 0
 		default:
-			if len(kept) == 0 || !isLoss(&kept[len(kept)-1]) {
+			if len(kept) == 0 || !isTold(&kept[len(kept)-1]) {
 				kept = append(kept, lossMark(EvictedRetention))
 			}
 			continue
