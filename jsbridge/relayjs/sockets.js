@@ -20,6 +20,7 @@
 
 import { DELIVER_REPLAY, DELIVER_TEXT, FIELDS, FLOOD_BATCH, FLOOD_MS, MODE_PARSE_HOLD, MODE_TEXT, SOCKET_CLOSE, SOCKET_OPEN } from "./boundary.js";
 import { atTurnEnd, fresh, go, outbuf, shrink } from "./crossing.js";
+import { asError } from "./errors.js";
 import { join } from "./held.js";
 import { encode, REFS_PER_SOCKET } from "./records.js";
 
@@ -186,9 +187,10 @@ function refused(url, e) {
 // throw for a policy's refusal, that hint. WebKit fires no
 // securitypolicyviolation for a worker's refused socket, at the worker or
 // the page; there, and with another exception, no engine says more.
-function thrown(url, e) {
-  const name = e?.name ?? "Error";
-  const what = e?.message ? `${name}: ${e.message}` : name;
+function thrown(url, thrownValue) {
+  const e = asError(thrownValue); // a page's code may throw a string or a BigInt from a WebSocket of its own
+  const name = e.name || "Error";
+  const what = e.message ? `${name}: ${e.message}` : name;
   if (name !== "SecurityError" && name !== "NS_ERROR_CONTENT_BLOCKED") return what;
   return `${what} (most likely ${policyRefusal(url)})`;
 }
