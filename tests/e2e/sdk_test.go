@@ -207,12 +207,19 @@ func TestSDKReloadMidTurn(t *testing.T) {
 	// The Store writes the cursor a commit window after it moves, and at
 	// pagehide at once, but only once a write in flight has completed, which
 	// a page going away may never see (jsbridge's Store; reported). So the
-	// reload waits for the Store to have written what the engine holds: the
-	// write at pagehide is then the only one, and must store the cursor
-	// right after the last chunk the SDK read (stream.js's PAUSED makes the
-	// engine accept the chunks before the one held, in the batch of which
-	// the SDK read only the first).
-	sdkWait(tb, "the Store to have written the cursor", `__acp.storedCursor().then(c => c === __acp.att.cursor)`)
+	// reload waits for the Store to have written what the engine holds (a
+	// read, history(), writes the queued commits first): the write at
+	// pagehide is then the only one, and must store the cursor right after
+	// the last chunk the SDK read (stream.js's PAUSED makes the engine
+	// accept the chunks before the one held, in the batch of which the SDK
+	// read only the first; att.cursor says so at once, relay.wasm counts
+	// them when the batch ends, or at pagehide).
+	var stored, accepted int
+	tb.eval(`__acp.att.history().then(() => __acp.storedCursor())`, &stored)
+	tb.eval(`__acp.att.cursor`, &accepted)
+	if stored == 0 || stored > accepted {
+		t.Fatalf("before the reload the Store holds cursor %d, the attachment %d", stored, accepted)
+	}
 
 	tb.run(chromedp.Reload())
 	sdkReady(tb)
