@@ -34,7 +34,7 @@ demo: wasm
 ## (tests/browser and tests/e2e) in Chromium, Firefox and WebKit.
 test: browsers brotli wasm app acpsdk vet
 	$(GO) test -race -timeout 10m $(RACE_PKGS)
-	ENGINE=chromium $(GO) test -timeout 10m $(NATIVE_PKGS)
+	ENGINE=chromium $(GO) test -timeout 20m $(NATIVE_PKGS)
 	@$(MAKE) --no-print-directory -O -j4 $(addprefix e2e-,$(filter-out chromium,$(ENGINES))) $(addprefix browser-,$(ENGINES))
 
 # The other engines' suites run side by side (make -j), as the tests inside
@@ -48,7 +48,7 @@ test: browsers brotli wasm app acpsdk vet
 # processor-seconds). Output is grouped per suite (-O).
 e2e-%:
 	@echo "tests/e2e in $*"
-	@ENGINE=$* $(GO) test -timeout 10m ./tests/e2e/
+	@ENGINE=$* $(GO) test -timeout 20m ./tests/e2e/
 browser-%:
 	@echo "tests/browser in $*"
 	@ENGINE=$* tests/browser/run.sh
@@ -57,7 +57,7 @@ browser-%:
 ## wpe is WPE WebKit 2.38 (about Safari 16, the older iPhones), not part of make test.
 # Only ENGINE's browser is installed or checked: the suites start no other.
 test-browser: engine-$(ENGINE) wasm app acpsdk
-	ENGINE=$(ENGINE) $(GO) test -timeout 10m ./tests/e2e/
+	ENGINE=$(ENGINE) $(GO) test -timeout 20m ./tests/e2e/
 	ENGINE=$(ENGINE) tests/browser/run.sh
 
 ## wasm: relay.wasm with relay.js, worker.js and preload.js (each one file, jsbridge/bundle), their .d.ts and the wasm_exec.js of the Go that built it, in dist/.
