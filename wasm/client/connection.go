@@ -21,7 +21,7 @@ type inbound struct {
 func (r *runner) connection() (*link, error) {
 	ctx, cancel := context.WithCancel(r.ctx)
 	defer cancel()
-	conn, err := r.connect(ctx)
+	conn, err := r.connect()
 	if err != nil {
 		return nil, err
 	}
@@ -43,17 +43,15 @@ func (r *runner) connection() (*link, error) {
 
 // connect is the connection's socket: the first connection's was dialed
 // while Attach loaded the stream's state (startDial), later ones are dialed
-// here. Either dial ends when Close or Abandon is called (closing).
-func (r *runner) connect(ctx context.Context) (Conn, error) {
+// here. Either dial ends when Close or Abandon is called: its context is
+// closing (the connection's, which lives longer, has nothing to add).
+func (r *runner) connect() (Conn, error) {
 	if first := r.first; first != nil {
 		r.first = nil
 		d := <-first
 		return d.conn, d.err
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	defer context.AfterFunc(r.a.closing, cancel)()
-	return dial(ctx, r.o)
+	return dial(r.a.closing, r.o)
 }
 
 // dialed is a dial's outcome.

@@ -27,6 +27,11 @@ func TestAttachRefusesAURLNoWebSocketTakes(t *testing.T) {
 		"ws://",
 		"ws://relay example/v1/attach",
 		"ws://127.0.0.1:99999/v1/attach",
+		"ws://[::1/v1/attach",
+		"ws://[::1]x/v1/attach",
+		"ws://[relay]/v1/attach",
+		"ws://relay.example:80:80/v1/attach",
+		"ws://relay|example/v1/attach",
 	} {
 		t.Run(url, func(t *testing.T) {
 			t.Parallel()
@@ -49,6 +54,8 @@ func TestAttachDialsAWebSocketURL(t *testing.T) {
 		"wss://relay.example/v1/attach",
 		"WSS://relay.example:443/v1/attach?x=1",
 		"ws://[::1]:8080/v1/attach",
+		"ws://[::1]/v1/attach",
+		"wss://user:secret@relay.example/v1/attach",
 		// What the browser's URL parser takes and Go's would not: the
 		// check leaves them to the browser, which relay.js asked first.
 		"ws://relay.example/v1/%zz",
