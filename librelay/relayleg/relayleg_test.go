@@ -41,7 +41,13 @@ func TestCloseCodesPairWithReasons(t *testing.T) {
 	if len(closeCodes) != 12 {
 		t.Fatalf("%d close codes; update this test with the README when adding one", len(closeCodes))
 	}
-	for code, e := range closeCodes {
+	seen := map[CloseCode]bool{}
+	for _, e := range closeCodes {
+		code := e.code
+		if seen[code] {
+			t.Errorf("close code %d listed twice", code)
+		}
+		seen[code] = true
 		if code == CloseNormal {
 			continue
 		}
