@@ -927,7 +927,9 @@ function readConfig(loc) {
     relayKey: get("key", "").replaceAll(" ", "+"),
     stream: get("stream", "chat"),
     history: positive("history") ?? 20000,
-    worker: get("worker", null) !== null,
+    // ?worker (or ?worker=1, =true) runs relay.wasm in a Web Worker;
+    // ?worker=0 and ?worker=false are the page's thread, as no ?worker is.
+    worker: !["0", "false", null].includes(get("worker", null)),
     // attach's heartbeat, ms: the interval and how long a heartbeat or a
     // probe may go unanswered (a long interval leaves a dead socket to the
     // probes of the page's lifecycle).

@@ -475,3 +475,24 @@ const closeDuringDelivery = `(async () => {
 	}
 	return out;
 })()`
+
+// The demo page's ?worker setting reads as a user writes it: ?worker,
+// ?worker=1 and ?worker=true ask for the worker, ?worker=0 and
+// ?worker=false for the page's thread, as no ?worker does. ?worker=0 had
+// run the worker: the setting was read by its presence alone.
+func TestDemoPageWorkerSetting(t *testing.T) {
+	t.Parallel()
+	s := startStack(t, 0)
+	b := newBrowser(t)
+	for _, c := range []struct {
+		query string
+		mode  pageMode
+	}{
+		{"?worker=0", mainThread},
+		{"?worker=false", mainThread},
+		{"?worker=1", inWorker},
+	} {
+		tb := openChat(t, b, c.query, s.PageURL()+c.query)
+		c.mode.check(tb)
+	}
+}
