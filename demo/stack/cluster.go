@@ -104,7 +104,7 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 	if cfg.Key == nil {
 		_, key, err := ed25519.GenerateKey(rand.Reader)
 		if err != nil {
-			return nil, errors.Join(ErrStack, err)
+			return nil, stackError(err)
 		}
 		cfg.Key = key
 	}
@@ -117,7 +117,7 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 	host, port, err := net.SplitHostPort(cfg.Addr)
 	if err != nil {
 		c.Close()
-		return nil, errors.Join(ErrStack, err)
+		return nil, stackError(err)
 	}
 	p, _ := strconv.Atoi(port)
 	for i := range cfg.Nodes {
@@ -173,7 +173,7 @@ func (c *Cluster) StartNATS() error {
 	}
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
-		return errors.Join(ErrStack, err)
+		return stackError(err)
 	}
 	pn, _ := strconv.Atoi(port)
 	if pn == 0 {
@@ -186,12 +186,12 @@ func (c *Cluster) StartNATS() error {
 		MaxPayload: librelay.MaxFrameBytes + 1024,
 	})
 	if err != nil {
-		return errors.Join(ErrStack, err)
+		return stackError(err)
 	}
 	go s.Start()
 	if !s.ReadyForConnections(10 * time.Second) {
 		s.Shutdown()
-		return errors.Join(ErrStack, errors.New("embedded NATS did not start"))
+		return stackError(errors.New("embedded NATS did not start"))
 	}
 	c.mu.Lock()
 	c.nats, c.natsU = s, s.ClientURL()
@@ -219,7 +219,7 @@ func (c *Cluster) startNode(i int, addr string) (*Node, error) {
 	}
 	table, err := natstable.New(tcfg)
 	if err != nil {
-		return nil, errors.Join(ErrStack, err)
+		return nil, stackError(err)
 	}
 	name := fmt.Sprintf("%s node-%d", relay.DefaultName, i)
 	rcfg := relay.Config{
@@ -237,13 +237,13 @@ func (c *Cluster) startNode(i int, addr string) (*Node, error) {
 	rl, err := relay.New(rcfg)
 	if err != nil {
 		table.Close()
-		return nil, errors.Join(ErrStack, err)
+		return nil, stackError(err)
 	}
 	raw, err := net.Listen("tcp", addr)
 	if err != nil {
 		rl.Close()
 		table.Close()
-		return nil, errors.Join(ErrStack, err)
+		return nil, listenError(addr, err)
 	}
 	ln := &trackingListener{Listener: raw, conns: make(map[net.Conn]struct{})}
 	mux := http.NewServeMux()
@@ -256,7 +256,7 @@ func (c *Cluster) startNode(i int, addr string) (*Node, error) {
 		srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}}
 	go func() {
 		if err := n.srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
-			c.fail(errors.Join(ErrStack, err))
+			c.fail(stackError(err))
 		}
 	}()
 	return n, nil
@@ -331,7 +331,7 @@ func (c *Cluster) startRuntime(ctx context.Context) error {
 	}
 	return runRuntime(ctx, cfg, set, func(err error) {
 		if err != nil {
-			c.fail(errors.Join(ErrStack, err))
+			c.fail(stackError(err))
 		}
 	})
 }

@@ -166,7 +166,7 @@ var ErrStack = errors.New("stack")
 // parts run until Close.
 func Start(ctx context.Context, cfg Config) (*Stack, error) {
 	if err := cfg.setDefaults(); err != nil {
-		return nil, errors.Join(ErrStack, err)
+		return nil, stackError(err)
 	}
 	s := &Stack{
 		cfg:  cfg,
@@ -186,7 +186,7 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 	if s.rcfg.TLSCert != "" {
 		tc, err := runtimeTLS(s.rcfg.TLSCert)
 		if err != nil {
-			return nil, errors.Join(ErrStack, err)
+			return nil, stackError(err)
 		}
 		s.rtTLS = tc
 	}
@@ -310,7 +310,7 @@ func (s *Stack) Close() error {
 func (s *Stack) startRelay(addr string) error {
 	rl, err := relay.New(s.rcfg)
 	if err != nil {
-		return errors.Join(ErrStack, err)
+		return stackError(err)
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -335,7 +335,7 @@ func (s *Stack) startRelay(addr string) error {
 	s.mu.Unlock()
 	go func() {
 		if err := p.srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-			s.fail(errors.Join(ErrStack, err))
+			s.fail(stackError(err))
 		}
 	}()
 	return nil
@@ -350,8 +350,13 @@ func listenError(addr string, err error) error {
 		return fmt.Errorf("%w: %s is taken by another program; pick another address with -addr "+
 			"(make demo DEMO_FLAGS=-addr=127.0.0.1:8081): %w", ErrStack, addr, err)
 	}
-	return fmt.Errorf("%w: %w", ErrStack, err)
+	return stackError(err)
 }
+
+// stackError is err as a failure to start a part: ErrStack and err on one
+// line ("stack: …"; errors.Join put them on two, which a log shows as
+// "stack\n…").
+func stackError(err error) error { return fmt.Errorf("%w: %w", ErrStack, err) }
 
 // stopRelay closes the listener first, so no new connection reaches a
 // closing relay, then the relay: its connections are hijacked (WebSockets,
@@ -392,7 +397,7 @@ func (s *Stack) startRuntime(ctx context.Context) error {
 			// steps aside and the relay and the page keep serving.
 			s.cfg.Logger.Warn("the demo's runtime stopped: another runtime took over the instance; the relay keeps serving", "instance", s.cfg.Instance)
 		case err != nil:
-			s.fail(errors.Join(ErrStack, err))
+			s.fail(stackError(err))
 		}
 	})
 }
@@ -403,7 +408,7 @@ func (s *Stack) startRuntime(ctx context.Context) error {
 func runRuntime(ctx context.Context, cfg devruntime.Config, set func(*runtimeProc), ended func(error)) error {
 	rt, err := devruntime.New(cfg)
 	if err != nil {
-		return errors.Join(ErrStack, err)
+		return stackError(err)
 	}
 	// The first connection's channel, taken before Run: it stays closed once
 	// that connection was welcomed, where a later Connected() is the next
@@ -427,9 +432,9 @@ func runRuntime(ctx context.Context, cfg devruntime.Config, set func(*runtimePro
 			return nil // welcomed, then stopped: ended has been told why
 		default:
 		}
-		return errors.Join(ErrStack, errors.New("the runtime stopped before the relay welcomed it"), p.err)
+		return stackError(fmt.Errorf("the runtime stopped before the relay welcomed it: %w", p.err))
 	case <-ctx.Done():
-		return errors.Join(ErrStack, ctx.Err())
+		return stackError(ctx.Err())
 	}
 }
 
