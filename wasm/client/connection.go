@@ -376,11 +376,17 @@ func helloFrame(o *Options, id, session string, nonce []byte) (librelay.Frame, e
 
 // welcome checks the relay's answer to hello and takes the attachment id it
 // grants. Only a welcome that verifies makes the connection usable.
+//
+// An absent payload is the zero Welcome, as Frame.DecodePayload makes it
+// (spec 001), and is judged as that: version 0, which this client does not
+// speak.
 func (r *runner) welcome(f *librelay.Frame) error {
 	l := r.l
 	var w librelay.Welcome
-	if err := w.UnmarshalJSON(f.Payload); err != nil {
-		return wrap(ErrProtocol, "relay.welcome", err)
+	if len(f.Payload) > 0 {
+		if err := w.UnmarshalJSON(f.Payload); err != nil {
+			return wrap(ErrProtocol, "relay.welcome could not be read", err)
+		}
 	}
 	if w.ProtocolVersion != librelay.ProtocolVersion {
 		return wrap(ErrUnsupportedVersion, "relay selected version "+uitoa(uint64(max(w.ProtocolVersion, 0))), nil)

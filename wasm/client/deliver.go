@@ -167,9 +167,14 @@ func (r *runner) resumed(f *librelay.Frame) error {
 	if f.ReplyTo == "" || f.ReplyTo != l.resumeID {
 		return nil // the answer to a resume since superseded
 	}
+	// An absent payload is the zero Resumed, as Frame.DecodePayload makes it
+	// (spec 001): it goes on after the cursor. DecodePayload itself would
+	// link encoding/json into relay.wasm; UnmarshalJSON refuses empty input.
 	var rs librelay.Resumed
-	if err := rs.UnmarshalJSON(f.Payload); err != nil {
-		return wrap(ErrProtocol, "session.resumed", err)
+	if len(f.Payload) > 0 {
+		if err := rs.UnmarshalJSON(f.Payload); err != nil {
+			return wrap(ErrProtocol, "session.resumed", err)
+		}
 	}
 	l.resumeID = ""
 	l.resumeDue.stop()
