@@ -11,12 +11,17 @@ import (
 // always true on the runtime leg), and the version. It returns the decoded
 // hello and the version to speak, or the error code and message of the
 // refusal.
+//
+// A hello without a payload is the zero Hello, as Frame.DecodePayload makes
+// it (spec 001: an absent payload decodes to nothing and is not an error),
+// and is judged as that: it offers version 0. Hello.UnmarshalJSON refuses
+// empty input, as encoding/json does.
 func judge(f librelay.Frame, authorized, present bool) (librelay.Hello, int, string, string) {
 	var h librelay.Hello
 	if f.Type != librelay.TypeHello || !f.IsRequest() || f.Instance == "" {
 		return h, 0, librelay.CodeMalformedFrame, "the first frame must be a relay.hello request naming an instance"
 	}
-	if err := h.UnmarshalJSON(f.Payload); err != nil {
+	if len(f.Payload) > 0 && h.UnmarshalJSON(f.Payload) != nil {
 		return h, 0, librelay.CodeMalformedFrame, "the hello payload is not a Hello"
 	}
 	if h.Instance != "" && h.Instance != f.Instance {
