@@ -379,13 +379,22 @@ func helloFrame(o *Options, id, session string, nonce []byte) (librelay.Frame, e
 //
 // An absent payload is the zero Welcome, as Frame.DecodePayload makes it
 // (spec 001), and is judged as that: version 0, which this client does not
-// speak.
+// speak. A welcome this client cannot read, when a relay key is pinned, is
+// a relay that did not prove it holds the key, which no redial cures (spec
+// 000: a fatal error, not a transient one): a signature spelled other than
+// as padded standard base64 (librelay.Welcome) would otherwise be
+// redialled for ever. Without a pinned key nothing had to be proved, and an
+// unreadable welcome stays a protocol error, retried.
 func (r *runner) welcome(f *librelay.Frame) error {
 	l := r.l
 	var w librelay.Welcome
 	if len(f.Payload) > 0 {
 		if err := w.UnmarshalJSON(f.Payload); err != nil {
-			return wrap(ErrProtocol, "relay.welcome could not be read", err)
+			why := ErrProtocol
+			if r.o.RelayKey != nil {
+				why = ErrBadRelaySignature
+			}
+			return wrap(why, "relay.welcome could not be read", err)
 		}
 	}
 	if w.ProtocolVersion != librelay.ProtocolVersion {

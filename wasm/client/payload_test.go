@@ -6,9 +6,11 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -89,6 +91,29 @@ func attachOnce(t *testing.T, url string, key ed25519.PublicKey) error {
 		a.Close()
 	}
 	return err
+}
+
+// With a relay key pinned, a welcome whose payload cannot be read is a
+// relay that did not prove it holds the key: bad_relay_signature, saying
+// what could not be read, after one dial. The case is a signature spelled
+// as unpadded base64url (which spec 001's SigningInput prose suggests),
+// where Welcome.Signature is a []byte, padded standard base64 on the wire;
+// it used to be a protocol error, redialled for ever.
+func TestPinnedKeyUnreadableWelcome(t *testing.T) {
+	url, pub, dials := welcomeRelay(t, func(h librelay.Hello, instance string, priv ed25519.PrivateKey) []byte {
+		sig, _ := librelay.SignWelcome(priv, h.Nonce, librelay.ProtocolVersion, instance)
+		return []byte(`{"protocol_version":` + strconv.Itoa(librelay.ProtocolVersion) + `,"sig":"` + base64.RawURLEncoding.EncodeToString(sig) + `"}`)
+	})
+	err := attachOnce(t, url, pub)
+	if !errors.Is(err, client.ErrBadRelaySignature) || client.Code(err) != "bad_relay_signature" {
+		t.Fatalf("Attach: %v (code %q), want bad_relay_signature", err, client.Code(err))
+	}
+	if !strings.Contains(err.Error(), "relay.welcome could not be read") || !strings.Contains(err.Error(), "sig") {
+		t.Fatalf("Attach: %v, want it to say the welcome's sig could not be read", err)
+	}
+	if n := dials.Load(); n != 1 {
+		t.Fatalf("%d dials, want 1", n)
+	}
 }
 
 // A welcome without a payload is a welcome whose members are all zero
