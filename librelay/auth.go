@@ -70,7 +70,12 @@ func NewNonce() ([]byte, error) {
 //
 // The nonce is unpadded base64url (text that cannot contain a NUL), the
 // version is ASCII digits with no padding (a leading '-' if negative), and the
-// separator is one NUL. Plain concatenation would not do: ("a", 11, "c") and
+// separator is one NUL. That nonce text is not the one Hello carries: in JSON
+// Hello.Nonce is padded standard base64, encoding/json's spelling of a
+// []byte. Spec 001 calls this spelling "the same text it travels as in
+// JSON", which its own Hello and Welcome definitions contradict; this
+// package follows the definitions, as contenox's librelay does, and only
+// the signed bytes use base64url. Plain concatenation would not do: ("a", 11, "c") and
 // ("a", 1, "1c") both flatten to "a11c". The separators make the parse
 // unambiguous, which is why an instance containing one is refused
 // (ErrNulByte) rather than signed over. A nonce that is empty or longer than

@@ -54,6 +54,17 @@
 // VerifyWelcome against the key the instance stored when it paired. Both ends
 // compute the signed bytes with SigningInput.
 //
+// The nonce and the signature are []byte members, so in JSON each travels as
+// padded standard base64, as encoding/json writes it and as contenox's
+// librelay sends it: "nonce":"ICEi…Pz8=", "sig":"…==". SigningInput spells
+// the nonce differently, as unpadded base64url, inside the signed bytes
+// only; a peer signs and verifies over the decoded nonce, never over the
+// JSON text. Spec 001 says SigningInput's nonce is "the same text it travels
+// as in JSON", which contradicts its own Hello and Welcome definitions; this
+// package follows the definitions, which is what the shipped endpoints do.
+// A Hello or Welcome spelling either value as base64url does not decode
+// (ErrMalformedFrame), as with encoding/json.
+//
 // Test vectors, for another implementation to check itself against (also in
 // testdata/signing_vectors.json and ExampleSignWelcome): the Ed25519 key from
 // the 32-byte seed 00 01 02 … 1f, nonce 20 21 22 … 3f (32 bytes), version 1,

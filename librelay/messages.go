@@ -85,6 +85,9 @@ type Hello struct {
 	// Agent names the implementation and version, for operator diagnosis only; nothing may branch on it.
 	Agent string `json:"agent,omitempty"`
 	// Nonce is a fresh random challenge the relay signs into [Welcome.Signature]; generated per connection, never a secret, useful once.
+	// In JSON it is padded standard base64, as encoding/json writes a []byte (and as contenox's librelay sends it);
+	// [SigningInput] re-spells the same bytes as unpadded base64url inside the signed bytes only, so a peer signs
+	// or verifies over the decoded bytes, never over this text. A nonce spelled in base64url does not decode.
 	Nonce []byte `json:"nonce,omitempty"`
 }
 
@@ -95,6 +98,8 @@ type Welcome struct {
 	// Relay names the relay implementation and version, diagnostics only.
 	Relay string `json:"relay,omitempty"`
 	// Signature is Ed25519 over [SigningInput] of Hello.Nonce, ProtocolVersion and instance; omitempty since only a connector pinning a key requires it.
+	// In JSON it is padded standard base64, as encoding/json writes a []byte (and as contenox's librelay sends it),
+	// not base64url: a welcome whose sig is spelled otherwise does not decode (see the package's Authentication section).
 	Signature []byte `json:"sig,omitempty"`
 	// RetryAfterSeconds hints how long to wait before redialling; a connector clamps it to its own bounds. Zero means the connector's own backoff applies.
 	RetryAfterSeconds int `json:"retry_after,omitempty"`
