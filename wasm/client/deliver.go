@@ -75,6 +75,9 @@ func (r *runner) answerControl(f *librelay.Frame) bool {
 // A request of a type this client does not handle gets its one reply (spec
 // 000: the id obliges it, whatever the type): at once when unsequenced, and
 // when the cursor moves over it when sequenced (flush).
+// An acp.message with an envelope id is delivered and not answered: no
+// spec names the answer to a handled message, and ACP correlates by the
+// JSON-RPC id inside (README, "The relay's browser leg").
 func (r *runner) cargo(f *RefFrame) error {
 	isACP := f.Type == librelay.TypeACPMessage
 	if f.Seq == 0 {
