@@ -184,7 +184,7 @@ export interface AttachOptions extends StreamName {
    * succeeds, or its signal aborts); nothing ends the attachment for it.
    */
   token: string | (() => string | Promise<string>);
-  /** The relay's pinned Ed25519 public key (librelay.FormatPublicKey); a welcome that does not verify rejects with bad_relay_signature. Checked with WebCrypto's Ed25519 where the engine has it, else by relay.wasm. Its text, never its bytes: anything but a string, or a string that is not a key, rejects with bad_options. */
+  /** The relay's pinned Ed25519 public key (librelay.FormatPublicKey); a welcome that does not verify, or cannot be read, rejects with bad_relay_signature. Checked with WebCrypto's Ed25519 where the engine has it, else by relay.wasm. Its text, never its bytes: anything but a string, or a string that is not a key, rejects with bad_options. */
   relayKey?: string;
   /** How many transcript entries (both directions, losses included: HistoryLoss) to keep for history(). Default 0. */
   history?: number;
@@ -271,7 +271,12 @@ export interface Attachment {
   /**
    * Sends one ACP message: an object (serialised with JSON.stringify) or JSON
    * text. Resolves once it is written to the socket; while reconnecting it
-   * waits in a bounded queue (send_queue_full when full). Never sent twice.
+   * waits in a bounded queue (send_queue_full when full). Never sent twice:
+   * written is not received, and a message written into a connection that
+   * then drops without a close (a phone changing networks) may never reach
+   * the relay. It is not sent again (at most once, as the relay's own
+   * delivery to the runtime): an ACP request that gets no answer is the
+   * application's to time out or cancel.
    * A message whose frame is over the relay's browser-leg limit
    * (maxSendBytes: 1 MiB, the dev relay's default), which the relay would
    * discard, closing the connection, rejects at once with frame_too_large
