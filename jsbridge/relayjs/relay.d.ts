@@ -274,9 +274,8 @@ export interface Attachment {
    * waits in a bounded queue (send_queue_full when full). Never sent twice:
    * written is not received, and a message written into a connection that
    * then drops without a close (a phone changing networks) may never reach
-   * the relay. It is not sent again (at most once, as the relay's own
-   * delivery to the runtime): an ACP request that gets no answer is the
-   * application's to time out or cancel.
+   * the relay. It is not sent again (at most once): an ACP request that
+   * gets no answer is the application's to time out or cancel.
    * A message whose frame is over the relay's browser-leg limit
    * (maxSendBytes: 1 MiB, the dev relay's default), which the relay would
    * discard, closing the connection, rejects at once with frame_too_large
