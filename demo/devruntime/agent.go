@@ -91,7 +91,9 @@ func (a *devAgent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptR
 		return acp.PromptResponse{}, err
 	}
 	defer done()
-	if isPermission(text) {
+	if isReadFile(text) {
+		chunks = a.readFile(ctx, p.SessionId)
+	} else if isPermission(text) {
 		if chunks, err = a.askPermission(ctx, p.SessionId, text); err != nil {
 			if ctx.Err() != nil {
 				return acp.PromptResponse{StopReason: acp.StopReasonCancelled}, nil
@@ -106,6 +108,28 @@ func (a *devAgent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptR
 		return acp.PromptResponse{}, err
 	}
 	return acp.PromptResponse{StopReason: acp.StopReasonEndTurn}, nil
+}
+
+// ReadFileWord starts a prompt whose turn first reads a file from the client
+// (fs/read_text_file, path /big.txt) and then says how it went, in one
+// chunk: "read N bytes", or "read failed: " and the error. It lets a test
+// see what becomes of a client's answer too large to carry.
+const ReadFileWord = "readfile"
+
+func isReadFile(prompt string) bool {
+	f := strings.Fields(prompt)
+	return len(f) > 0 && f[0] == ReadFileWord
+}
+
+// readFile asks the client for /big.txt and plans the chunk that says what
+// came back.
+func (a *devAgent) readFile(ctx context.Context, id acp.SessionId) chunkPlan {
+	r, err := a.conn.ReadTextFile(ctx, acp.ReadTextFileRequest{SessionId: id, Path: "/big.txt"})
+	msg := "read " + strconv.Itoa(len(r.Content)) + " bytes"
+	if err != nil {
+		msg = "read failed: " + err.Error()
+	}
+	return chunkPlan{n: 1, text: func(int) string { return msg }}
 }
 
 // startTurn registers a cancellable turn for the session, cancelling the one

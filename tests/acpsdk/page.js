@@ -26,11 +26,18 @@ const A = (window.__acp = {
   states: [], // {state, code, reads}
   asked: [], // session/request_permission params the SDK handed the app
   permission: "allow", // the option the app chooses
+  hold: false, // the app leaves permission requests unanswered until answer()
+  holding: [], // resolves the permission requests held, with the option chosen
+  fileSize: 10, // the length of the file the app reads for fs/read_text_file
+  fileReads: 0, // fs/read_text_file requests the SDK handed the app
   closed: null, // how the last SDK connection ended: {code, message}
   connections: 0,
   att: null,
   ctx: null,
 });
+
+// answer answers the permission requests held (A.hold) with optionId.
+A.answer = (optionId) => A.holding.splice(0).forEach((resolve) => resolve({ outcome: { outcome: "selected", optionId } }));
 
 const waiting = [];
 const wakeAll = () => waiting.splice(0).forEach((r) => r());
@@ -121,9 +128,17 @@ A.connect = () => {
   A.opened = new Promise((r) => (opened = r));
   const app = client({ name: "relaywasm-e2e" })
     .onNotification(methods.client.session.update, onUpdate)
-    .onRequest(methods.client.session.requestPermission, ({ params }) => {
+    .onRequest(methods.client.session.requestPermission, ({ params, signal }) => {
       A.asked.push(params);
-      return { outcome: { outcome: "selected", optionId: A.permission } };
+      if (!A.hold) return { outcome: { outcome: "selected", optionId: A.permission } };
+      return new Promise((resolve) => {
+        A.holding.push(resolve);
+        signal?.addEventListener("abort", () => resolve({ outcome: { outcome: "cancelled" } }));
+      });
+    })
+    .onRequest(methods.client.fs.readTextFile, () => {
+      A.fileReads++;
+      return { content: "y".repeat(A.fileSize) };
     });
   A.connection = app
     .connectWith({ readable: gated(s.readable), writable: s.writable }, async (ctx) => {
