@@ -336,7 +336,16 @@ export interface Attachment {
    *   was part of it (after a reload against a runtime that does not
    *   resume, not_resumed comes as the stream's first writes go out);
    *   onEvicted still hears of it. A write rejects with sendACP's error
-   *   (send_failed, …).
+   *   (send_failed, …), which the SDK takes for a dead transport, closing
+   *   its connection; but not for a message over the browser leg's limit
+   *   (maxSendBytes, frame_too_large), which is answered in its place and
+   *   its write resolves: a request gets an error response from the stream
+   *   (JSON-RPC code -32603, internal error; error.data.code
+   *   "frame_too_large"; the message names the size and the limit), so only
+   *   that request fails; a response (the app's answer to the agent's
+   *   request, e.g. a large fs/read_text_file) goes to the runtime as such
+   *   an error response to its request instead; a notification is dropped,
+   *   with a console.error naming its method and size.
    * - Ending it: cancelling the readable (the SDK does when its connection
    *   closes) ends the stream only: the attachment stays open, messages go
    *   to onMessage again, and stream() may be called again. Closing or

@@ -24,6 +24,10 @@
 //     reason. Drops and redials are not seen, and neither is a loss told
 //     before anything the stream wrote went out: nothing lost then was part
 //     of the SDK's conversation (see tap.evicted).
+//   - answers a message over the browser leg's limit in its place, its
+//     write resolving: the SDK closes its connection on any failed write,
+//     and one message too large would take every request with it (see
+//     tooLarge).
 //
 // It is built on what an Attachment has anyway: sendACP, close, onMessage and
 // the attachment's delivery, which waits for a returned Promise. relay.js
@@ -32,6 +36,12 @@
 
 import { ABORTED, CODE_BAD_OPTIONS, CODE_CANCELED, CODE_STREAM_OPEN } from "./boundary.js";
 import { RelayError, checkSignal } from "./errors.js";
+
+// The RelayError code of a message over the browser leg's limit, and the
+// JSON-RPC error code of the error response the stream gives in its place
+// (JSON-RPC's "internal error"; error.data.code says frame_too_large).
+const FRAME_TOO_LARGE = "frame_too_large";
+const TOO_LARGE_RPC_CODE = -32603;
 
 // The JSON-RPC method by which the SDK cancels a request it sent; its
 // params.requestId names the request, so it is rewritten like the id.
@@ -84,6 +94,10 @@ export function openStream(att, options) {
   let spoke = false; // a message written to the stream has gone out
   let held = null; // {raw, meta, resolve, reject}: delivered, not yet read
   let wanted = null; // resolves the readable's pull that waits for a message
+  // own: messages for the SDK that the attachment did not deliver (an error
+  // response standing for a request too large to send), read before what
+  // is held; the cursor has nothing to do with them.
+  const own = [];
 
   // take hands the held message to the SDK's pending read: from now on it
   // counts as read, and the cursor may move past it.
@@ -92,6 +106,22 @@ export function openStream(att, options) {
     held = null;
     readCtl.enqueue(restore(h.raw));
     h.resolve();
+  };
+  // serve hands the SDK's pending read the next message, if there is one.
+  const serve = () => {
+    if (own.length > 0) readCtl.enqueue(own.shift());
+    else if (held) take();
+    else return false;
+    return true;
+  };
+  // offer gives the SDK a message of the stream's own, at its next read.
+  const offer = (m) => {
+    own.push(m);
+    if (wanted && serve()) {
+      const w = wanted;
+      wanted = null;
+      w();
+    }
   };
 
   // restore gives a response the SDK's id back; only responses to this
@@ -150,8 +180,7 @@ export function openStream(att, options) {
         readCtl = c;
       },
       pull() {
-        if (ended) return undefined;
-        if (held) return take();
+        if (ended || serve()) return undefined;
         return new Promise((resolve) => (wanted = resolve));
       },
       // Cancelling the readable (the SDK does when its connection closes)
@@ -169,9 +198,12 @@ export function openStream(att, options) {
     },
     write(m) {
       if (ended) throw ended;
-      return send(m).then(() => {
-        spoke = true;
-      });
+      return send(m).then(
+        () => {
+          spoke = true;
+        },
+        (e) => tooLarge(m, e),
+      );
     },
     // Closing or aborting the writable closes the attachment (att.close():
     // the stored stream stays resumable); the readable then errors with
@@ -201,6 +233,31 @@ export function openStream(att, options) {
       return att.sendACP({ ...m, params: { ...m.params, requestId: wire.get(m.params.requestId) } });
     }
     return att.sendACP(m);
+  };
+
+  // tooLarge answers a message over the browser leg's limit (sendACP's
+  // frame_too_large) in its place, so that its write resolves: the SDK
+  // takes any failed write for a dead transport and closes the connection,
+  // failing every request pending on it, for one message that could never
+  // have been sent. A request gets an error response from the stream, a
+  // response becomes an error response to the runtime's request (small, it
+  // fits), and a notification, which nothing answers, is dropped with a
+  // console error. Any other failure fails the write, as before.
+  const tooLarge = (m, e) => {
+    if (e?.code !== FRAME_TOO_LARGE || m === null || typeof m !== "object" || Array.isArray(m)) throw e;
+    const error = { code: TOO_LARGE_RPC_CODE, message: `${e.message} (frame_too_large)`, data: { code: FRAME_TOO_LARGE } };
+    if (typeof m.method === "string" && "id" in m && m.id !== null) {
+      offer({ jsonrpc: "2.0", id: m.id, error });
+      return undefined;
+    }
+    if (typeof m.method === "string") {
+      console.error(`relaywasm: att.stream() dropped a ${m.method} notification: ${e.message.replace(/^relaywasm: /, "")} (frame_too_large)`);
+      return undefined;
+    }
+    if (!("id" in m) || m.id === null) throw e;
+    return att.sendACP({ jsonrpc: "2.0", id: m.id, error }).then(() => {
+      spoke = true;
+    });
   };
 
   const tap = {
