@@ -28,7 +28,7 @@
 // bundle runs, rather than when main() gets to loadRelay.
 import "relaywasm/preload";
 import { loadRelay, RelayError } from "relaywasm";
-import { client, PROTOCOL_VERSION } from "@agentclientprotocol/sdk";
+import { client, PROTOCOL_VERSION, RequestError } from "@agentclientprotocol/sdk";
 import type { ClientContext, ContentBlock, SessionNotification } from "@agentclientprotocol/sdk";
 import type { HistoryEntry, Relay } from "relaywasm";
 
@@ -149,6 +149,10 @@ let prompt: (text: string) => Promise<string> = async () => {
 // lost says whether e is a stream's report that content is gone: the
 // attachment is still open, and a new stream can load the session again.
 const lost = (e: unknown): e is RelayError => e instanceof RelayError && e.eviction !== undefined;
+
+// tooLarge says whether e is att.stream()'s answer to a request over the
+// relay's size limit: that one request was not sent, the connection goes on.
+const tooLarge = (e: unknown): e is RequestError => e instanceof RequestError && (e.data as { code?: string } | undefined)?.code === "frame_too_large";
 
 function setReady(ready: boolean) {
   app.ready = ready;
@@ -303,12 +307,14 @@ ui.composer.addEventListener("submit", (e) => {
 
 // submit sends a prompt and resolves to how its turn ended: null if it did
 // not. A prompt cut off by a loss is not a failure: main loads the session
-// again, and the agent's answer shows as it goes on.
+// again, and the agent's answer shows as it goes on. Nor is a prompt too
+// large to send (a pasted log): the app says so, and the next one goes.
 async function submit(text: string): Promise<string | null> {
   try {
     return await prompt(text);
   } catch (e) {
-    if (!lost(e)) fail(e);
+    if (tooLarge(e)) note(`That message was not sent: ${e.message}`);
+    else if (!lost(e)) fail(e);
     return null;
   }
 }
