@@ -327,6 +327,19 @@ export interface Attachment {
    *   over when the SDK reads, and the cursor moves past it only then, so a
    *   reload neither loses a message the SDK had not read nor gives it one it
    *   had. Drops and redials are not seen; writes wait while reconnecting.
+   * - Requests still unanswered: on an attachment that keeps a transcript
+   *   (AttachOptions.history > 0), the stream first offers the SDK, before
+   *   anything live, each request the agent sent before it opened (a
+   *   permission request, a file read) that nothing has made moot since: no
+   *   response with its id sent after it, no $/cancel_request for it, no
+   *   cursor_evicted or session_replaced loss after it. So a request a
+   *   previous page's SDK (or this page's previous stream's) read and never
+   *   answered, a permission dialog open at a reload or when a loss ended
+   *   the stream, is asked again instead of leaving the agent waiting;
+   *   one answered already is not, and the same request delivered again
+   *   live is not handed over twice. Without a transcript (history 0, the
+   *   default) nothing says what is unanswered, and such a request is not
+   *   offered again.
    * - Errors: the readable errors with the RelayError that ended the
    *   attachment (unauthorized, superseded, detached, closed) or that says
    *   content is gone (an EvictionReason; the attachment stays open then),

@@ -18,6 +18,10 @@
 //     attachment's delivery of a message waits until the SDK has read it.
 //     The cursor moves only past what the SDK read, so a reload neither
 //     loses a message the SDK had not read nor hands it one it had.
+//     Before anything live it offers the agent's requests the transcript
+//     holds unanswered (see unanswered): a request the SDK read but the
+//     app never answered is past the cursor, and would be lost with the
+//     stream that read it.
 //   - errors the readable with the RelayError that ended the attachment
 //     (unauthorized, superseded, detached, closed) or that says content is
 //     gone (an eviction's reason), so the SDK's connection closes with that
@@ -94,34 +98,46 @@ export function openStream(att, options) {
   let spoke = false; // a message written to the stream has gone out
   let held = null; // {raw, meta, resolve, reject}: delivered, not yet read
   let wanted = null; // resolves the readable's pull that waits for a message
-  // own: messages for the SDK that the attachment did not deliver (an error
-  // response standing for a request too large to send), read before what
-  // is held; the cursor has nothing to do with them.
+  // own: messages for the SDK that the attachment does not deliver (the
+  // transcript's requests still unanswered, an error response standing for
+  // a request too large to send), read before what is held; the cursor has
+  // nothing to do with them.
   const own = [];
+  // ready: the transcript's unanswered requests are in own; until then
+  // nothing delivered is handed over, so that they come first.
+  let ready = false;
+  // offered: the transcript's requests offered (JSON text), for a delivery
+  // of the same message again (a cursor stored before it) to be dropped.
+  const offered = new Set();
+  const again = (m) => offered.size > 0 && "method" in m && offered.delete(JSON.stringify(m));
 
-  // take hands the held message to the SDK's pending read: from now on it
-  // counts as read, and the cursor may move past it.
-  const take = () => {
+  // serve hands the SDK's pending read the next message, if there is one. A
+  // held message handed over counts as read from then on, and the cursor
+  // may move past it.
+  const serve = () => {
+    if (own.length > 0) {
+      readCtl.enqueue(own.shift());
+      return true;
+    }
+    if (!ready || !held) return false;
     const h = held;
     held = null;
-    readCtl.enqueue(restore(h.raw));
+    const dup = again(h.raw);
+    if (!dup) readCtl.enqueue(restore(h.raw));
     h.resolve();
+    return !dup;
   };
-  // serve hands the SDK's pending read the next message, if there is one.
-  const serve = () => {
-    if (own.length > 0) readCtl.enqueue(own.shift());
-    else if (held) take();
-    else return false;
-    return true;
+  // wake serves a read that waits, if there is something for it now.
+  const wake = () => {
+    if (!wanted || !serve()) return;
+    const w = wanted;
+    wanted = null;
+    w();
   };
   // offer gives the SDK a message of the stream's own, at its next read.
   const offer = (m) => {
     own.push(m);
-    if (wanted && serve()) {
-      const w = wanted;
-      wanted = null;
-      w();
-    }
+    wake();
   };
 
   // restore gives a response the SDK's id back; only responses to this
@@ -266,7 +282,8 @@ export function openStream(att, options) {
     // cursor); anything else is the attachment's onMessage's.
     onMessage(raw, meta) {
       if (ended || !ours(raw)) return att.onMessage(raw, meta);
-      if (wanted) {
+      if (ready && again(raw)) return undefined; // offered from the transcript already
+      if (wanted && ready) {
         // A read is waiting: the message is read now, and the delivery
         // goes on at once.
         const w = wanted;
@@ -299,7 +316,48 @@ export function openStream(att, options) {
     },
   };
   att._tap = tap;
+  // The requests the runtime sent before the stream opened that are still
+  // unanswered (the transcript's, see unanswered) go to the SDK first: the
+  // previous page's SDK, or the previous stream's, may have read one and
+  // never answered it (a reload while a permission dialog was open, a
+  // stream ended by a loss), and the cursor is past it, so nothing would
+  // deliver it again while the runtime waits for its answer. Without a
+  // transcript (history 0) there are none to offer.
+  att.history().then(unanswered, () => []).then((requests) => {
+    for (const m of requests) {
+      offered.add(JSON.stringify(m));
+      own.push(m);
+    }
+    ready = true;
+    if (!ended) wake();
+  });
   return { readable, writable };
+}
+
+// A loss after which the runtime's side of the requests before it is gone:
+// it restarted (cursor_evicted), or the relay gave a new attachment
+// (session_replaced), so nothing waits for their answers.
+const GONE = new Set(["cursor_evicted", "session_replaced"]);
+
+// unanswered picks, from a transcript, the requests received (method and
+// id) that nothing made moot since: no response with their id was sent
+// after them, the runtime did not cancel them ($/cancel_request), and no
+// loss after them says the runtime's side is gone.
+function unanswered(entries) {
+  const open = new Map(); // id -> the request
+  for (const { out, message: m, lost } of entries) {
+    if (lost) {
+      if (GONE.has(lost.reason)) open.clear();
+      continue;
+    }
+    if (m === null || typeof m !== "object" || Array.isArray(m)) continue;
+    if (!out && typeof m.method === "string" && m.id !== undefined && m.id !== null) {
+      open.delete(m.id);
+      open.set(m.id, m);
+    } else if (!out && m.method === CANCEL_REQUEST) open.delete(m.params?.requestId);
+    else if (out && !("method" in m)) open.delete(m.id);
+  }
+  return [...open.values()];
 }
 
 // lossText says what an eviction lost, for the stream's error. fromSeq 0

@@ -133,7 +133,11 @@ A.connect = () => {
       if (!A.hold) return { outcome: { outcome: "selected", optionId: A.permission } };
       return new Promise((resolve) => {
         A.holding.push(resolve);
-        signal?.addEventListener("abort", () => resolve({ outcome: { outcome: "cancelled" } }));
+        // The request was cancelled, or the SDK's connection closed.
+        signal?.addEventListener("abort", () => {
+          A.holding = A.holding.filter((r) => r !== resolve);
+          resolve({ outcome: { outcome: "cancelled" } });
+        });
       });
     })
     .onRequest(methods.client.fs.readTextFile, () => {

@@ -1,0 +1,96 @@
+package e2e
+
+import (
+	"net/url"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+	"github.com/relaywasm/relaywasm/demo/relay/relaytest"
+	"github.com/relaywasm/relaywasm/librelay/relayleg"
+)
+
+// A request of the agent's (session/request_permission) that the SDK has
+// read and the app has not answered yet, a dialog open, is not lost when
+// the stream it came on ends: the cursor is past it, so nothing delivers it
+// again, and the agent would wait for its answer forever. A stream opened
+// on the attachment offers the SDK the transcript's unanswered requests
+// before anything live.
+
+// permissionTurnEnded waits until the permission prompt the page sent
+// before (its response goes to onMessage: its id is an earlier stream's)
+// has ended, and checks that the agent heard optionID.
+func permissionTurnEnded(tb *tab, optionID string) {
+	tb.t.Helper()
+	sdkWait(tb, "the permission turn to end", `__acp.others.some(m => m.result?.stopReason)`)
+	var stop string
+	tb.eval(`__acp.others.find(m => m.result?.stopReason).result.stopReason`, &stop)
+	if stop != "end_turn" {
+		tb.t.Fatalf("the permission turn ended %q, want end_turn", stop)
+	}
+	sdkWait(tb, "the agent's answer to the permission", `__acp.conversation.some(e => e.role === "agent" && e.text === "permission `+optionID+`")`)
+}
+
+// A reload while the permission dialog is open: the reloaded page's SDK is
+// asked once, its answer reaches the agent, and the turn finishes.
+func TestStreamReloadPendingPermission(t *testing.T) {
+	t.Parallel()
+	_, tb := sdkPage(t, 0)
+	tb.eval(`__acp.hold = true, __acp.promptLater("permission to write")`, nil)
+	sdkWait(tb, "the permission request", `__acp.asked.length === 1`)
+	// The Store has written the cursor past the request: the reload
+	// resumes after it, so only the transcript still has it.
+	sdkWait(tb, "the Store to hold the cursor past the request", `__acp.att.history().then(() => __acp.storedCursor()).then(c => c > 0 && c >= __acp.att.cursor)`)
+
+	tb.run(chromedp.Reload())
+	sdkReady(tb)
+	permissionTurnEnded(tb, "allow")
+	var asked int
+	tb.eval(`__acp.asked.length`, &asked)
+	if asked != 1 {
+		t.Fatalf("the reloaded page's SDK was asked %d times, want once", asked)
+	}
+	if a := prompted(tb, "ping"); a.StopReason != "end_turn" || a.Chunks != 1 {
+		t.Fatalf("a prompt after it ended %+v, want end_turn after 1 chunk", a)
+	}
+	tb.eval(`__acp.asked.length`, &asked)
+	if asked != 1 {
+		t.Fatalf("the reloaded page's SDK was asked %d times, want once", asked)
+	}
+}
+
+// Against a runtime that does not resume (contenox as it ships), a socket
+// blip while the dialog is open: the stream ends with not_resumed, the app
+// opens a new one (initialize, session/load), and its SDK is asked again;
+// that answer reaches the agent and the turn finishes.
+func TestStreamNoResumeBlipPendingPermission(t *testing.T) {
+	t.Parallel()
+	needSDK(t)
+	s := startNonResumingStack(t, sdkDir, 0)
+	p := relaytest.NewProxy(t, s.Addr())
+	u := s.PageURL() + "?relay=" + url.QueryEscape("ws://"+p.Addr()+relayleg.AttachPath)
+	tb := openTab(t, newBrowser(t), "sdk", u)
+	tb.page = allowing{tb.page, refusedDial}
+	sdkReady(tb)
+	tb.eval(`__acp.hold = true, __acp.promptLater("permission to write")`, nil)
+	sdkWait(tb, "the permission request", `__acp.asked.length === 1`)
+	p.Cut()
+	sdkWait(tb, "the SDK's connection to end with the loss", `__acp.closed`)
+	var closed string
+	tb.eval(`__acp.closed.code`, &closed)
+	if closed != "not_resumed" {
+		t.Fatalf("the SDK's connection ended with %q, want not_resumed", closed)
+	}
+	// What demo/app does after a loss: a new stream, initialize, session/load.
+	tb.eval(`__acp.connect(), __acp.initialize().then(() => __acp.load(__acp.sessionId))`, nil)
+	sdkWait(tb, "the new SDK to be asked", `__acp.asked.length === 2 && __acp.holding.length === 1`)
+	tb.eval(`__acp.answer("allow")`, nil)
+	permissionTurnEnded(tb, "allow")
+	if a := prompted(tb, "ping"); a.StopReason != "end_turn" || a.Chunks != 1 {
+		t.Fatalf("a prompt after it ended %+v, want end_turn after 1 chunk", a)
+	}
+	var asked int
+	tb.eval(`__acp.asked.length`, &asked)
+	if asked != 2 {
+		t.Fatalf("the SDK was asked %d times, want twice (once per stream)", asked)
+	}
+}
