@@ -28,6 +28,7 @@ const A = (window.__acp = {
   permission: "allow", // the option the app chooses
   hold: false, // the app leaves permission requests unanswered until answer()
   holding: [], // resolves the permission requests held, with the option chosen
+  deaf: false, // a held permission request stays unanswered even when cancelled
   fileSize: 10, // the length of the file the app reads for fs/read_text_file
   fileReads: 0, // fs/read_text_file requests the SDK handed the app
   closed: null, // how the last SDK connection ended: {code, message}
@@ -135,6 +136,7 @@ A.connect = () => {
         A.holding.push(resolve);
         // The request was cancelled, or the SDK's connection closed.
         signal?.addEventListener("abort", () => {
+          if (A.deaf) return;
           A.holding = A.holding.filter((r) => r !== resolve);
           resolve({ outcome: { outcome: "cancelled" } });
         });

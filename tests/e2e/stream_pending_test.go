@@ -94,3 +94,31 @@ func TestStreamNoResumeBlipPendingPermission(t *testing.T) {
 		t.Fatalf("the SDK was asked %d times, want twice (once per stream)", asked)
 	}
 }
+
+// A permission request answered, or cancelled by the agent
+// ($/cancel_request, after the turn's session/cancel) and left unanswered
+// by the app, is not asked again after a reload.
+func TestStreamReloadAfterPermissionSettled(t *testing.T) {
+	t.Parallel()
+	_, tb := sdkPage(t, 0)
+	if a := prompted(tb, "permission to read"); a.StopReason != "end_turn" {
+		t.Fatalf("the answered permission's turn ended %+v", a)
+	}
+	tb.eval(`__acp.hold = true, __acp.deaf = true, __acp.promptLater("permission to write")`, nil)
+	sdkWait(tb, "the second permission request", `__acp.asked.length === 2`)
+	tb.eval(`__acp.opened.then(c => c.notify("session/cancel", {sessionId: __acp.sessionId}))`, nil)
+	sdkWait(tb, "the cancelled turn's answer", `__acp.answers.length === 1`)
+	sdkWait(tb, "the agent's $/cancel_request", `__acp.att.history().then(h => h.some(e => e.message?.method === "$/cancel_request"))`)
+	sdkWait(tb, "the Store to hold the cursor", `__acp.att.history().then(() => __acp.storedCursor()).then(c => c > 0 && c >= __acp.att.cursor)`)
+
+	tb.run(chromedp.Reload())
+	sdkReady(tb)
+	if a := prompted(tb, "ping"); a.StopReason != "end_turn" {
+		t.Fatalf("a prompt after the reload ended %+v", a)
+	}
+	var asked int
+	tb.eval(`__acp.asked.length`, &asked)
+	if asked != 0 {
+		t.Fatalf("the reloaded page's SDK was asked %d times, want none: both requests were settled", asked)
+	}
+}
