@@ -4,7 +4,6 @@ import (
 	"net/url"
 	"testing"
 
-	"github.com/chromedp/chromedp"
 	"github.com/relaywasm/relaywasm/demo/relay/relaytest"
 	"github.com/relaywasm/relaywasm/librelay/relayleg"
 )
@@ -41,7 +40,7 @@ func TestStreamReloadPendingPermission(t *testing.T) {
 	// resumes after it, so only the transcript still has it.
 	sdkWait(tb, "the Store to hold the cursor past the request", `__acp.att.history().then(() => __acp.storedCursor()).then(c => c > 0 && c >= __acp.att.cursor)`)
 
-	tb.run(chromedp.Reload())
+	tb.do("reloading", tb.page.reload)
 	sdkReady(tb)
 	permissionTurnEnded(tb, "allow")
 	var asked int
@@ -111,7 +110,7 @@ func TestStreamReloadAfterPermissionSettled(t *testing.T) {
 	sdkWait(tb, "the agent's $/cancel_request", `__acp.att.history().then(h => h.some(e => e.message?.method === "$/cancel_request"))`)
 	sdkWait(tb, "the Store to hold the cursor", `__acp.att.history().then(() => __acp.storedCursor()).then(c => c > 0 && c >= __acp.att.cursor)`)
 
-	tb.run(chromedp.Reload())
+	tb.do("reloading", tb.page.reload)
 	sdkReady(tb)
 	if a := prompted(tb, "ping"); a.StopReason != "end_turn" {
 		t.Fatalf("a prompt after the reload ended %+v", a)
