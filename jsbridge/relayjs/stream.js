@@ -323,14 +323,18 @@ export function openStream(att, options) {
   // stream ended by a loss), and the cursor is past it, so nothing would
   // deliver it again while the runtime waits for its answer. Without a
   // transcript (history 0) there are none to offer.
-  att.history().then(unanswered, () => []).then((requests) => {
-    for (const m of requests) {
-      offered.add(JSON.stringify(m));
-      own.push(m);
-    }
-    ready = true;
-    if (!ended) wake();
-  });
+  att
+    .history()
+    .then(unanswered)
+    .catch(() => []) // the attachment ended meanwhile, and the stream with it
+    .then((requests) => {
+      for (const m of requests) {
+        offered.add(JSON.stringify(m));
+        own.push(m);
+      }
+      ready = true;
+      if (!ended) wake();
+    });
   return { readable, writable };
 }
 

@@ -121,3 +121,33 @@ func TestStreamReloadAfterPermissionSettled(t *testing.T) {
 		t.Fatalf("the reloaded page's SDK was asked %d times, want none: both requests were settled", asked)
 	}
 }
+
+// The app answers the permission request while the socket is down (the
+// answer waits in the send queue) and the page reloads before the socket is
+// back: the answer never went out, so the reloaded page's SDK is asked
+// again, and its answer ends the turn.
+func TestStreamReloadWithAnswerUnsent(t *testing.T) {
+	t.Parallel()
+	needSDK(t)
+	s := startStackServing(t, sdkDir, 0)
+	p := relaytest.NewProxy(t, s.Addr())
+	u := s.PageURL() + "?relay=" + url.QueryEscape("ws://"+p.Addr()+relayleg.AttachPath)
+	tb := openTab(t, newBrowser(t), "sdk", u)
+	tb.page = allowing{tb.page, refusedDial}
+	sdkReady(tb)
+	tb.eval(`__acp.hold = true, __acp.promptLater("permission to write")`, nil)
+	sdkWait(tb, "the permission request", `__acp.asked.length === 1`)
+	sdkWait(tb, "the Store to hold the cursor past the request", `__acp.att.history().then(() => __acp.storedCursor()).then(c => c > 0 && c >= __acp.att.cursor)`)
+	p.Down()
+	sdkWait(tb, "the page to see the drop", `__acp.att.state !== "open"`)
+	tb.eval(`__acp.answer("reject")`, nil)
+	tb.do("reloading", tb.page.reload)
+	p.Up()
+	sdkReady(tb)
+	permissionTurnEnded(tb, "allow")
+	var asked int
+	tb.eval(`__acp.asked.length`, &asked)
+	if asked != 1 {
+		t.Fatalf("the reloaded page's SDK was asked %d times, want once", asked)
+	}
+}
