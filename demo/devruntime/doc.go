@@ -46,6 +46,9 @@
 //     client with session/request_permission (options "allow" and
 //     "reject"), an agent→client request, and then streams one chunk,
 //     "permission allow", "permission reject" or "permission cancelled".
+//   - "readfile …" (ReadFileWord first): the agent first reads /big.txt
+//     from the client (fs/read_text_file), then streams one chunk, "read N
+//     bytes" or "read failed: " and the error.
 //   - anything else: the prompt echoed word by word, the first chunk the
 //     first word and every later chunk a space and the next word; a word
 //     longer than MaxEchoChunk (16 KiB) is echoed in chunks of at most that
