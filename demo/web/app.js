@@ -563,6 +563,14 @@ const LOSSY_NOTES = {
   offline: "You are offline. This agent keeps nothing meanwhile: what it sends until the network is back is lost.",
 };
 
+// The relay answered, but the agent's machine (the runtime) is not connected
+// to it: a wrong instance name, or a machine that is off, restarting or
+// offline. Nothing on this side is at fault, and whether the conversation
+// can go on is up to that machine, so the page promises nothing.
+const AGENT_AWAY_CODES = new Set(["unknown_instance", "runtime_gone"]);
+const AGENT_AWAY = ["Agent not connected", "The agent's machine is not connected to the relay"];
+const AGENT_AWAY_NOTE = "The agent's machine is not connected to the relay; waiting for it.";
+
 const NOT_RESUMABLE =
   "This agent does not keep the conversation for you while the page is away. " +
   "If the page reloads or the connection drops, whatever it sends meanwhile is lost; what is on screen stays.";
@@ -581,7 +589,8 @@ function setState(state, info = {}) {
     if (!info.resumable) showBanner("warning", "Reloading loses what arrives meanwhile", NOT_RESUMABLE);
     else if (ui.banner.dataset.kind === "warning" && ui.bannerText.textContent === NOT_RESUMABLE) ui.banner.hidden = true;
   }
-  const [label, long] = STATES[state] ?? [state, state];
+  const away = (state === "reconnecting" || state === "connecting") && AGENT_AWAY_CODES.has(info.code);
+  const [label, long] = away ? AGENT_AWAY : (STATES[state] ?? [state, state]);
   ui.status.dataset.state = state;
   ui.statusText.textContent = label;
   ui.statusNode.textContent = relayHost;
@@ -590,7 +599,7 @@ function setState(state, info = {}) {
     detail += ` (next try in ${Math.max(1, Math.round(info.retryInMs / 1000))} s)`;
   }
   ui.status.title = `${detail} (${config.url})`;
-  const note = (chat.resumable ? NOTES : LOSSY_NOTES)[state];
+  const note = away ? AGENT_AWAY_NOTE : (chat.resumable ? NOTES : LOSSY_NOTES)[state];
   ui.connNote.hidden = !note;
   ui.connNote.textContent = note ?? "";
   if (state === "closed" && info.code && info.code !== "closed" && info.code !== "detached") {
