@@ -19,6 +19,9 @@
 //   - Connection state: relay.js reconnects by itself; the page only shows it.
 //   - Eviction: when content is gone for good, a banner says so and a new ACP
 //     session starts.
+//   - A runtime that restarted and no longer knows the ACP session (it
+//     answers a prompt "unknown session"): the page asks it to load the
+//     session, starts a new one where it cannot, and sends the prompt again.
 //   - A runtime that does not resume (contenox as it ships; `go run ./demo
 //     -resume=false`): the chat works the same, and the page says what a
 //     reload or a dropped connection costs there: whatever the agent sends
@@ -92,6 +95,14 @@ let nextId = 1; // the next JSON-RPC id: above every id in the transcript
 let sessionId = "";
 let agentName = "";
 let initializes = 0; // initialize requests seen: each after the first starts a new life
+let agentLoads; // whether the agent offers session/load (initialize's answer); undefined: not known
+// forgotten is set while the page opens a session again because the agent
+// answered a prompt saying it does not know the session (it restarted, and
+// keeps sessions in memory): {sid, prompt}, the session it forgot and the
+// prompt it refused, sent again once a session is open (null when drawn
+// from the transcript: the prompt sent again is there).
+let forgotten = null;
+let loadingSid = ""; // a session/load on its way: what it replays is on screen already
 let replaying = false; // drawing history: show, never answer or send
 let loaded = false; // the attachment's transcript is drawn (not only what relay.history read)
 const pending = new Map(); // request id -> {method, turn?}
@@ -108,12 +119,24 @@ function applyOut(msg) {
       if (initializes++ > 0) {
         // A new session after the first: what came before ended (eviction).
         retireAll("interrupted");
-        addDivider("New session", "The conversation above could not continue; the agent started afresh.");
+        // A forgotten session that did not come back has its own divider.
+        if (!forgotten) addDivider("New session", "The conversation above could not continue; the agent started afresh.");
       }
       pending.set(msg.id, { method: msg.method });
       break;
     case "session/new":
+      if (forgotten) addDivider("New session", FORGOTTEN_DIVIDER);
       pending.set(msg.id, { method: msg.method });
+      break;
+    case "session/load":
+      // Only a forgotten session is loaded (forgetSession). What is sent in
+      // answer to a message is in the transcript before that message: the
+      // refused prompt's answer comes after this when drawn again, so this
+      // is what tells.
+      loadingSid = msg.params?.sessionId ?? "";
+      if (forgotten?.sid !== loadingSid) forgotten = { sid: loadingSid, prompt: null };
+      sessionId = "";
+      pending.set(msg.id, { method: msg.method, sid: loadingSid });
       break;
     case "session/prompt": {
       const sid = msg.params?.sessionId ?? "";
@@ -128,7 +151,7 @@ function applyOut(msg) {
       // or given up on).
       if (!replaying) turn.sentOn = chat.state === "open" ? opens : opens + 1;
       openTurns.set(sid, turn);
-      pending.set(msg.id, { method: msg.method, turn, user });
+      pending.set(msg.id, { method: msg.method, turn, user, prompt: msg.params?.prompt });
       break;
     }
   }
@@ -139,6 +162,8 @@ function applyIn(msg, seq, live) {
   if (msg?.method === "session/update") {
     const p = msg.params ?? {};
     const u = p.update ?? {};
+    // session/load replays the session's conversation: it is on screen.
+    if (loadingSid && p.sessionId === loadingSid) return;
     if (u.sessionUpdate === "agent_message_chunk" && u.content?.type === "text") {
       // A transcript trimmed in the middle of an answer holds no prompt
       // before it to name the session: its chunks do.
@@ -183,23 +208,103 @@ function respond(msg) {
     case "initialize":
       if (msg.error) return sessionFailed(msg.error);
       agentName = msg.result?.agentInfo?.title || msg.result?.agentInfo?.name || agentName;
-      if (!replaying && !sessionId && !hasPending("session/new")) newSession();
+      agentLoads = Boolean(msg.result?.agentCapabilities?.loadSession);
+      if (!replaying && !sessionId && !hasPending("session/new") && !hasPending("session/load")) {
+        if (forgotten && agentLoads) loadSession(forgotten.sid);
+        else newSession();
+      }
       break;
-    case "session/new":
+    case "session/new": {
       if (msg.error || !msg.result?.sessionId) return sessionFailed(msg.error);
       sessionId = msg.result.sessionId;
-      openTurns.get(sessionId)?.finish("interrupted"); // an earlier life's "s1"
+      if (loadingSid === sessionId) loadingSid = "";
+      // An earlier life's "s1", not a prompt sent on this one (a forgotten
+      // session's prompt sent again is in the transcript before this).
+      const old = openTurns.get(sessionId);
+      if (old && !(old.promptId > msg.id)) old.finish("interrupted");
+      if (forgotten) reopened("new");
+      updateReady();
+      break;
+    }
+    case "session/load":
+      if (loadingSid === req.sid) loadingSid = "";
+      if (forgotten?.sid !== req.sid) break;
+      if (msg.error) {
+        // Gone for good: a new session, as for a new conversation.
+        if (!replaying) newSession();
+        break;
+      }
+      sessionId = req.sid;
+      reopened("loaded");
       updateReady();
       break;
     case "session/prompt": {
       // A turn ended early (interrupted when the page was away) may have
       // gone on in a turn of its own: that one is what this answer closes.
       const cur = openTurns.get(req.turn.sid);
-      (req.turn.done && cur?.orphan ? cur : req.turn).finish(stopOf(msg), msg.error);
+      const unknown = unknownSession(msg.error);
+      (req.turn.done && cur?.orphan ? cur : req.turn).finish(unknown ? "unknown_session" : stopOf(msg), msg.error);
+      if (unknown && req.turn.sid === sessionId) forgetSession(req.turn.sid, req.prompt);
       break;
     }
   }
 }
+
+// unknownSession says whether a JSON-RPC error says the agent does not know
+// the session: the dev runtime and contenox v1.0.0 answer a prompt on a
+// session they do not hold in memory (they restarted) with Invalid params,
+// "unknown session <id>"; ACP's own code for it is -32002 (resource not
+// found).
+function unknownSession(err) {
+  if (!err) return false;
+  if (err.code === -32002) return true;
+  const text = `${err.message ?? ""} ${err.data?.error ?? err.data?.message ?? ""}`;
+  return err.code === -32602 && /unknown session|session not found/i.test(text);
+}
+
+// forgetSession opens a session again after the agent refused prompt on
+// sid, a session it no longer knows: session/load, unless the agent said it
+// offers none, and session/new where that fails; then prompt goes out
+// again (reopened). No initialize: the agent answered the prompt, so it
+// takes requests (contenox v1.0.0 and the dev runtime answer every request
+// without one). Drawn from the transcript it does nothing: the messages
+// after it show what came of it.
+function forgetSession(sid, prompt) {
+  if (replaying) return;
+  forgotten = { sid, prompt };
+  sessionId = "";
+  updateReady();
+  showBanner("evicted", "The agent lost this conversation", FORGOTTEN_BANNER);
+  if (settingUp()) return;
+  if (agentLoads === false) newSession();
+  else loadSession(sid);
+}
+
+function loadSession(sid) {
+  request("session/load", { sessionId: sid, cwd: "/", mcpServers: [] });
+}
+
+// reopened ends forgetSession's work once a session is open again, how:
+// "loaded" (the same session, session/load) or "new"; and sends the refused
+// prompt again: the agent did nothing with it.
+function reopened(how) {
+  const { prompt } = forgotten;
+  forgotten = null;
+  if (replaying) return;
+  showBanner(
+    "evicted",
+    how === "loaded" ? "The agent loaded this conversation again" : "A new session has started",
+    (how === "loaded" ? RELOADED_BANNER : NEW_SESSION_BANNER) + (prompt ? " Your message has been sent again." : ""),
+  );
+  if (prompt) sendPrompt(prompt);
+}
+
+const FORGOTTEN_BANNER =
+  "The agent no longer knows this conversation: it has probably restarted. The page asks it to load the conversation again, or else starts a new one, and then sends your message again.";
+const FORGOTTEN_DIVIDER = "The agent no longer had the conversation above (it has probably restarted): it does not remember it.";
+const RELOADED_BANNER = "It had lost it (it has probably restarted).";
+const NEW_SESSION_BANNER =
+  "The agent no longer had this conversation (it has probably restarted), so a new one has started: the agent does not remember what is above it.";
 
 function stopOf(msg) {
   return msg.error ? "error" : (msg.result?.stopReason ?? "end_turn");
@@ -207,6 +312,14 @@ function stopOf(msg) {
 
 function hasPending(method) {
   for (const r of pending.values()) if (r.method === method) return true;
+  return false;
+}
+
+// The requests that open an ACP session.
+const SETUP = new Set(["initialize", "session/new", "session/load"]);
+
+function settingUp() {
+  for (const r of pending.values()) if (SETUP.has(r.method)) return true;
   return false;
 }
 
@@ -235,8 +348,7 @@ function retireAll(reason) {
 
 // ensureSession opens an ACP session unless one is open or on its way.
 function ensureSession() {
-  if (sessionId || hasPending("session/new")) return;
-  if (hasPending("initialize")) return; // its answer sends session/new
+  if (sessionId || settingUp()) return; // an initialize's answer sends session/new or session/load
   request("initialize", {
     protocolVersion: 1,
     clientCapabilities: { fs: { readTextFile: false, writeTextFile: false }, terminal: false },
@@ -281,11 +393,16 @@ async function sendRaw(msg) {
 function submitPrompt(text) {
   text = text.trim();
   if (!text || !sessionId || !loaded) return false;
-  const { req, sent } = request("session/prompt", { sessionId, prompt: [{ type: "text", text }] });
+  sendPrompt([{ type: "text", text }]);
+  return true;
+}
+
+// sendPrompt sends the prompt's content blocks on the open session.
+function sendPrompt(prompt) {
+  const { req, sent } = request("session/prompt", { sessionId, prompt });
   req.user.dataset.sent = "pending";
   sent.then((ok) => (req.user.dataset.sent = ok ? "yes" : "failed"));
   scrollToEnd();
-  return true;
 }
 
 function cancelTurn() {
@@ -315,6 +432,7 @@ class Turn {
   constructor(sid, promptId) {
     this.sid = sid;
     this.orphan = promptId === null; // chunks whose prompt this page does not have
+    this.promptId = promptId;
     this.done = false;
     this.firstLive = null; // the first chunk it took live since the connection last opened
     this.gapNext = ""; // a loss to mark before its next chunk (lostHere): the mark's text
@@ -446,6 +564,8 @@ function stopNote(reason, error) {
       return "The agent declined to answer";
     case "error":
       return "Error: " + rpcErrorText(error);
+    case "unknown_session":
+      return "Not answered: the agent no longer knew this conversation";
     default:
       return `Stopped (${reason})`;
   }
@@ -890,6 +1010,9 @@ function forget() {
   for (const m of [pending, retired, openTurns]) m.clear();
   nextId = 1;
   initializes = 0;
+  agentLoads = undefined;
+  forgotten = null;
+  loadingSid = "";
   sessionId = "";
   agentName = "";
   chat.chunks = 0;
