@@ -60,8 +60,8 @@ func checkAgentAwayNote(tb *tab, when string, codes ...string) {
 	deadline := time.Now().Add(waitLimit)
 	for {
 		tb.eval(`({
-			code: __chat.states.at(-1)?.code ?? "",
-			state: __chat.state,
+			code: window.__chat?.states.at(-1)?.code ?? "", // WebKit may run the page's module after the load event
+			state: window.__chat?.state ?? "",
 			note: document.getElementById("conn-note").hidden ? "" : document.getElementById("conn-note").textContent,
 			status: document.getElementById("status-text").textContent,
 			title: document.getElementById("status").title,
