@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"context"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -41,7 +43,7 @@ func restartStartsNewSession(t *testing.T, m pageMode) {
 
 	// The runtime restarts while the page stays.
 	restartAndWaitForLoss(tb, s)
-	tb.prompt("after the restart")
+	promptRefused(tb, "after the restart")
 	checkForgottenAndResent(tb, "after the restart", 1)
 	drawn := tb.transcript()
 	tb.reload()
@@ -56,11 +58,25 @@ func restartStartsNewSession(t *testing.T, m pageMode) {
 	// agent no longer knows either.
 	restartAndWaitForLoss(tb, s)
 	tb.reload()
-	tb.prompt("after the restart and a reload")
+	promptRefused(tb, "after the restart and a reload")
 	checkForgottenAndResent(tb, "after the restart and a reload", 2)
 	tb.reload()
 	tb.prompt("still going")
 	checkAnswered(tb, "still going")
+}
+
+// promptRefused is tab.prompt for a prompt the agent refuses, which the page
+// sends again at once: there are then two prompts more, not one, by the
+// time the test looks.
+func promptRefused(tb *tab, text string) {
+	tb.t.Helper()
+	const users = `document.querySelectorAll("#transcript [data-role=user]")`
+	var before int
+	tb.eval(users+".length", &before)
+	tb.do("typing "+clip(text), func(ctx context.Context) error { return tb.page.typeEnter(ctx, "#prompt", text) })
+	tb.waitFor("the prompt "+text+" to be sent", fmt.Sprintf(
+		`(u => u.length > %d && u[%d].dataset.sent === "yes" && u[%d].querySelector(".text").textContent === %q)(%s)`,
+		before, before, before, text, users))
 }
 
 // sameItem compares what the page shows of two transcript elements.
