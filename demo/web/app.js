@@ -265,10 +265,9 @@ function unknownSession(err) {
 // forgetSession opens a session again after the agent refused prompt on
 // sid, a session it no longer knows: session/load, unless the agent said it
 // offers none, and session/new where that fails; then prompt goes out
-// again (reopened). No initialize: the agent answered the prompt, so it
-// takes requests (contenox v1.0.0 and the dev runtime answer every request
-// without one). Drawn from the transcript it does nothing: the messages
-// after it show what came of it.
+// again (reopened). No initialize: the restarted agent took the prompt
+// without one (contenox v1.0.0 and the dev runtime do). Drawn from the
+// transcript it does nothing: the messages after it show what came of it.
 function forgetSession(sid, prompt) {
   if (replaying) return;
   forgotten = { sid, prompt };
