@@ -252,15 +252,26 @@ func (r *Relay) forgetLocked(a *attachment) {
 // Their ids stay reclaimable: the grace period runs as for any drop, and the
 // client resumes from its cursor once the runtime is back.
 func (r *Relay) runtimeGone(instance string) {
+	tellGone(r.socketsOf(instance), "the instance's runtime disconnected")
+}
+
+// socketsOf returns the sockets attached to instance now.
+func (r *Relay) socketsOf(instance string) []*browserConn {
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	var socks []*browserConn
 	for k, a := range r.attachments {
 		if k.instance == instance && a.sock != nil {
 			socks = append(socks, a.sock)
 		}
 	}
-	r.mu.Unlock()
+	return socks
+}
+
+// tellGone closes socks with relay.error runtime_gone (close 4502); their
+// queued frames go first.
+func tellGone(socks []*browserConn, message string) {
 	for _, s := range socks {
-		s.closeWith(relayleg.CodeRuntimeGone, "the instance's runtime disconnected", true)
+		s.closeWith(relayleg.CodeRuntimeGone, message, true)
 	}
 }

@@ -183,6 +183,15 @@ func (c *runtimeConn) handshake(rd *librelay.Reader, lim *helloLimiter) bool {
 // go; claim calls it holding the relay's takeover lock. The queue is held
 // meanwhile: when the runtime reads its welcome the route exists, and
 // nothing routed to it can come before the welcome.
+//
+// The sockets attached to the runtime it replaces are told runtime_gone,
+// as when a runtime leaves (the replaced connection's own leave finds
+// itself no longer the instance's runtime, and tells nobody). The new
+// connection is typically the same runtime restarted behind a connection
+// that died unseen: it numbers its streams afresh and knows none of their
+// attachments, and a client left attached would drop its frames as already
+// seen, for ever. Told, each redials and resumes, or learns it cannot.
+// Sockets that attach once the new runtime is installed are left alone.
 func (c *runtimeConn) welcome(hello librelay.Frame, v int, sig []byte, replaced Endpoint) {
 	payload, _ := librelay.Welcome{
 		ProtocolVersion: v, Relay: c.r.cfg.Name, Signature: sig, RetryAfterSeconds: c.r.cfg.RetryAfter,
@@ -191,6 +200,10 @@ func (c *runtimeConn) welcome(hello librelay.Frame, v int, sig []byte, replaced 
 	defer c.q.unhold()
 	c.sendControl(&librelay.Frame{Type: librelay.TypeWelcome, ReplyTo: hello.ID, Instance: c.instance, Payload: payload})
 	c.welcomed.Store(true)
+	var attached []*browserConn
+	if c.r.table.Runtime(c.instance) != nil {
+		attached = c.r.socketsOf(c.instance)
+	}
 	if old := c.r.table.SetRuntime(c.instance, c); old != nil {
 		if oc, ok := old.(*runtimeConn); ok {
 			code, msg := relayleg.CodeSuperseded, "another connection took over this instance"
@@ -199,6 +212,7 @@ func (c *runtimeConn) welcome(hello librelay.Frame, v int, sig []byte, replaced 
 			}
 			oc.closeWith(code, msg)
 		}
+		tellGone(attached, "a new connection of the instance's runtime replaced the one this socket was attached to")
 	}
 	c.r.log.Info("runtime connected", "instance", c.instance, "remote", c.addr, "took_over", replaced != nil)
 	c.payOwed()
