@@ -122,6 +122,10 @@
 // or the connection ends: the incumbent gets relay.error heartbeat_timeout
 // and is closed, and the newcomer is welcomed, so a runtime restarted
 // behind a connection the relay has not seen die is back within the wait.
+// The sockets attached to the instance then get relay.error runtime_gone
+// and close 4502, as when a runtime leaves: the newcomer numbers its
+// streams afresh and knows none of their attachments, so each client
+// redials and resumes, or learns it cannot.
 //
 // # Attachment ids
 //

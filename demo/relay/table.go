@@ -53,8 +53,9 @@ type Hooks struct {
 	// another node; the relay sends it the detaches it owes for instance.
 	RuntimeArrived func(instance string, rt Endpoint)
 	// RuntimeGone: instance's runtime is no longer reachable (it left its
-	// node, that node is gone, or this node lost the bus); the instance's
-	// sockets here get runtime_gone, as when a runtime on this node leaves.
+	// node, that node is gone, this node lost the bus, or a new connection
+	// replaced it); the instance's sockets here get runtime_gone, as when a
+	// runtime on this node leaves or is replaced.
 	RuntimeGone func(instance string)
 	// End closes ep, one of this node's endpoints, with relay.error code:
 	// superseded when another node took over its route (the table has

@@ -143,8 +143,18 @@ func (fx *effects) run(t *Table) {
 // holdLocked records that h holds instance's runtime, unless a newer hold is
 // known. A runtime here that h supersedes is dropped and ended.
 //
-// A hold that moves from another node to a third without the old holder's
-// release is remembered as an orphan (orphanedLocked).
+// A hold that replaces another one, here or elsewhere, on the same node (a
+// new connection: a new epoch) or on another, is a new runtime connection
+// for the instance: the instance's sockets here get runtime_gone, as on a
+// single relay when a runtime takes an instance over. It is typically the
+// same runtime back behind a connection that died unseen (a machine that
+// lost power or slept, a NAT that lost the mapping; or its node died and it
+// redialled elsewhere before the lease ran out here): it numbers its
+// streams afresh and knows none of their attachments, and whatever the old
+// connection had in flight to this node's sockets may be lost. A client
+// left attached would drop the new runtime's frames as already seen, and
+// wait for ever for frames it cannot know it missed; told, it redials and
+// resumes from its cursor, or learns it cannot.
 func (t *Table) holdLocked(instance string, h holder, fx *effects) {
 	if lr := t.runtimes[instance]; lr != nil {
 		if !h.newer(holder{t.id, lr.epoch}) {
@@ -152,13 +162,14 @@ func (t *Table) holdLocked(instance string, h holder, fx *effects) {
 		}
 		t.dropRuntimeLocked(instance, lr)
 		fx.superseded = append(fx.superseded, lr.ep)
+		fx.gone = append(fx.gone, instance) // its own leave no longer finds it the holder, and tells nobody
 	}
 	cur, ok := t.holders[instance]
 	if ok && (cur == h || !h.newer(cur)) {
 		return
 	}
-	if ok && cur.Node != h.Node {
-		t.orphanedLocked(instance, cur.Node)
+	if ok {
+		fx.gone = append(fx.gone, instance)
 	}
 	t.holders[instance] = h
 	s := t.toRuntime[instance]
@@ -193,10 +204,10 @@ func (t *Table) releaseLocked(instance string, h holder, fx *effects) {
 // the silence for a runtime that cannot resume. So the instance's sockets
 // here get runtime_gone now, as on one relay when its runtime leaves,
 // rather than when the lease runs out: the hold, if it is still the one
-// known, is released; if another has come since, the one the frame was
-// sent under is an orphan (orphanedLocked) whose node is plainly gone. A
-// holder that is in fact alive (its subscription was being re-established)
-// is learnt again from its next beat; it costs a redial, never content.
+// known, is released. If another has come since, the sockets were told
+// runtime_gone when it came (holdLocked). A holder that is in fact alive
+// (its subscription was being re-established) is learnt again from its
+// next beat; it costs a redial, never content.
 func (t *Table) unheard(m *nats.Msg) {
 	if len(m.Data) != 0 || m.Header.Get("Status") != "503" {
 		return
@@ -208,13 +219,9 @@ func (t *Table) unheard(m *nats.Msg) {
 	var fx effects
 	t.mu.Lock()
 	if s := t.streams[no]; s != nil && s.toRuntime && t.connected && !t.closed {
-		o := orphan{s.instance, h.Node}
 		if cur, ok := t.holders[s.instance]; ok && cur == h {
 			t.log.Info("a runtime's node takes no frames for it; taking the runtime for gone", "instance", s.instance, "peer", nodeToken(h.Node))
 			t.releaseLocked(s.instance, h, &fx)
-		} else if _, ok := t.orphans[o]; ok {
-			delete(t.orphans, o)
-			fx.gone = append(fx.gone, s.instance)
 		}
 	}
 	t.mu.Unlock()
@@ -283,11 +290,6 @@ func (t *Table) expire(now time.Time) {
 		}
 	}
 	forget := now.Add(-t.cfg.Remember).UnixNano()
-	for o, at := range t.orphans {
-		if at < forget {
-			delete(t.orphans, o)
-		}
-	}
 	for k, at := range t.moved {
 		if at < forget {
 			delete(t.moved, k)
@@ -314,42 +316,11 @@ func (t *Table) expire(now time.Time) {
 	}
 }
 
-// orphanedLocked records that instance's runtime was held by node and is now
-// held by another, and this node never heard node let it go. Either node
-// is alive and was superseded (a second connection for the instance: the
-// sockets stay, as a takeover on a single relay leaves them), or node died
-// and the runtime redialled elsewhere before its lease ran out here. Then
-// the runtime's connection to node ended unheard, and what it had in
-// flight to this node's sockets may be lost: a client whose last frames
-// were lost so, on a stream that ended meanwhile, would wait for ever for
-// frames it cannot know it missed. A single relay closes every socket of
-// the instance with runtime_gone when its runtime's connection ends, so
-// that each client resumes from its cursor; this node does so once it
-// takes node for gone (nodeGoneLocked), which a superseded node that lives
-// on never is.
-func (t *Table) orphanedLocked(instance string, node uint64) {
-	if len(t.orphans) < maxRemembered {
-		t.orphans[orphan{instance, node}] = time.Now().UnixNano()
-	}
-}
-
-// orphan is a hold that moved away from node unheard (orphanedLocked).
-type orphan struct {
-	instance string
-	node     uint64
-}
-
-// nodeGoneLocked forgets a node: its runtimes are gone, the instances whose
-// runtime moved away from it unheard get runtime_gone here, and streams it
-// consumed have no consumer.
+// nodeGoneLocked forgets a node: its runtimes are gone, and streams it
+// consumed have no consumer. (The sockets of an instance whose runtime had
+// moved away from it were told runtime_gone when it moved: holdLocked.)
 func (t *Table) nodeGoneLocked(node uint64, fx *effects) {
 	delete(t.nodes, node)
-	for o := range t.orphans {
-		if o.node == node {
-			delete(t.orphans, o)
-			fx.gone = append(fx.gone, o.instance)
-		}
-	}
 	for inst, h := range t.holders {
 		if h.Node == node {
 			t.releaseLocked(inst, h, fx)

@@ -79,13 +79,19 @@
 //     new node's hold routes every node's browsers to it. Until the lease
 //     runs out a runtime frame to one of its sockets may wait up to the
 //     window. What the runtime had in flight through the dead node may be
-//     lost, so once a node takes it for gone, the sockets there of every
-//     instance whose runtime it held get runtime_gone, whether or not the
-//     runtime has come back elsewhere meanwhile, and their clients resume;
-//     a frame for the runtime that reaches nobody before then (NATS says so
-//     on its reply subject) ends the sockets of its instance at once, so a
-//     client that reclaimed its id meanwhile is not left waiting for the
-//     answer to its session.resume.
+//     lost, so the sockets of every instance whose runtime it held get
+//     runtime_gone on every node, and their clients resume: when the
+//     runtime's new hold reaches the node, or when the node takes the dead
+//     one for gone, whichever comes first; a frame for the runtime that
+//     reaches nobody before then (NATS says so on its reply subject) ends
+//     the sockets of its instance at once, so a client that reclaimed its
+//     id meanwhile is not left waiting for the answer to its
+//     session.resume.
+//   - A runtime's connection is replaced (a new hold, on another node or on
+//     the same one with a new epoch: the runtime came back behind a
+//     connection that died unseen, or a second connection superseded it):
+//     the instance's sockets on every node get runtime_gone, as on a single
+//     relay, since the new connection numbers its streams afresh.
 //   - This node loses NATS: the runtimes held elsewhere are unreachable, so
 //     their sockets here get runtime_gone, and hellos for them are
 //     unknown_instance until the bus is back; this node's own runtimes keep

@@ -107,7 +107,6 @@ type Table struct {
 	recent    map[route]int64          // attachments that left this node: when
 	moved     map[route]int64          // of those, reclaimed on another node since: when
 	claims    map[route]uint64         // attachments another node claimed, or sent frames from: that node
-	orphans   map[orphan]int64         // runtimes that moved away from a node unheard: when
 	overflow  bool                     // claims reached maxRemembered: every session may be held elsewhere
 	connected bool
 	closed    bool
@@ -173,7 +172,7 @@ func New(cfg Config) (*Table, error) {
 		runtimes: make(map[string]*localRuntime), holders: make(map[string]holder),
 		toRuntime: make(map[string]*stream), atts: make(map[route]*localAtt), disp: make(map[string]*dispatcher), toAtt: make(map[route]*stream),
 		streams: make(map[uint64]*stream), nodes: make(map[uint64]int64),
-		recent: make(map[route]int64), moved: make(map[route]int64), claims: make(map[route]uint64), orphans: make(map[orphan]int64), done: make(chan struct{}), ready: make(chan struct{}),
+		recent: make(map[route]int64), moved: make(map[route]int64), claims: make(map[route]uint64), done: make(chan struct{}), ready: make(chan struct{}),
 	}
 	t.log = t.log.With("node", t.Node())
 	t.clock.Store(time.Now().Unix())
@@ -274,14 +273,13 @@ func (t *Table) Runtime(instance string) relay.Endpoint {
 
 // SetRuntime implements relay.Table: this node now holds instance's runtime,
 // subscribes to its subject and tells the others, whose older hold (if any)
-// ends superseded. A hold it replaces that was another node's is an orphan
-// (orphanedLocked).
+// ends superseded. It returns the runtime it replaces: the one on this node,
+// or the stream to another node's; the relay tells the instance's sockets
+// here runtime_gone, and every other node does so when the hold reaches it
+// (holdLocked).
 func (t *Table) SetRuntime(instance string, ep relay.Endpoint) relay.Endpoint {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if h, ok := t.holders[instance]; ok && h.Node != t.id {
-		t.orphanedLocked(instance, h.Node)
-	}
 	old := t.runtimes[instance]
 	t.epoch = max(t.epoch+1, time.Now().UnixNano())
 	lr := &localRuntime{ep: ep, epoch: t.epoch}
@@ -296,15 +294,17 @@ func (t *Table) SetRuntime(instance string, ep relay.Endpoint) relay.Endpoint {
 	}
 	t.runtimes[instance] = lr
 	t.holders[instance] = holder{t.id, lr.epoch}
+	var replaced relay.Endpoint
 	if s := t.toRuntime[instance]; s != nil {
 		delete(t.toRuntime, instance)
 		t.dropStream(s)
+		replaced = s
 	}
 	t.publishControl(control{Kind: kindHold, Instance: instance, Epoch: lr.epoch})
 	if old != nil {
 		return old.ep
 	}
-	return nil
+	return replaced
 }
 
 // RemoveRuntime implements relay.Table, and tells the others the runtime
