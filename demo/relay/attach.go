@@ -168,6 +168,32 @@ func (r *Relay) release(s *browserConn, detached bool) {
 	a.grace = time.AfterFunc(r.cfg.Limits.Grace, func() { r.expire(a) })
 }
 
+// knocked restarts the grace period of the attachment id a hello named, when
+// the hello was refused unknown_instance: its client is still there, and
+// redials only because the instance has no runtime. Without this an
+// attachment whose runtime was away for longer than the grace (a network
+// outage, a laptop asleep) ended although its page kept knocking the whole
+// time, and the runtime, told acp.detach as soon as it was back, dropped the
+// session's agent and retention. The id must verify for the hello's
+// credential and instance, and its record must be in its grace here: a
+// knock creates no record, so the records in grace stay bounded by
+// AttachmentsPerInstance per instance (and yield to live newcomers at that
+// limit, as ever). A knock after the grace has run out changes nothing.
+// On NATS the record is the node's where the socket dropped: a knock that
+// lands on another node does not reach it.
+func (r *Relay) knocked(cred credHash, instance, id string) {
+	if id == "" || !r.ids.verify(id, cred, instance) {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	a := r.attachments[route{instance, id}]
+	if a == nil || a.sock != nil || a.grace == nil || r.closed || !a.grace.Stop() {
+		return // held, not known here, or its grace has already run out
+	}
+	a.grace = time.AfterFunc(r.cfg.Limits.Grace, func() { r.expire(a) })
+}
+
 // expire ends an attachment whose grace ran out and tells the runtime, which
 // then drops the session's agent and retention.
 func (r *Relay) expire(a *attachment) {

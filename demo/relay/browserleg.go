@@ -183,6 +183,9 @@ func (s *browserConn) handshake() bool {
 func (s *browserConn) hello(f librelay.Frame) bool {
 	h, v, code, msg := judge(f, s.credOK && s.r.client.allows(s.cred, f.Instance), s.r.table.Runtime(f.Instance) != nil)
 	if code != "" {
+		if code == librelay.CodeUnknownInstance {
+			s.r.knocked(s.cred, f.Instance, f.Session)
+		}
 		s.refuse(f, code, msg)
 		return false
 	}

@@ -157,7 +157,12 @@ type Limits struct {
 	RuntimeQueueBytes  int
 	// Grace is how long an attachment id stays reclaimable after its socket
 	// dropped without a detach (default 2m); then acp.detach goes to the
-	// runtime and the id ends.
+	// runtime and the id ends. A hello naming the id that is refused
+	// unknown_instance (its client redials while the instance has no
+	// runtime) restarts it: a page that keeps knocking through a runtime's
+	// outage keeps its attachment however long the outage lasts. The ids in
+	// their grace stay bounded by AttachmentsPerInstance per instance (a
+	// knock creates none, and they yield to live newcomers at that limit).
 	Grace time.Duration
 	// HeartbeatInterval is how long a peer may be silent before the relay
 	// probes it (default 15s); HeartbeatTimeout how long the probe may go

@@ -138,7 +138,10 @@
 // superseded and close 4409. Any other id is not an error: the client gets a
 // fresh one. A socket that drops without a detach keeps its id reclaimable
 // for Limits.Grace; then acp.detach goes to the runtime (when it is back, if
-// it is away at that moment) and the id ends. A
+// it is away at that moment) and the id ends. A hello naming the id that is
+// refused unknown_instance, for want of a runtime, restarts its grace: its
+// client is still there, so a runtime away for longer than the grace while
+// the page keeps knocking is not told to drop the session. A
 // client's acp.detach ends the id at once, is forwarded, and the socket is
 // closed 1000. When an instance's runtime disconnects, its sockets get
 // relay.error runtime_gone and close 4502 and their grace periods start.

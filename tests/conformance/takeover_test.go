@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relaywasm/relaywasm/demo/relay"
 	"github.com/relaywasm/relaywasm/librelay"
 	"github.com/relaywasm/relaywasm/librelay/relayleg"
 )
@@ -33,5 +34,40 @@ func TestRuntimeTakeoverTellsBrowsers(t *testing.T) {
 	rt.Send(librelay.Frame{Type: librelay.TypeACPMessage, Instance: again.Instance, Session: again.Session, Seq: 1, Payload: []byte(`"from the new runtime"`)})
 	if f := mustRead(t, again); string(f.Payload) != `"from the new runtime"` {
 		t.Fatalf("the redialled socket got %s %s", f.Type, f.Payload)
+	}
+}
+
+// A page whose runtime is away for longer than the grace period keeps its
+// attachment when it kept knocking the whole time: each hello naming the
+// id, refused unknown_instance for want of a runtime, restarts the id's
+// grace, since its client is demonstrably still there. When the runtime is
+// back it gets no acp.detach for the id (which would make it drop the
+// session's agent and retention), and the page reclaims it and carries on.
+// The knocks here come every tenth of a grace (a client's backoff, 30 s at
+// most, is well inside the default 2 minutes), for over twice the grace.
+func TestKnockingKeepsGrace(t *testing.T) {
+	needInProcess(t, "sets the grace period")
+	const grace = 4 * time.Second
+	s := newSuite(t, func(c *relay.Config) { c.Limits.Grace = grace })
+	old, b := s.pair(t)
+	old.Conn.Close()
+	wantClosedWith(t, b, relayleg.CodeRuntimeGone)
+	for start := time.Now(); time.Since(start) < 2*grace+grace/2; time.Sleep(grace / 10) {
+		k := dial(t, s, s.ClientToken)
+		f, _, err := k.Hello(s.Instance, b.Session, librelay.ProtocolVersion)
+		if err != nil {
+			t.Fatalf("knock: %v", err)
+		}
+		wantError(t, f, librelay.CodeUnknownInstance, "hello")
+		k.WS.CloseNow()
+	}
+	rt := s.Connect(t)
+	again := s.Attach(t, b.Session)
+	if again.Session != b.Session {
+		t.Fatalf("after knocking all along the page was granted %q, want %q back", again.Session, b.Session)
+	}
+	again.Send(msg(again, `"still here"`))
+	if f := mustCargo(t, rt); f.Type != librelay.TypeACPMessage || f.Session != b.Session {
+		t.Fatalf("the runtime got %s for %s first, want the page's message", f.Type, f.Session)
 	}
 }
