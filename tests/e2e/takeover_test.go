@@ -21,9 +21,44 @@ import (
 // fresh runtime numbered its stream from 1, and the client dropped it all
 // as already seen.
 func TestPageAfterRuntimeTakeover(t *testing.T) {
+	hop, s := stackBehindHop(t, webDir)
+	tb := openChat(t, newBrowser(t), "tab", s.PageURL())
+	tb.prompt("count 20")
+	tb.waitFor("the count", lastAgentDone)
+
+	hop.Freeze()
+	runFreshRuntime(t, s)
+	tb.waitFor("the page to be told its stream is gone", `__chat.evictions.length > 0 && !document.getElementById("banner").hidden`)
+	tb.waitReady()
+	tb.prompt("ping")
+	tb.waitFor("the answer from the new runtime", lastAgentDone)
+}
+
+// The same through the ACP SDK (demo/app): told, the app sets its
+// conversation up again on the new runtime, and the next prompt is
+// answered. Before, the prompt waited for ever.
+func TestAppAfterRuntimeTakeover(t *testing.T) {
+	hop, s := stackBehindHop(t, builtApp(t))
+	tb := openTab(t, newBrowser(t), "app", s.PageURL())
+	appReady(tb)
+	tb.eval(`void __app.send("count 20")`, nil)
+	tb.waitFor("the count", `__app.stopReasons.length === 1`)
+
+	hop.Freeze()
+	runFreshRuntime(t, s)
+	tb.waitFor("the app to be told its stream is gone, and ready again", `__app.losses.length > 0 && __app.ready`)
+	tb.eval(`void __app.send("ping")`, nil)
+	tb.waitFor("the answer from the new runtime", `__app.stopReasons.length === 2`)
+}
+
+// stackBehindHop starts a stack serving web whose runtime dials the relay
+// through hop, which the test freezes to make the runtime's connection go
+// silent.
+func stackBehindHop(t *testing.T, web string) (*relaytest.Proxy, *stack.Stack) {
+	t.Helper()
 	hop := relaytest.NewProxy(t, "127.0.0.1:1") // pointed at the relay once it listens
 	s := startFreshStack(t, stack.Config{
-		WebDir: webDir, ModuleDir: moduleDir, Logger: logger(),
+		WebDir: web, ModuleDir: moduleDir, Logger: logger(),
 		EditRuntime: func(c *devruntime.Config) {
 			c.AgentRate = streamRate
 			u, err := url.Parse(c.Relay)
@@ -38,18 +73,9 @@ func TestPageAfterRuntimeTakeover(t *testing.T) {
 	})
 	t.Cleanup(func() { s.Close() })
 	if s.TLS() {
-		t.Skip("the second runtime here dials plain HTTP")
+		t.Skip("the fresh runtime here dials plain HTTP")
 	}
-	tb := openChat(t, newBrowser(t), "tab", s.PageURL())
-	tb.prompt("count 20")
-	tb.waitFor("the count", lastAgentDone)
-
-	hop.Freeze()
-	runFreshRuntime(t, s)
-	tb.waitFor("the page to be told its stream is gone", `__chat.evictions.length > 0 && !document.getElementById("banner").hidden`)
-	tb.waitReady()
-	tb.prompt("ping")
-	tb.waitFor("the answer from the new runtime", lastAgentDone)
+	return hop, s
 }
 
 // runFreshRuntime runs a second dev runtime for s's instance, dialling the
