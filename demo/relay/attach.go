@@ -179,12 +179,21 @@ func (r *Relay) release(s *browserConn, detached bool) {
 // knock creates no record, so the records in grace stay bounded by
 // AttachmentsPerInstance per instance (and yield to live newcomers at that
 // limit, as ever). A knock after the grace has run out changes nothing.
-// On NATS the record is the node's where the socket dropped: a knock that
-// lands on another node does not reach it.
+// On NATS the record is the node's where the socket dropped, so the knock
+// is told to every node (Knocker).
 func (r *Relay) knocked(cred credHash, instance, id string) {
 	if id == "" || !r.ids.verify(id, cred, instance) {
 		return
 	}
+	r.restartGrace(instance, id)
+	if k, ok := r.table.(Knocker); ok {
+		k.Knock(instance, id)
+	}
+}
+
+// restartGrace restarts the grace period of instance's attachment id if it
+// is in its grace here.
+func (r *Relay) restartGrace(instance, id string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	a := r.attachments[route{instance, id}]

@@ -57,6 +57,10 @@ type Hooks struct {
 	// replaced it); the instance's sockets here get runtime_gone, as when a
 	// runtime on this node leaves or is replaced.
 	RuntimeGone func(instance string)
+	// Knocked: a hello naming instance's attachment session was refused on
+	// another node for want of a runtime; the attachment's grace restarts
+	// here if it is in its grace here (Relay.knocked).
+	Knocked func(instance, session string)
 	// End closes ep, one of this node's endpoints, with relay.error code:
 	// superseded when another node took over its route (the table has
 	// removed it), runtime_gone when frames on the way to it were lost, so
@@ -76,8 +80,16 @@ func movedAway(t Table, k route) bool {
 	return ok && m.MovedAway(k.instance, k.session)
 }
 
+// Knocker is a shared table that tells the other nodes of a knock (a hello
+// refused unknown_instance naming an attachment id, Relay.knocked): the
+// attachment's grace runs on the node where its socket dropped, and a load
+// balancer sends the client's redials anywhere.
+type Knocker interface {
+	Knock(instance, session string)
+}
+
 func (r *Relay) hooks() Hooks {
-	return Hooks{RuntimeArrived: r.payOwed, RuntimeGone: r.runtimeGone, End: endEndpoint}
+	return Hooks{RuntimeArrived: r.payOwed, RuntimeGone: r.runtimeGone, Knocked: r.restartGrace, End: endEndpoint}
 }
 
 // endEndpoint closes one of the relay's own endpoints for a shared table.

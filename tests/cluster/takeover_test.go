@@ -43,3 +43,42 @@ func TestRuntimeTakeoverAcrossNodes(t *testing.T) {
 		})
 	}
 }
+
+// The runtime is away for longer than the grace while the page keeps
+// knocking, on another node than the one where its socket dropped (a load
+// balancer sends each redial anywhere): each knock, refused
+// unknown_instance, restarts the attachment's grace on every node, so the
+// node holding it never sends the runtime acp.detach. When the runtime is
+// back the page reclaims its id, resumes, and its ACP session is still
+// there.
+func TestKnockOnAnotherNodeKeepsGrace(t *testing.T) {
+	const grace = 3 * time.Second
+	c := newCluster(t, func(_ int, c *relay.Config) { c.Limits.Grace = grace })
+	rtHop := relaytest.NewProxy(t, c.Node(0).Addr())
+	runRuntime(t, c, rtHop, 0)
+	waitRoutable(t, c, 1, 2)
+	b := attach(t, c, relaytest.NewProxy(t, c.Node(2).Addr()))
+	sid := b.startChat()
+	b.prompt(3, sid, 5)
+	b.waitAnswered(3)
+	id := b.a.Session()
+
+	b.hop.Repoint(c.Node(1).Addr()) // every redial now knocks on node 1
+	rtHop.Down()
+	relaytest.WaitFor(t, "the browser to knock on node 1", func() bool { return b.hop.Accepted() > 2 })
+	time.Sleep(3 * grace) // the outage: the browser knocks all along
+	rtHop.Up()
+
+	resp := b.call(4, "session/prompt", fmt.Sprintf(`{"sessionId":%q,"prompt":[{"type":"text","text":"ping"}]}`, sid))
+	if resp.Error != nil {
+		t.Fatalf("the prompt in the kept session got an error: %s", resp.Error)
+	}
+	if got := b.a.Session(); got != id {
+		t.Fatalf("attachment id %q after the outage, want %q reclaimed", got, id)
+	}
+	b.col.Lock()
+	defer b.col.Unlock()
+	if len(b.col.Evicted) > 0 {
+		t.Fatalf("evicted after the outage: %+v", b.col.Evicted)
+	}
+}

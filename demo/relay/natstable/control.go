@@ -19,6 +19,11 @@ import (
 //     a beat is the whole truth about its sender, so a missed hold or
 //     release is mended within a heartbeat.
 //   - sync: the sender (re)joined; everyone beats at once.
+//   - knock: a hello naming (instance, session) was refused on the sender
+//     for want of a runtime: the attachment's client is still there, and
+//     the node where its socket dropped restarts its grace
+//     (relay.Knocker). One per such refusal; a node of an earlier version
+//     ignores it.
 //
 // Which node holds which runtime is the only thing nodes tell each other
 // about their peers. Attachments are announced once, when claimed, so that
@@ -33,6 +38,7 @@ const (
 	kindClaim   = "claim"
 	kindBeat    = "beat"
 	kindSync    = "sync"
+	kindKnock   = "knock"
 )
 
 type control struct {
@@ -108,6 +114,8 @@ func (t *Table) control(m *nats.Msg) {
 		}
 	case kindSync:
 		fx.beat = true
+	case kindKnock:
+		fx.knocked = append(fx.knocked, route{c.Instance, c.Session})
 	}
 	t.mu.Unlock()
 	fx.run(t)
@@ -119,6 +127,7 @@ type effects struct {
 	superseded []relay.Endpoint
 	arrived    []arrival
 	gone       []string
+	knocked    []route
 	beat       bool
 }
 
@@ -134,6 +143,13 @@ func (fx *effects) run(t *Table) {
 	}
 	for _, inst := range fx.gone {
 		t.callHooks(func(h *relay.Hooks) { h.RuntimeGone(inst) })
+	}
+	for _, k := range fx.knocked {
+		t.callHooks(func(h *relay.Hooks) {
+			if h.Knocked != nil {
+				h.Knocked(k.instance, k.session)
+			}
+		})
 	}
 	if fx.beat {
 		t.publishBeat()

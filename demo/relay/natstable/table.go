@@ -307,6 +307,12 @@ func (t *Table) SetRuntime(instance string, ep relay.Endpoint) relay.Endpoint {
 	return replaced
 }
 
+// Knock implements relay.Knocker: it tells the other nodes that a hello
+// naming (instance, session) was refused here for want of a runtime.
+func (t *Table) Knock(instance, session string) {
+	t.publishControl(control{Kind: kindKnock, Instance: instance, Session: session})
+}
+
 // RemoveRuntime implements relay.Table, and tells the others the runtime
 // is gone.
 func (t *Table) RemoveRuntime(instance string, ep relay.Endpoint) bool {
