@@ -250,8 +250,8 @@ func TestSecondRuntimeRefusedWhileFirstAnswers(t *testing.T) {
 // A connected runtime that does not answer the relay's probe when another
 // connection claims its instance loses it (the runtime restarted behind a
 // connection the relay had not seen die): it is told heartbeat_timeout and
-// closed, the newcomer is welcomed, and attached browsers stay and now
-// reach the new one.
+// closed, the newcomer is welcomed, and attached browsers are told
+// runtime_gone and, once they redial, reach the new one.
 func TestSilentRuntimeTakenOver(t *testing.T) {
 	s := newSuite(t, nil)
 	old, b := s.pair(t) // old never reads again: it answers no probe
@@ -267,6 +267,11 @@ func TestSilentRuntimeTakenOver(t *testing.T) {
 	if _, err := old.ReadCargo(); err == nil {
 		t.Fatal("the silent runtime's connection stays open")
 	}
+	// The browser is told as when a runtime leaves (the newcomer numbers
+	// its streams afresh: TestRuntimeTakeoverTellsBrowsers), and its
+	// redial with its id is routed to the new runtime.
+	wantClosedWith(t, b, relayleg.CodeRuntimeGone)
+	b = s.Attach(t, b.Session)
 	for i := range 3 {
 		b.Send(msg(b, fmt.Sprintf(`{"n":%d}`, i)))
 		if f := mustCargo(t, rt); string(f.Payload) != fmt.Sprintf(`{"n":%d}`, i) {
