@@ -21,7 +21,7 @@ ENGINE  ?= chromium
 
 export PATH := /usr/local/go/bin:$(PATH)
 
-.PHONY: all test test-browser demo demo-app app wasm npm size fuzz bench vet acpsdk browsers chromium brotli node clean \
+.PHONY: all test test-browser demo demo-app app wasm wasm-flags npm size fuzz bench vet acpsdk browsers chromium brotli node clean \
 	engine-chromium engine-firefox engine-webkit engine-wpe
 
 all: test
@@ -74,6 +74,11 @@ WASM_NOINLINE := fmt reflect time internal/strconv strconv internal/fmtsort \
 	crypto/... internal/bisect internal/godebug encoding/... \
 	github.com/hack-pad/safejs/internal/... math/rand/v2 internal/cpu
 WASM_FLAGS := -trimpath $(foreach p,$(WASM_NOINLINE),-gcflags=$(p)=-l)
+
+# wasm-flags prints WASM_FLAGS, for tests/bench to build its baseline (a Go
+# hello world) as relay.wasm is built, from this one list.
+wasm-flags:
+	@echo $(WASM_FLAGS)
 
 wasm:
 	@mkdir -p $(DIST)

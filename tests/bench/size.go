@@ -8,16 +8,19 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 )
 
-// wasmBuildFlags are `make wasm`'s (its WASM_FLAGS: the packages off the hot
-// path are built without inlining), so the baseline is built like the module.
-var wasmBuildFlags = []string{"-trimpath", "-ldflags=-s -w",
-	"-gcflags=fmt=-l", "-gcflags=reflect=-l", "-gcflags=time=-l",
-	"-gcflags=internal/strconv=-l", "-gcflags=strconv=-l", "-gcflags=internal/fmtsort=-l",
-	"-gcflags=crypto/...=-l", "-gcflags=internal/bisect=-l", "-gcflags=internal/godebug=-l",
-	"-gcflags=encoding/...=-l", "-gcflags=github.com/hack-pad/safejs/internal/...=-l",
-	"-gcflags=math/rand/v2=-l", "-gcflags=internal/cpu=-l"}
+// wasmBuildFlags are `make wasm`'s: its WASM_FLAGS (the packages off the
+// hot path built without inlining), read from the Makefile so the baseline
+// is built as the module is, and its -ldflags.
+func wasmBuildFlags(ctx context.Context, root string) ([]string, error) {
+	out, err := exec.CommandContext(ctx, "make", "-s", "--no-print-directory", "-C", root, "wasm-flags").Output()
+	if err != nil {
+		return nil, fmt.Errorf("reading the Makefile's WASM_FLAGS (make wasm-flags): %w", err)
+	}
+	return append(strings.Fields(string(out)), "-ldflags=-s -w"), nil
+}
 
 // encoding is a way a server would send relay.wasm: name, and the
 // compressor command (nil: as is).
@@ -50,7 +53,11 @@ func sizeFigures(ctx context.Context, cfg Config, tmp string) ([]Row, error) {
 	cfg.logf("sizes: relay.wasm and a Go hello world")
 	module := filepath.Join(cfg.ModuleDir, "relay.wasm")
 	hello := filepath.Join(tmp, "hello.wasm")
-	if err := buildWasm(ctx, cfg.Root, "./tests/bench/hellowasm", hello, wasmBuildFlags...); err != nil {
+	flags, err := wasmBuildFlags(ctx, cfg.Root)
+	if err != nil {
+		return nil, err
+	}
+	if err := buildWasm(ctx, cfg.Root, "./tests/bench/hellowasm", hello, flags...); err != nil {
 		return nil, err
 	}
 	rows := []Row{}
