@@ -64,15 +64,19 @@ test-browser: engine-$(ENGINE) wasm app acpsdk
 # WASM_NOINLINE are the packages relay.wasm links but runs only off the hot
 # path (fmt and reflect for safejs's errors, time's formatting, strconv, the
 # ed25519 check once per connection, base64 of nonces and keys, godebug,
-# math/rand/v2 for backoff jitter, internal/cpu at start). Not inlining them
-# leaves code that brotli compresses better: 802,366 -> 787,754 B brotli,
-# 1,057,654 -> 1,045,992 B gzip, measured with `make size`. Each package was
+# math/rand/v2 for backoff jitter, internal/cpu at start, unicode/utf16 for
+# a JSON string's escaped surrogate pair). Not inlining them leaves code that
+# brotli compresses better: 802,366 -> 787,754 B brotli, 1,057,654 ->
+# 1,045,992 B gzip, measured with `make size`. unicode/utf16 alone trades
+# gzip for brotli: 800,514 -> 797,822 B brotli, 1,064,463 -> 1,065,030 gzip
+# (browsers take brotli where the server offers it). Each package was
 # measured alone; os, syscall, errors, context and unicode grow the module
-# and stay inlined, and runtime, syscall/js, sync and our own packages carry
-# every frame, so they keep inlining. tests/bench/size.go builds the same way.
+# and stay inlined, and runtime, syscall/js, sync, internal/abi and our own
+# packages carry every frame, so they keep inlining. tests/bench/size.go
+# builds its baseline with these flags (make wasm-flags).
 WASM_NOINLINE := fmt reflect time internal/strconv strconv internal/fmtsort \
 	crypto/... internal/bisect internal/godebug encoding/... \
-	github.com/hack-pad/safejs/internal/... math/rand/v2 internal/cpu
+	github.com/hack-pad/safejs/internal/... math/rand/v2 internal/cpu unicode/utf16
 WASM_FLAGS := -trimpath $(foreach p,$(WASM_NOINLINE),-gcflags=$(p)=-l)
 
 # wasm-flags prints WASM_FLAGS, for tests/bench to build its baseline (a Go
