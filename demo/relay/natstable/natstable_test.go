@@ -189,7 +189,9 @@ func TestRuntimeGoneOnEveryNode(t *testing.T) {
 }
 
 // A second runtime connection for the instance on another node supersedes
-// the first, as on one node, and traffic from every node follows it.
+// the first, as on one node: a browser attached before it is told
+// runtime_gone (the newcomer knows none of its streams), and, attached
+// again with its id, reaches the new runtime.
 func TestRuntimeSupersededAcrossNodes(t *testing.T) {
 	c := cluster(t, nil)
 	rt1 := env(c, 0).Connect(t)
@@ -205,11 +207,16 @@ func TestRuntimeSupersededAcrossNodes(t *testing.T) {
 			break
 		}
 	}
-	relaytest.WaitFor(t, "node 2 to route to the new runtime", func() bool {
-		b.Send(msg(b, `{"probe":1}`))
-		f := readCargo(t, rt2)
-		return f.Session == b.Session
-	})
+	b.AnswerHeartbeats = true
+	if _, code := b.ReadUntilClosed(); code != relayleg.CloseRuntimeGone {
+		t.Fatalf("the browser attached before the takeover closed %d, want 4502 (runtime_gone)", code)
+	}
+	// Node 2 told it of the new holder, so it routes there already.
+	again := env(c, 2).Attach(t, b.Session)
+	again.Send(msg(again, `{"after":"takeover"}`))
+	if f := readCargo(t, rt2); f.Session != b.Session || string(f.Payload) != `{"after":"takeover"}` {
+		t.Fatalf("new runtime got %+v", f)
+	}
 }
 
 // The runtime's node dies and the runtime redials another node before the
@@ -219,8 +226,8 @@ func TestRuntimeSupersededAcrossNodes(t *testing.T) {
 // browsers on the runtime's new node and on a third get runtime_gone once
 // the dead node is taken for gone, as on one relay when its runtime's
 // connection ends, so that their clients resume; new traffic reaches the
-// new runtime. (A runtime superseded on a node that lives on leaves the
-// sockets alone: TestRuntimeSupersededAcrossNodes.)
+// new runtime. (A runtime superseded on a node that lives on is the same
+// for the browsers: TestRuntimeSupersededAcrossNodes.)
 func TestRuntimeMovesFromDeadNode(t *testing.T) {
 	// The raw runtime answers no heartbeat: none is sent, so that nothing
 	// but the move can end the sockets.
