@@ -193,6 +193,7 @@ func constants() []constant {
 		{"CODE_BAD_OPTIONS", client.ErrBadOptions.Code()},
 		{"CODE_BAD_PAYLOAD", client.ErrBadPayload.Code()}, {"CODE_BAD_CURSOR", client.ErrBadCursor.Code()},
 		{"CODE_SUPERSEDED", client.ErrSuperseded.Code()},
+		{"CODE_RUNTIME_GONE", client.ErrRuntimeGone.Code()},
 	}
 }
 

@@ -47,3 +47,4 @@ export const CODE_BAD_OPTIONS = "bad_options";
 export const CODE_BAD_PAYLOAD = "bad_payload";
 export const CODE_BAD_CURSOR = "bad_cursor";
 export const CODE_SUPERSEDED = "superseded";
+export const CODE_RUNTIME_GONE = "runtime_gone";

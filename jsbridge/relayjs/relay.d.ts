@@ -339,7 +339,12 @@ export interface Attachment {
    *   one answered already is not, and the same request delivered again
    *   live is not handed over twice. Without a transcript (history 0, the
    *   default) nothing says what is unanswered, and such a request is not
-   *   offered again.
+   *   offered again. Nor is one that was open when the runtime left the
+   *   relay (runtime_gone) while this page was open: the runtime may come
+   *   back as a new process that numbers its requests afresh, and an
+   *   answer to the old request would answer its new one of the same id.
+   *   The agent's turn may then wait, and the app can cancel it. A page
+   *   loaded after that cannot tell, and offers it.
    * - Errors: the readable errors with the RelayError that ended the
    *   attachment (unauthorized, superseded, detached, closed) or that says
    *   content is gone (an EvictionReason; the attachment stays open then),

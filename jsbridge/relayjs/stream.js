@@ -38,7 +38,7 @@
 // routes an attachment's deliveries, state changes and evictions through the
 // open stream's tap (att._tap) and does nothing else for it.
 
-import { ABORTED, CODE_BAD_OPTIONS, CODE_CANCELED, CODE_STREAM_OPEN } from "./boundary.js";
+import { ABORTED, CODE_BAD_OPTIONS, CODE_CANCELED, CODE_RUNTIME_GONE, CODE_STREAM_OPEN } from "./boundary.js";
 import { RelayError, checkSignal } from "./errors.js";
 
 // The RelayError code of a message over the browser leg's limit, and the
@@ -106,24 +106,42 @@ export function openStream(att, options) {
   // ready: the transcript's unanswered requests are in own; until then
   // nothing delivered is handed over, so that they come first.
   let ready = false;
-  // offered: the transcript's requests offered (JSON text), for a delivery
-  // of the same message again (a cursor stored before it) to be dropped.
-  const offered = new Set();
+  // offered: the transcript's requests offered and not yet answered (JSON
+  // text -> id), for a delivery of the same message again (a cursor stored
+  // before it) to be dropped. An answered one goes: a later request equal
+  // to it (a restarted runtime numbers its ids afresh) is a new one.
+  const offered = new Map();
   const again = (m) => offered.size > 0 && "method" in m && offered.delete(JSON.stringify(m));
+  // open: the runtime's requests handed to the SDK and not yet answered or
+  // cancelled (id -> JSON text). When the runtime leaves (runtime_gone),
+  // they are stale: the runtime may be a new process when it is back, whose
+  // requests reuse their ids, and the app's answer to one of them would
+  // answer another (see staleOf).
+  const open = new Map();
+  const handed = (m) => {
+    if (isRequest(m)) open.set(m.id, JSON.stringify(m));
+    else if (m.method === CANCEL_REQUEST) open.delete(m.params?.requestId);
+    return m;
+  };
+  const answered = (m) => {
+    if (m === null || typeof m !== "object" || "method" in m || !("id" in m)) return;
+    open.delete(m.id);
+    for (const [text, id] of offered) if (id === m.id) offered.delete(text);
+  };
 
   // serve hands the SDK's pending read the next message, if there is one. A
   // held message handed over counts as read from then on, and the cursor
   // may move past it.
   const serve = () => {
     if (own.length > 0) {
-      readCtl.enqueue(own.shift());
+      readCtl.enqueue(handed(own.shift()));
       return true;
     }
     if (!ready || !held) return false;
     const h = held;
     held = null;
     const dup = again(h.raw);
-    if (!dup) readCtl.enqueue(restore(h.raw));
+    if (!dup) readCtl.enqueue(handed(restore(h.raw)));
     h.resolve();
     return !dup;
   };
@@ -214,6 +232,7 @@ export function openStream(att, options) {
     },
     write(m) {
       if (ended) throw ended;
+      answered(m);
       return send(m).then(
         () => {
           spoke = true;
@@ -288,7 +307,7 @@ export function openStream(att, options) {
         // goes on at once.
         const w = wanted;
         wanted = null;
-        readCtl.enqueue(restore(raw));
+        readCtl.enqueue(handed(restore(raw)));
         w();
         return undefined;
       }
@@ -297,6 +316,7 @@ export function openStream(att, options) {
       });
     },
     state(state, info) {
+      if (info?.code === CODE_RUNTIME_GONE) staleOf(att, open.values());
       if (state === "closed") end(new RelayError(info?.code ?? "closed", info?.message ?? "the attachment is closed"), true, true);
     },
     // evicted ends the stream when content is gone, unless nothing the
@@ -328,14 +348,44 @@ export function openStream(att, options) {
     .then(unanswered)
     .catch(() => []) // the attachment ended meanwhile, and the stream with it
     .then((requests) => {
+      const gone = staleOf(att);
       for (const m of requests) {
-        offered.add(JSON.stringify(m));
+        const text = JSON.stringify(m);
+        if (gone.has(text)) continue;
+        offered.set(text, m.id);
         own.push(m);
       }
       ready = true;
       if (!ended) wake();
     });
   return { readable, writable };
+}
+
+// stale holds, per attachment, the runtime's requests (JSON text) that were
+// handed to an SDK and still unanswered when the runtime left the relay
+// (runtime_gone): a later stream does not offer them again. Against a
+// runtime that does not resume (contenox as it ships), the loss that
+// follows says only not_resumed, whether the runtime merely reconnected or
+// is a new process; a new process numbers its requests from the start
+// again, and the app's answer to an old request would answer the new one
+// of the same id (a permission the user never saw granted). So a request
+// pending when the runtime left is not offered again, at the cost of a
+// turn that waits (the app can cancel it) where the runtime only
+// reconnected. It lasts as long as the page: after a reload, the
+// transcript alone cannot tell.
+const stale = new WeakMap();
+
+// staleOf returns att's stale requests, adding texts to them first.
+function staleOf(att, texts = []) {
+  let s = stale.get(att);
+  if (s === undefined) stale.set(att, (s = new Set()));
+  for (const t of texts) s.add(t);
+  return s;
+}
+
+// isRequest says whether m is a JSON-RPC request (method and id).
+function isRequest(m) {
+  return typeof m.method === "string" && m.id !== undefined && m.id !== null;
 }
 
 // A loss after which the runtime's side of the requests before it is gone:
@@ -355,7 +405,7 @@ function unanswered(entries) {
       continue;
     }
     if (m === null || typeof m !== "object" || Array.isArray(m)) continue;
-    if (!out && typeof m.method === "string" && m.id !== undefined && m.id !== null) {
+    if (!out && isRequest(m)) {
       open.delete(m.id);
       open.set(m.id, m);
     } else if (!out && m.method === CANCEL_REQUEST) open.delete(m.params?.requestId);
