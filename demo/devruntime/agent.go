@@ -57,7 +57,8 @@ func newDevAgent(rate float64, p *pause) *devAgent {
 	return &devAgent{rate: rate, pause: p, sessions: make(map[acp.SessionId]*turn), talks: make(map[acp.SessionId]*conversation)}
 }
 
-func (a *devAgent) Initialize(context.Context, acp.InitializeRequest) (acp.InitializeResponse, error) {
+func (a *devAgent) Initialize(ctx context.Context, _ acp.InitializeRequest) (acp.InitializeResponse, error) {
+	a.pause.setup.wait(ctx)
 	return acp.InitializeResponse{
 		ProtocolVersion:   acp.ProtocolVersionNumber,
 		AgentCapabilities: acp.AgentCapabilities{LoadSession: true},
@@ -68,7 +69,8 @@ func (a *devAgent) Initialize(context.Context, acp.InitializeRequest) (acp.Initi
 
 // NewSession numbers sessions per attachment ("s1", "s2", …) so a test knows
 // the id before it asks.
-func (a *devAgent) NewSession(context.Context, acp.NewSessionRequest) (acp.NewSessionResponse, error) {
+func (a *devAgent) NewSession(ctx context.Context, _ acp.NewSessionRequest) (acp.NewSessionResponse, error) {
+	a.pause.setup.wait(ctx)
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.created++

@@ -75,5 +75,8 @@
 // than the retention and the client reports the frames as evicted.
 // Runtime.PauseAt holds every agent before a turn's chunk number n until
 // released, so a test can interrupt a stream it knows is under way and
-// unfinished, however slow the browser under test.
+// unfinished, however slow the browser under test. Runtime.HoldSetup holds
+// every agent's answers to initialize and session/new until released (off
+// unless a test turns it on), so a test can have a page go away while its
+// setup request is unanswered.
 package devruntime

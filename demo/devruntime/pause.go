@@ -1,6 +1,9 @@
 package devruntime
 
-import "sync"
+import (
+	"context"
+	"sync"
+)
 
 // pause holds every dev agent of a runtime before its turn's chunk number
 // from, and each after, while it is on. Tests that interrupt a stream use it
@@ -12,6 +15,7 @@ type pause struct {
 	mu      sync.Mutex
 	holding chan struct{} // non-nil while paused; closed when released
 	from    int           // the first chunk of a turn it holds, while paused
+	setup   setupGate     // Runtime.HoldSetup's
 }
 
 // wait returns a channel that is ready when the agent may send its turn's
@@ -47,5 +51,55 @@ func (p *pause) hold(from int) (release func()) {
 			close(h)
 			p.holding = nil
 		}
+	}
+}
+
+// setupGate holds every dev agent's answers to initialize and session/new
+// while it is on (Runtime.HoldSetup), so that a test can have the page go
+// away while a setup request is unanswered and the answer go out while it
+// is away, as a runtime that answered slowly would.
+type setupGate struct {
+	mu      sync.Mutex
+	holding chan struct{} // non-nil while on; closed when released
+	held    int           // setup answers held since it was turned on
+}
+
+// hold turns the gate on until release is called; held says how many setup
+// answers it has held since. release may be called more than once.
+func (g *setupGate) hold() (held func() int, release func()) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	h := make(chan struct{})
+	g.holding, g.held = h, 0
+	held = func() int {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return g.held
+	}
+	return held, func() {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		if g.holding == h {
+			close(h)
+			g.holding = nil
+		}
+	}
+}
+
+// wait blocks a setup answer while the gate is on, until it is released or
+// ctx ends.
+func (g *setupGate) wait(ctx context.Context) {
+	g.mu.Lock()
+	h := g.holding
+	if h != nil {
+		g.held++
+	}
+	g.mu.Unlock()
+	if h == nil {
+		return
+	}
+	select {
+	case <-h:
+	case <-ctx.Done():
 	}
 }

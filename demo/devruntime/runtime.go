@@ -193,6 +193,13 @@ func (r *Runtime) backoff(attempt, retryAfter int) time.Duration {
 // interruption came (see pause).
 func (r *Runtime) PauseAt(chunk int) (release func()) { return r.pause.hold(chunk) }
 
+// HoldSetup holds every agent's answers to initialize and session/new until
+// release is called; held says how many it has held so far. Tests use it
+// to have a page go away while its setup request is unanswered and the
+// answer go out while it is away (release after it left): against a runtime
+// that does not resume, that answer is then never sent again.
+func (r *Runtime) HoldSetup() (held func() int, release func()) { return r.pause.setup.hold() }
+
 // Connected returns a channel that is closed while the runtime holds a
 // welcomed connection (a snapshot: call again after a drop).
 func (r *Runtime) Connected() <-chan struct{} {
