@@ -95,6 +95,10 @@ let nextId = 1; // the next JSON-RPC id: above every id in the transcript
 let sessionId = "";
 let agentName = "";
 let initializes = 0; // initialize requests seen: each after the first starts a new life
+// restarting is set while setup starts again because its answer was lost
+// while the page was away (retireLostSetup): the next initialize goes on
+// with this life, it does not start a new one.
+let restarting = false;
 let agentLoads; // whether the agent offers session/load (initialize's answer); undefined: not known
 // forgotten is set while the page opens a session again because the agent
 // answered a prompt saying it does not know the session (it restarted, and
@@ -116,17 +120,18 @@ function applyOut(msg) {
   if (Number.isSafeInteger(msg?.id)) nextId = Math.max(nextId, msg.id + 1);
   switch (msg?.method) {
     case "initialize":
-      if (initializes++ > 0) {
+      if (initializes++ > 0 && !restarting) {
         // A new session after the first: what came before ended (eviction).
         retireAll("interrupted");
         // A forgotten session that did not come back has its own divider.
         if (!forgotten) addDivider("New session", "The conversation above could not continue; the agent started afresh.");
       }
-      pending.set(msg.id, { method: msg.method });
+      restarting = false;
+      pending.set(msg.id, setupSent(msg));
       break;
     case "session/new":
       if (forgotten) addDivider("New session", FORGOTTEN_DIVIDER);
-      pending.set(msg.id, { method: msg.method });
+      pending.set(msg.id, setupSent(msg));
       break;
     case "session/load":
       // Only a forgotten session is loaded (forgetSession). What is sent in
@@ -136,7 +141,7 @@ function applyOut(msg) {
       loadingSid = msg.params?.sessionId ?? "";
       if (forgotten?.sid !== loadingSid) forgotten = { sid: loadingSid, prompt: null };
       sessionId = "";
-      pending.set(msg.id, { method: msg.method, sid: loadingSid });
+      pending.set(msg.id, { ...setupSent(msg), sid: loadingSid });
       break;
     case "session/prompt": {
       const sid = msg.params?.sessionId ?? "";
@@ -217,6 +222,7 @@ function respond(msg) {
     case "session/new": {
       if (msg.error || !msg.result?.sessionId) return sessionFailed(msg.error);
       sessionId = msg.result.sessionId;
+      restarting = false;
       if (loadingSid === sessionId) loadingSid = "";
       // An earlier life's "s1", not a prompt sent on this one (a forgotten
       // session's prompt sent again is in the transcript before this).
@@ -235,6 +241,7 @@ function respond(msg) {
         break;
       }
       sessionId = req.sid;
+      restarting = false;
       reopened("loaded");
       updateReady();
       break;
@@ -320,6 +327,32 @@ const SETUP = new Set(["initialize", "session/new", "session/load"]);
 function settingUp() {
   for (const r of pending.values()) if (SETUP.has(r.method)) return true;
   return false;
+}
+
+// setupSent is what pending keeps of a setup request: with the connection
+// (opens) it goes out on, as a prompt's turn keeps it (sentOn); -1 when
+// drawn from the transcript, sent before this page.
+function setupSent(msg) {
+  return { method: msg.method, sentOn: replaying ? -1 : chat.state === "open" ? opens : opens + 1 };
+}
+
+// retireLostSetup forgets the setup requests sent before the connection
+// opened again, once the runtime is known not to resume (not_resumed): their
+// answers, if they came while the page was away, are never sent again, and
+// the page waited on "Starting a session…" for good, after every reload
+// too. It says whether it forgot any; setup then starts again, once, and
+// a late answer to a forgotten one is ignored (respond finds it in neither
+// pending nor retired), so it cannot open a second session.
+function retireLostSetup() {
+  let any = false;
+  for (const [id, r] of pending) {
+    if (SETUP.has(r.method) && r.sentOn < opens) {
+      pending.delete(id);
+      any = true;
+    }
+  }
+  if (any && !sessionId) restarting = true;
+  return any;
 }
 
 // turnFor is the turn chunks for sid go to: the open one, or a new turn for
@@ -532,6 +565,7 @@ function lostHere(info) {
   switch (info.reason) {
     case "not_resumed":
       for (const t of openTurns.values()) t.gapNext = AWAY;
+      retireLostSetup(); // as evicted did: the initialize after this goes on
       return;
     case "frame_too_large":
       for (const t of openTurns.values()) t.gapNext = TOO_LARGE;
@@ -756,6 +790,7 @@ function evicted(info) {
     for (const t of liveTurns) if (t.mayHaveLost()) t.markGap();
     for (const t of [...openTurns.values()]) if (!liveTurns.has(t) && t.mayHaveLost()) t.finish("interrupted");
     liveTurns.clear();
+    if (retireLostSetup()) ensureSession();
     showBanner(
       "evicted",
       "Part of this conversation may be missing",
@@ -1009,6 +1044,7 @@ function forget() {
   for (const m of [pending, retired, openTurns]) m.clear();
   nextId = 1;
   initializes = 0;
+  restarting = false;
   agentLoads = undefined;
   forgotten = null;
   loadingSid = "";
