@@ -80,6 +80,10 @@ func restartRelay(tb *tab, s *stack.Stack) {
 // refusedDial is in Firefox's report of a WebSocket whose dial was refused.
 const refusedDial = "can’t establish a connection to the server"
 
+// interruptedDial is how Firefox reports a WebSocket whose page or worker
+// went away while it was open or opening.
+const interruptedDial = "was interrupted while the page was loading"
+
 // restartRuntime replaces the runtime with a fresh one that knows nothing of
 // the streams before it: the page's cursor is evicted.
 func restartRuntime(t *testing.T, s *stack.Stack) {
