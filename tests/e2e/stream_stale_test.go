@@ -1,14 +1,6 @@
 package e2e
 
-import (
-	"context"
-	"net/url"
-	"testing"
-
-	"github.com/relaywasm/relaywasm/demo/devruntime"
-	"github.com/relaywasm/relaywasm/demo/relay/relaytest"
-	"github.com/relaywasm/relaywasm/demo/stack"
-)
+import "testing"
 
 // A permission request open when the runtime is taken over by a new process
 // (its machine restarted behind a connection that died unseen), against a
@@ -21,18 +13,7 @@ import (
 func TestStreamStaleRequestAfterTakeover(t *testing.T) {
 	t.Parallel()
 	needSDK(t)
-	hop := relaytest.NewProxy(t, "127.0.0.1:1")
-	s := startFreshStack(t, stack.Config{
-		WebDir: sdkDir, ModuleDir: moduleDir, Logger: logger(),
-		EditRuntime: func(c *devruntime.Config) {
-			c.NoResume = true
-			u, _ := url.Parse(c.Relay)
-			hop.Repoint(u.Host)
-			u.Host = hop.Addr()
-			c.Relay = u.String()
-		},
-	})
-	t.Cleanup(func() { s.Close() })
+	hop, s := stackBehindHop(t, sdkDir, true)
 	tb := openTab(t, newBrowser(t), "sdk", s.PageURL())
 	sdkReady(tb)
 	tb.eval(`__acp.hold = true, __acp.promptLater("permission to write")`, nil)
@@ -40,19 +21,7 @@ func TestStreamStaleRequestAfterTakeover(t *testing.T) {
 
 	// The runtime's connection dies unseen, and a new process takes over.
 	hop.Freeze()
-	cfg := s.Config()
-	rt, err := devruntime.New(devruntime.Config{
-		Relay: s.HTTPURL(), Instance: cfg.Instance, Credential: cfg.RuntimeToken, RelayKey: s.PublicKey(),
-		NoResume: true, Logger: logger().With("part", "new runtime"),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); rt.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	<-rt.Connected()
+	runFreshRuntime(t, s, true)
 	sdkWait(tb, "the SDK's connection to end with the loss", `__acp.closed`)
 
 	// What demo/app does then: a new stream, initialize, a new session. The

@@ -21,13 +21,13 @@ import (
 // fresh runtime numbered its stream from 1, and the client dropped it all
 // as already seen.
 func TestPageAfterRuntimeTakeover(t *testing.T) {
-	hop, s := stackBehindHop(t, webDir)
+	hop, s := stackBehindHop(t, webDir, false)
 	tb := openChat(t, newBrowser(t), "tab", s.PageURL())
 	tb.prompt("count 20")
 	tb.waitFor("the count", lastAgentDone)
 
 	hop.Freeze()
-	runFreshRuntime(t, s)
+	runFreshRuntime(t, s, false)
 	tb.waitFor("the page to be told its stream is gone", `__chat.evictions.length > 0 && !document.getElementById("banner").hidden`)
 	tb.waitReady()
 	tb.prompt("ping")
@@ -38,14 +38,14 @@ func TestPageAfterRuntimeTakeover(t *testing.T) {
 // conversation up again on the new runtime, and the next prompt is
 // answered. Before, the prompt waited for ever.
 func TestAppAfterRuntimeTakeover(t *testing.T) {
-	hop, s := stackBehindHop(t, builtApp(t))
+	hop, s := stackBehindHop(t, builtApp(t), false)
 	tb := openTab(t, newBrowser(t), "app", s.PageURL())
 	appReady(tb)
 	tb.eval(`void __app.send("count 20")`, nil)
 	tb.waitFor("the count", `__app.stopReasons.length === 1`)
 
 	hop.Freeze()
-	runFreshRuntime(t, s)
+	runFreshRuntime(t, s, false)
 	tb.waitFor("the app to be told its stream is gone, and ready again", `__app.losses.length > 0 && __app.ready`)
 	tb.eval(`void __app.send("ping")`, nil)
 	tb.waitFor("the answer from the new runtime", `__app.stopReasons.length === 2`)
@@ -53,14 +53,15 @@ func TestAppAfterRuntimeTakeover(t *testing.T) {
 
 // stackBehindHop starts a stack serving web whose runtime dials the relay
 // through hop, which the test freezes to make the runtime's connection go
-// silent.
-func stackBehindHop(t *testing.T, web string) (*relaytest.Proxy, *stack.Stack) {
+// silent; noResume makes it a runtime that does not resume (contenox as it
+// ships).
+func stackBehindHop(t *testing.T, web string, noResume bool) (*relaytest.Proxy, *stack.Stack) {
 	t.Helper()
 	hop := relaytest.NewProxy(t, "127.0.0.1:1") // pointed at the relay once it listens
 	s := startFreshStack(t, stack.Config{
 		WebDir: web, ModuleDir: moduleDir, Logger: logger(),
 		EditRuntime: func(c *devruntime.Config) {
-			c.AgentRate = streamRate
+			c.AgentRate, c.NoResume = streamRate, noResume
 			u, err := url.Parse(c.Relay)
 			if err != nil {
 				t.Error(err)
@@ -78,14 +79,15 @@ func stackBehindHop(t *testing.T, web string) (*relaytest.Proxy, *stack.Stack) {
 	return hop, s
 }
 
-// runFreshRuntime runs a second dev runtime for s's instance, dialling the
-// relay directly, until the test ends, and waits until it is welcomed.
-func runFreshRuntime(t *testing.T, s *stack.Stack) {
+// runFreshRuntime runs a second dev runtime for s's instance (one that does
+// not resume, with noResume), dialling the relay directly, until the test
+// ends, and waits until it is welcomed.
+func runFreshRuntime(t *testing.T, s *stack.Stack, noResume bool) {
 	t.Helper()
 	cfg := s.Config()
 	rt, err := devruntime.New(devruntime.Config{
 		Relay: s.HTTPURL(), Instance: cfg.Instance, Credential: cfg.RuntimeToken, RelayKey: s.PublicKey(),
-		AgentRate: streamRate, Logger: logger().With("part", "fresh runtime"),
+		AgentRate: streamRate, NoResume: noResume, Logger: logger().With("part", "fresh runtime"),
 	})
 	if err != nil {
 		t.Fatal(err)
