@@ -43,6 +43,13 @@ type Config struct {
 	// resumption; the demo's -resume=false sets it.
 	NoResume bool
 
+	// NoCancelRequest keeps the agent's $/cancel_request notifications
+	// (sent when a turn waiting on a request to the client is cancelled)
+	// from going out, so a turn ends with its request left open, as with a
+	// runtime that does not send them: the turn's end is what says nothing
+	// waits for the answer any more. For tests of clients.
+	NoCancelRequest bool
+
 	// RetainFrames and RetainBytes bound what each session keeps for resume
 	// (default 8192 frames, 8 MiB). At the ~150 B of a `count` chunk the
 	// frame bound binds first; at 1 KiB frames they meet.

@@ -2,6 +2,7 @@ package devruntime
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -26,6 +27,7 @@ var errSessionClosed = errors.New("runtime: session closed")
 type session struct {
 	instance, id string
 	noResume     bool              // Config.NoResume: no seq, no retention
+	noCancel     bool              // Config.NoCancelRequest: $/cancel_request not sent
 	out          func(line []byte) // the current connection, or nowhere while there is none
 	used         atomic.Int64      // unix nanos of the last frame either way, for eviction
 
@@ -42,7 +44,7 @@ type session struct {
 // sequenced acp.message frame.
 func newSession(cfg *Config, id string, p *pause, out func([]byte), log *slog.Logger) *session {
 	pr, pw := io.Pipe()
-	s := &session{instance: cfg.Instance, id: id, noResume: cfg.NoResume, out: out, in: pw}
+	s := &session{instance: cfg.Instance, id: id, noResume: cfg.NoResume, noCancel: cfg.NoCancelRequest, out: out, in: pw}
 	s.kept = retention{maxFrames: cfg.RetainFrames, maxBytes: cfg.RetainBytes}
 	s.touch()
 	agent := newDevAgent(cfg.AgentRate, p)
@@ -66,7 +68,7 @@ func (s *session) Write(p []byte) (int, error) {
 	for rest := p; len(rest) > 0; {
 		line, tail, _ := bytes.Cut(rest, []byte{'\n'})
 		rest = tail
-		if len(bytes.TrimSpace(line)) == 0 {
+		if len(bytes.TrimSpace(line)) == 0 || s.noCancel && isCancelRequest(line) {
 			continue
 		}
 		if err := s.emit(line); err != nil {
@@ -74,6 +76,14 @@ func (s *session) Write(p []byte) (int, error) {
 		}
 	}
 	return len(p), nil
+}
+
+// isCancelRequest says whether line is a $/cancel_request notification.
+func isCancelRequest(line []byte) bool {
+	var m struct {
+		Method string `json:"method"`
+	}
+	return json.Unmarshal(line, &m) == nil && m.Method == "$/cancel_request"
 }
 
 // emit stamps the next seq on payload, retains the frame and hands it to the

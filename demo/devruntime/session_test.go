@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -157,6 +158,22 @@ func TestClosedSession(t *testing.T) {
 	s.resume(resumeReq(0), 0)
 	if f := rec.frames(t); len(f) != 1 || f[0].Type != librelay.TypeError {
 		t.Fatalf("closed session answered a resume with %v", f)
+	}
+}
+
+// With NoCancelRequest the agent's $/cancel_request notifications do not go
+// out, and everything else does.
+func TestSessionNoCancelRequest(t *testing.T) {
+	rec := &recorder{}
+	s := bareSession(rec, 10)
+	s.noCancel = true
+	lines := `{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":1}}` + "\n" +
+		`{"jsonrpc":"2.0","id":2,"result":{"stopReason":"cancelled"}}` + "\n"
+	if _, err := s.Write([]byte(lines)); err != nil {
+		t.Fatal(err)
+	}
+	if f := rec.frames(t); len(f) != 1 || !strings.Contains(string(f[0].Payload), "cancelled") {
+		t.Fatalf("sent %v, want only the response", f)
 	}
 }
 
