@@ -332,7 +332,11 @@ export interface Attachment {
    *   anything live, each request the agent sent before it opened (a
    *   permission request, a file read) that nothing has made moot since: no
    *   response with its id sent after it, no $/cancel_request for it, no
-   *   cursor_evicted or session_replaced loss after it. So a request a
+   *   cursor_evicted or session_replaced loss after it, and no end of its
+   *   turn: the response to a session/prompt sent for its
+   *   params.sessionId, arrived after it (a turn cancelled while its dialog
+   *   was open; nothing waits for the answer then). A request without a
+   *   sessionId is not ended that way. So a request a
    *   previous page's SDK (or this page's previous stream's) read and never
    *   answered, a permission dialog open at a reload or when a loss ended
    *   the stream, is asked again instead of leaving the agent waiting;

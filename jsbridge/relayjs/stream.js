@@ -51,6 +51,10 @@ const TOO_LARGE_RPC_CODE = -32603;
 // params.requestId names the request, so it is rewritten like the id.
 const CANCEL_REQUEST = "$/cancel_request";
 
+// The ACP method of a prompt turn: its response ends the turn, and with it
+// the agent's requests of that session still open (see unanswered).
+const PROMPT = "session/prompt";
+
 /**
  * PAUSED is what a held delivery is refused with when the page goes away
  * (pagehide): relay.js reports no handler failure for it. The engine moves
@@ -395,13 +399,26 @@ const GONE = new Set(["cursor_evicted", "session_replaced"]);
 
 // unanswered picks, from a transcript, the requests received (method and
 // id) that nothing made moot since: no response with their id was sent
-// after them, the runtime did not cancel them ($/cancel_request), and no
-// loss after them says the runtime's side is gone.
+// after them, the runtime did not cancel them ($/cancel_request), no loss
+// after them says the runtime's side is gone, and the prompt turn they
+// belong to has not ended. In ACP the agent's requests to the client
+// (session/request_permission, fs/*, terminal/*) belong to a turn of their
+// params.sessionId: once the response to a session/prompt of that session
+// arrived after them, nothing waits for their answer, and asking the app
+// again would show a dialog for a turn that is over (one cancelled while
+// the dialog was open, which a runtime need not follow with
+// $/cancel_request). A request without a sessionId is kept. One pass:
+// prompts maps each session/prompt sent (by the id it went out with, the
+// stream's own) to its session until its response.
 function unanswered(entries) {
   const open = new Map(); // id -> the request
+  const prompts = new Map(); // a sent session/prompt's id -> its sessionId
   for (const { out, message: m, lost } of entries) {
     if (lost) {
-      if (GONE.has(lost.reason)) open.clear();
+      if (GONE.has(lost.reason)) {
+        open.clear();
+        prompts.clear();
+      }
       continue;
     }
     if (m === null || typeof m !== "object" || Array.isArray(m)) continue;
@@ -410,8 +427,18 @@ function unanswered(entries) {
       open.set(m.id, m);
     } else if (!out && m.method === CANCEL_REQUEST) open.delete(m.params?.requestId);
     else if (out && !("method" in m)) open.delete(m.id);
+    else if (out && m.method === PROMPT && isRequest(m) && typeof m.params?.sessionId === "string") prompts.set(m.id, m.params.sessionId);
+    else if (!out && !("method" in m) && prompts.has(m.id)) {
+      turnEnded(open, prompts.get(m.id));
+      prompts.delete(m.id);
+    }
   }
   return [...open.values()];
+}
+
+// turnEnded drops from open the requests of session's turn, which ended.
+function turnEnded(open, session) {
+  for (const [id, r] of open) if (r.params?.sessionId === session) open.delete(id);
 }
 
 // lossText says what an eviction lost, for the stream's error. fromSeq 0

@@ -4,7 +4,9 @@ import (
 	"net/url"
 	"testing"
 
+	"github.com/relaywasm/relaywasm/demo/devruntime"
 	"github.com/relaywasm/relaywasm/demo/relay/relaytest"
+	"github.com/relaywasm/relaywasm/demo/stack"
 	"github.com/relaywasm/relaywasm/librelay/relayleg"
 )
 
@@ -119,6 +121,50 @@ func TestStreamReloadAfterPermissionSettled(t *testing.T) {
 	tb.eval(`__acp.asked.length`, &asked)
 	if asked != 0 {
 		t.Fatalf("the reloaded page's SDK was asked %d times, want none: both requests were settled", asked)
+	}
+}
+
+// A permission request the SDK read and the app never answered, whose turn
+// then ended (the user cancelled: session/cancel, and the agent answered the
+// prompt "cancelled" without a $/cancel_request for the request, which a
+// runtime need not send), is not asked again after a reload: nothing waits
+// for its answer, and the app would show a dialog for a turn that is over.
+// (TestStreamReloadPendingPermission: one whose turn still runs is.)
+func TestStreamReloadAfterTurnEnded(t *testing.T) {
+	t.Parallel()
+	needSDK(t)
+	s := startFreshStack(t, stack.Config{
+		WebDir: sdkDir, ModuleDir: moduleDir, Logger: logger(),
+		EditRuntime: func(c *devruntime.Config) { c.NoCancelRequest = true },
+	})
+	t.Cleanup(func() { s.Close() })
+	tb := openTab(t, newBrowser(t), "sdk", s.PageURL())
+	sdkReady(tb)
+	tb.eval(`__acp.hold = true, __acp.deaf = true, __acp.promptLater("permission to write")`, nil)
+	sdkWait(tb, "the permission request", `__acp.asked.length === 1`)
+	tb.eval(`__acp.opened.then(c => c.notify("session/cancel", {sessionId: __acp.sessionId}))`, nil)
+	sdkWait(tb, "the cancelled turn's answer", `__acp.answers.length === 1`)
+	var stop string
+	tb.eval(`__acp.answers[0].stopReason ?? __acp.answers[0].message`, &stop)
+	if stop != "cancelled" {
+		t.Fatalf("the turn ended %q, want cancelled", stop)
+	}
+	sdkWait(tb, "the Store to hold the cursor past the turn's end", `__acp.att.history().then(() => __acp.storedCursor()).then(c => c > 0 && c >= __acp.att.cursor)`)
+	var told bool
+	tb.eval(`__acp.att.history().then(h => h.some(e => e.message?.method === "$/cancel_request"))`, &told)
+	if told {
+		t.Fatal("the agent sent $/cancel_request: the test would not see the turn's end alone settle the request")
+	}
+
+	tb.do("reloading", tb.page.reload)
+	sdkReady(tb)
+	if a := prompted(tb, "ping"); a.StopReason != "end_turn" || a.Chunks != 1 {
+		t.Fatalf("a prompt after the reload ended %+v, want end_turn after 1 chunk", a)
+	}
+	var asked int
+	tb.eval(`__acp.asked.length`, &asked)
+	if asked != 0 {
+		t.Fatalf("the reloaded page's SDK was asked %d times, want none: the request's turn had ended", asked)
 	}
 }
 
