@@ -52,6 +52,12 @@ type Relay struct {
 	done   chan struct{}
 	wg     sync.WaitGroup
 
+	// testInstall, set only by tests (export_test.go), is called by a
+	// runtime's welcome just before (false) and just after (true) it
+	// installs the runtime in the table, holding no lock a browser attach
+	// takes, so that a test can attach a socket on either side of that step.
+	testInstall atomic.Pointer[func(installed bool)]
+
 	hellos     atomic.Int64 // browser sockets not yet welcomed (Limits.PendingHellos)
 	preUpgrade atomic.Int64 // connections not yet upgraded (Limits.PendingConns, ConfigureServer)
 }
@@ -245,5 +251,12 @@ func putEncodeBuffer(b *[]byte) {
 	if cap(*b) <= maxPooledBuffer {
 		*b = (*b)[:0]
 		encodePool.Put(b)
+	}
+}
+
+// installing calls the test hook testInstall, if a test set one.
+func (r *Relay) installing(installed bool) {
+	if fn := r.testInstall.Load(); fn != nil {
+		(*fn)(installed)
 	}
 }

@@ -204,7 +204,10 @@ func (c *runtimeConn) welcome(hello librelay.Frame, v int, sig []byte, replaced 
 	if c.r.table.Runtime(c.instance) != nil {
 		attached = c.r.socketsOf(c.instance)
 	}
-	if old := c.r.table.SetRuntime(c.instance, c); old != nil {
+	c.r.installing(false)
+	old := c.r.table.SetRuntime(c.instance, c)
+	c.r.installing(true)
+	if old != nil {
 		if oc, ok := old.(*runtimeConn); ok {
 			code, msg := relayleg.CodeSuperseded, "another connection took over this instance"
 			if old == replaced {
