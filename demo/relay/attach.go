@@ -290,10 +290,32 @@ func (r *Relay) runtimeGone(instance string) {
 	tellGone(r.socketsOf(instance), "the instance's runtime disconnected")
 }
 
+// installRuntime installs rt as instance's runtime and returns the
+// endpoint it replaced, with the sockets attached to instance until then.
+// Both happen under r.mu, which attach holds while it registers a socket,
+// so the list is exact: a socket registered before the install may have
+// sent its frames (its session.resume) to the replaced runtime and is
+// listed; one registered after can have reached only rt, and is not. With
+// the list taken before the install and no lock between them, a socket
+// whose hello completed in between was attached against the replaced
+// runtime and never told.
+func (r *Relay) installRuntime(instance string, rt Endpoint) (replaced Endpoint, attached []*browserConn) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.table.Runtime(instance) != nil {
+		attached = r.socketsOfLocked(instance)
+	}
+	return r.table.SetRuntime(instance, rt), attached
+}
+
 // socketsOf returns the sockets attached to instance now.
 func (r *Relay) socketsOf(instance string) []*browserConn {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	return r.socketsOfLocked(instance)
+}
+
+func (r *Relay) socketsOfLocked(instance string) []*browserConn {
 	var socks []*browserConn
 	for k, a := range r.attachments {
 		if k.instance == instance && a.sock != nil {

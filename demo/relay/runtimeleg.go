@@ -192,6 +192,9 @@ func (c *runtimeConn) handshake(rd *librelay.Reader, lim *helloLimiter) bool {
 // attachments, and a client left attached would drop its frames as already
 // seen, for ever. Told, each redials and resumes, or learns it cannot.
 // Sockets that attach once the new runtime is installed are left alone.
+// Which is which is decided under the lock an attach registers under
+// (installRuntime): a socket that attached just before the install, its
+// resume perhaps gone to the replaced connection, is told too.
 func (c *runtimeConn) welcome(hello librelay.Frame, v int, sig []byte, replaced Endpoint) {
 	payload, _ := librelay.Welcome{
 		ProtocolVersion: v, Relay: c.r.cfg.Name, Signature: sig, RetryAfterSeconds: c.r.cfg.RetryAfter,
@@ -200,12 +203,8 @@ func (c *runtimeConn) welcome(hello librelay.Frame, v int, sig []byte, replaced 
 	defer c.q.unhold()
 	c.sendControl(&librelay.Frame{Type: librelay.TypeWelcome, ReplyTo: hello.ID, Instance: c.instance, Payload: payload})
 	c.welcomed.Store(true)
-	var attached []*browserConn
-	if c.r.table.Runtime(c.instance) != nil {
-		attached = c.r.socketsOf(c.instance)
-	}
 	c.r.installing(false)
-	old := c.r.table.SetRuntime(c.instance, c)
+	old, attached := c.r.installRuntime(c.instance, c) // attach.go
 	c.r.installing(true)
 	if old != nil {
 		if oc, ok := old.(*runtimeConn); ok {

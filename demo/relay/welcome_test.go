@@ -1,0 +1,132 @@
+package relay_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/relaywasm/relaywasm/demo/relay"
+	"github.com/relaywasm/relaywasm/demo/relay/relaytest"
+	"github.com/relaywasm/relaywasm/librelay"
+	"github.com/relaywasm/relaywasm/librelay/relayleg"
+)
+
+// A runtime connection that takes its instance over tells runtime_gone to
+// exactly the sockets that attached while the runtime it replaces was
+// installed, however close to the install they attached. A socket that
+// attached just before it is one whose resume may have gone to the old,
+// dead connection: it used to be missed, when it attached between the
+// relay listing the sockets to tell and installing the new runtime, and
+// stayed attached, its client waiting for ever on a runtime that did not
+// know it. A socket that attached just after the install has spoken to the
+// new runtime only, and is left alone.
+func TestTakeoverTellsTheSocketsOfTheReplacedRuntimeOnly(t *testing.T) {
+	env := relaytest.Start(t, func(c *relay.Config) {
+		c.Limits.TakeoverWait = 100 * time.Millisecond // the incumbent never answers its probe: no need to wait long
+	})
+	env.Connect(t) // the incumbent, which never reads again
+
+	steps, proceed, quit := make(chan bool), make(chan struct{}), make(chan struct{})
+	relay.SetInstallHook(env.Relay, func(installed bool) {
+		select {
+		case steps <- installed:
+			<-proceed
+		case <-quit:
+		}
+	})
+	t.Cleanup(func() { close(quit); close(proceed) }) // before env.Stop: a failed test leaves no welcome waiting
+
+	type result struct {
+		rt  *relaytest.Runtime
+		err error
+	}
+	taken := make(chan result, 1)
+	go func() {
+		rt, err := connect(env)
+		taken <- result{rt, err}
+	}()
+
+	waitStep(t, steps, false)
+	before := env.Attach(t, "")
+	proceed <- struct{}{}
+	waitStep(t, steps, true)
+	after := env.Attach(t, "")
+	proceed <- struct{}{}
+
+	var res result
+	select {
+	case res = <-taken:
+	case <-time.After(relaytest.WaitLimit):
+		t.Fatal("the new runtime never got its welcome")
+	}
+	if res.err != nil {
+		t.Fatalf("the new runtime: %v", res.err)
+	}
+	t.Cleanup(func() { res.rt.Conn.Close() })
+	for _, b := range []*relaytest.Browser{before, after} {
+		if err := res.rt.Send(librelay.Frame{Type: librelay.TypeACPMessage, Instance: b.Instance, Session: b.Session,
+			Seq: 1, Payload: []byte(`"from the new runtime"`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	if f := firstFrame(t, before); !isError(f, relayleg.CodeRuntimeGone) {
+		t.Fatalf("the socket attached just before the install got %s %s first, want relay.error %s",
+			f.Type, f.Payload, relayleg.CodeRuntimeGone)
+	}
+	if _, code := before.ReadUntilClosed(); code != relayleg.CloseFor(relayleg.CodeRuntimeGone) {
+		t.Fatalf("the socket attached just before the install was closed with %d, want %d", code, relayleg.CloseFor(relayleg.CodeRuntimeGone))
+	}
+	if f := firstFrame(t, after); f.Type != librelay.TypeACPMessage || string(f.Payload) != `"from the new runtime"` {
+		t.Fatalf("the socket attached just after the install got %s %s first, want the new runtime's message", f.Type, f.Payload)
+	}
+}
+
+// waitStep waits for the install hook to report the step want.
+func waitStep(t *testing.T, steps <-chan bool, want bool) {
+	t.Helper()
+	select {
+	case got := <-steps:
+		if got != want {
+			t.Fatalf("install hook at installed=%v, want %v", got, want)
+		}
+	case <-time.After(relaytest.WaitLimit):
+		t.Fatal("the new runtime's welcome never reached its install")
+	}
+}
+
+// connect is env.Connect for a goroutine other than the test's.
+func connect(env *relaytest.Env) (*relaytest.Runtime, error) {
+	rt, _, err := relaytest.DialRuntimeTLS(context.Background(), env.HTTPURL, env.RuntimeToken, env.TLS)
+	if err != nil {
+		return nil, err
+	}
+	f, nonce, err := rt.Hello(env.Instance, librelay.ProtocolVersion)
+	if err == nil {
+		err = relaytest.CheckWelcome(f, env.Key, nonce, env.Instance)
+	}
+	if err != nil {
+		rt.Conn.Close()
+		return nil, err
+	}
+	return rt, nil
+}
+
+// firstFrame reads b's next frame other than a heartbeat probe.
+func firstFrame(t *testing.T, b *relaytest.Browser) librelay.Frame {
+	t.Helper()
+	for {
+		f, err := b.Read()
+		if err != nil {
+			t.Fatalf("browser read: %v (close code %d)", err, relaytest.CloseCode(err))
+		}
+		if f.Type != librelay.TypeHeartbeat {
+			return f
+		}
+	}
+}
+
+func isError(f librelay.Frame, code string) bool {
+	var e librelay.Error
+	return f.Type == librelay.TypeError && e.UnmarshalJSON(f.Payload) == nil && e.Code == code
+}
