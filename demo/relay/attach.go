@@ -287,7 +287,23 @@ func (r *Relay) forgetLocked(a *attachment) {
 // Their ids stay reclaimable: the grace period runs as for any drop, and the
 // client resumes from its cursor once the runtime is back.
 func (r *Relay) runtimeGone(instance string) {
-	tellGone(r.socketsOf(instance), "the instance's runtime disconnected")
+	tellGone(r.socketsOf(instance), goneMessage)
+}
+
+const goneMessage = "the instance's runtime disconnected"
+
+// removeRuntime removes rt as instance's runtime if it still is, and then
+// returns the sockets attached to instance until the removal, under r.mu as
+// installRuntime does: with the list taken after the lock was let go, a
+// socket that attached meanwhile to a runtime that had just taken the
+// instance was told its runtime was gone.
+func (r *Relay) removeRuntime(instance string, rt Endpoint) (removed bool, attached []*browserConn) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.table.RemoveRuntime(instance, rt) {
+		return false, nil
+	}
+	return true, r.socketsOfLocked(instance)
 }
 
 // installRuntime installs rt as instance's runtime and returns the

@@ -52,11 +52,13 @@ type Relay struct {
 	done   chan struct{}
 	wg     sync.WaitGroup
 
-	// testInstall, set only by tests (export_test.go), is called by a
-	// runtime's welcome just before (false) and just after (true) it
-	// installs the runtime in the table, holding no lock a browser attach
-	// takes, so that a test can attach a socket on either side of that step.
-	testInstall atomic.Pointer[func(installed bool)]
+	// testHook, set only by tests (export_test.go), is called by a
+	// runtime's welcome just before and just after it installs the runtime
+	// in the table ("install", "installed"), and by its leave just before
+	// and just after it removes it ("remove", "removed"), holding no lock a
+	// browser attach takes: a test attaches sockets from it to put them on
+	// either side of the change.
+	testHook atomic.Pointer[func(step string)]
 
 	hellos     atomic.Int64 // browser sockets not yet welcomed (Limits.PendingHellos)
 	preUpgrade atomic.Int64 // connections not yet upgraded (Limits.PendingConns, ConfigureServer)
@@ -254,9 +256,9 @@ func putEncodeBuffer(b *[]byte) {
 	}
 }
 
-// installing calls the test hook testInstall, if a test set one.
-func (r *Relay) installing(installed bool) {
-	if fn := r.testInstall.Load(); fn != nil {
-		(*fn)(installed)
+// step calls the test hook testHook, if a test set one.
+func (r *Relay) step(name string) {
+	if fn := r.testHook.Load(); fn != nil {
+		(*fn)(name)
 	}
 }

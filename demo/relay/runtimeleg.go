@@ -123,11 +123,19 @@ func (c *runtimeConn) run(src *bufio.Reader) {
 }
 
 // leave removes the connection from the table if it is still the
-// instance's runtime, and tells the instance's browsers it is gone.
+// instance's runtime, and tells the browsers attached to it that it is
+// gone: those attached before the removal (removeRuntime), not one that
+// attached since to a runtime that took the instance meanwhile.
 func (c *runtimeConn) leave() {
-	if c.welcomed.Load() && c.r.table.RemoveRuntime(c.instance, c) {
+	if !c.welcomed.Load() {
+		return
+	}
+	c.r.step("remove")
+	removed, attached := c.r.removeRuntime(c.instance, c) // attach.go
+	c.r.step("removed")
+	if removed {
 		c.r.log.Info("runtime disconnected", "instance", c.instance, "remote", c.addr)
-		c.r.runtimeGone(c.instance)
+		tellGone(attached, goneMessage)
 	}
 }
 
@@ -203,9 +211,9 @@ func (c *runtimeConn) welcome(hello librelay.Frame, v int, sig []byte, replaced 
 	defer c.q.unhold()
 	c.sendControl(&librelay.Frame{Type: librelay.TypeWelcome, ReplyTo: hello.ID, Instance: c.instance, Payload: payload})
 	c.welcomed.Store(true)
-	c.r.installing(false)
+	c.r.step("install")
 	old, attached := c.r.installRuntime(c.instance, c) // attach.go
-	c.r.installing(true)
+	c.r.step("installed")
 	if old != nil {
 		if oc, ok := old.(*runtimeConn); ok {
 			code, msg := relayleg.CodeSuperseded, "another connection took over this instance"

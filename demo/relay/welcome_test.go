@@ -2,6 +2,7 @@ package relay_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -26,15 +27,7 @@ func TestTakeoverTellsTheSocketsOfTheReplacedRuntimeOnly(t *testing.T) {
 	})
 	env.Connect(t) // the incumbent, which never reads again
 
-	steps, proceed, quit := make(chan bool), make(chan struct{}), make(chan struct{})
-	relay.SetInstallHook(env.Relay, func(installed bool) {
-		select {
-		case steps <- installed:
-			<-proceed
-		case <-quit:
-		}
-	})
-	t.Cleanup(func() { close(quit); close(proceed) }) // before env.Stop: a failed test leaves no welcome waiting
+	steps, proceed := stepGate(t, env, "install", "installed")
 
 	type result struct {
 		rt  *relaytest.Runtime
@@ -46,10 +39,10 @@ func TestTakeoverTellsTheSocketsOfTheReplacedRuntimeOnly(t *testing.T) {
 		taken <- result{rt, err}
 	}()
 
-	waitStep(t, steps, false)
+	waitStep(t, steps, "install")
 	before := env.Attach(t, "")
 	proceed <- struct{}{}
-	waitStep(t, steps, true)
+	waitStep(t, steps, "installed")
 	after := env.Attach(t, "")
 	proceed <- struct{}{}
 
@@ -82,16 +75,68 @@ func TestTakeoverTellsTheSocketsOfTheReplacedRuntimeOnly(t *testing.T) {
 	}
 }
 
-// waitStep waits for the install hook to report the step want.
-func waitStep(t *testing.T, steps <-chan bool, want bool) {
+// A runtime that leaves tells runtime_gone to the sockets attached to it,
+// and not to one that attached, in the moment after it was removed from
+// the table, to a runtime that took the instance meanwhile: the relay
+// listed the sockets to tell only after letting go of the lock an attach
+// registers under, and that socket, which had only ever reached the new
+// runtime, was closed and had to redial for nothing.
+func TestLeaveTellsTheSocketsOfTheRuntimeThatLeftOnly(t *testing.T) {
+	env := relaytest.Start(t, nil)
+	gone := env.Connect(t)
+	before := env.Attach(t, "")
+	steps, proceed := stepGate(t, env, "removed")
+	gone.Conn.Close()
+	waitStep(t, steps, "removed")
+	rt, err := connect(env)
+	if err != nil {
+		t.Fatalf("the next runtime: %v", err)
+	}
+	t.Cleanup(func() { rt.Conn.Close() })
+	after := env.Attach(t, "")
+	proceed <- struct{}{}
+
+	if err := rt.Send(librelay.Frame{Type: librelay.TypeACPMessage, Instance: after.Instance, Session: after.Session,
+		Seq: 1, Payload: []byte(`"from the next runtime"`)}); err != nil {
+		t.Fatal(err)
+	}
+	if f := firstFrame(t, after); f.Type != librelay.TypeACPMessage || string(f.Payload) != `"from the next runtime"` {
+		t.Fatalf("the socket attached to the next runtime got %s %s first, want its message", f.Type, f.Payload)
+	}
+	if f := firstFrame(t, before); !isError(f, relayleg.CodeRuntimeGone) {
+		t.Fatalf("the socket attached to the runtime that left got %s %s first, want relay.error %s",
+			f.Type, f.Payload, relayleg.CodeRuntimeGone)
+	}
+}
+
+// stepGate has the relay's step hook stop at each of the steps named, report
+// it on steps and wait for proceed; it lets every other step through.
+func stepGate(t *testing.T, env *relaytest.Env, stop ...string) (steps <-chan string, proceed chan<- struct{}) {
+	ch, resume, quit := make(chan string), make(chan struct{}), make(chan struct{})
+	relay.SetStepHook(env.Relay, func(step string) {
+		if !slices.Contains(stop, step) {
+			return
+		}
+		select {
+		case ch <- step:
+			<-resume
+		case <-quit:
+		}
+	})
+	t.Cleanup(func() { close(quit); close(resume) }) // before env.Stop: a failed test leaves nothing waiting
+	return ch, resume
+}
+
+// waitStep waits for the step hook to stop at the step want.
+func waitStep(t *testing.T, steps <-chan string, want string) {
 	t.Helper()
 	select {
 	case got := <-steps:
 		if got != want {
-			t.Fatalf("install hook at installed=%v, want %v", got, want)
+			t.Fatalf("the relay stopped at %q, want %q", got, want)
 		}
 	case <-time.After(relaytest.WaitLimit):
-		t.Fatal("the new runtime's welcome never reached its install")
+		t.Fatalf("the relay never reached %q", want)
 	}
 }
 
