@@ -21,7 +21,9 @@
 //     Before anything live it offers the agent's requests the transcript
 //     holds unanswered (see unanswered): a request the SDK read but the
 //     app never answered is past the cursor, and would be lost with the
-//     stream that read it.
+//     stream that read it. It offers them under ids of its own, and sends
+//     the app's answer with the request's wire id only while no new
+//     request of that id has come from the runtime (see reoffers).
 //   - errors the readable with the RelayError that ended the attachment
 //     (unauthorized, superseded, detached, closed) or that says content is
 //     gone (an eviction's reason), so the SDK's connection closes with that
@@ -103,9 +105,9 @@ export function openStream(att, options) {
   let held = null; // {raw, meta, resolve, reject}: delivered, not yet read
   let wanted = null; // resolves the readable's pull that waits for a message
   // own: messages for the SDK that the attachment does not deliver (the
-  // transcript's requests still unanswered, an error response standing for
-  // a request too large to send), read before what is held; the cursor has
-  // nothing to do with them.
+  // transcript's requests still unanswered, the cancel of one gone stale,
+  // an error response standing for a request too large to send), read
+  // before what is held; the cursor has nothing to do with them.
   const own = [];
   // ready: the transcript's unanswered requests are in own; until then
   // nothing delivered is handed over, so that they come first.
@@ -133,19 +135,73 @@ export function openStream(att, options) {
     for (const [text, id] of offered) if (id === m.id) offered.delete(text);
   };
 
+  // reoffers: the transcript's requests offered again, by the id the SDK
+  // has them under, one of the stream's own (local id -> {wire,
+  // stale}); reoffered: those whose runtime may still wait for the answer
+  // (wire id -> local id). The SDK gets a local id rather than the wire id
+  // because the request may no longer be pending at the runtime: against a
+  // runtime that does not resume, a page that was offline while a new
+  // process took the runtime's place never heard runtime_gone (see
+  // staleOf), and the new process numbers its requests afresh. Its request
+  // of the same id would take the app's answer to the old dialog for its
+  // own (a permission the user never gave). A JSON-RPC peer does not reuse
+  // an id while its request is pending, so a request of the same wire id
+  // from the runtime proves the old one is not pending any more: the
+  // re-offer goes stale (superseded), the SDK is told it is cancelled, and
+  // its answer is dropped. Until then the answer goes out with the wire
+  // id, which is what the transcript records (see unanswered).
+  const reoffers = new Map();
+  const reoffered = new Map();
+  const reoffer = (m) => {
+    const text = JSON.stringify(m);
+    const local = prefix + next++;
+    offered.set(text, m.id);
+    open.set(m.id, text);
+    reoffers.set(local, { wire: m.id, stale: false });
+    reoffered.set(m.id, local);
+    own.push({ ...m, id: local });
+  };
+  // superseded makes stale the re-offer a request from the runtime (m, a
+  // new one, not one delivered again) reuses the wire id of, and tells the
+  // SDK its request is cancelled: the app's dialog for it goes away.
+  const superseded = (m) => {
+    if (!isRequest(m) || !reoffered.has(m.id)) return;
+    const local = reoffered.get(m.id);
+    reoffered.delete(m.id);
+    reoffers.get(local).stale = true;
+    for (const [text, id] of offered) if (id === m.id) offered.delete(text);
+    own.push({ jsonrpc: "2.0", method: CANCEL_REQUEST, params: { requestId: local } });
+  };
+  // toWire gives the SDK's answer to a re-offered request its wire id, or
+  // returns undefined for one gone stale, which must not go out.
+  const toWire = (m) => {
+    if (m === null || typeof m !== "object" || "method" in m || !reoffers.has(m.id)) return m;
+    const r = reoffers.get(m.id);
+    reoffers.delete(m.id);
+    if (r.stale) {
+      console.warn(`relaywasm: att.stream() dropped the app's answer to a request offered again (wire id ${JSON.stringify(r.wire)}): the runtime has since sent a new request with that id, which it would have answered`);
+      return undefined;
+    }
+    reoffered.delete(r.wire);
+    return { ...m, id: r.wire };
+  };
+
   // serve hands the SDK's pending read the next message, if there is one. A
   // held message handed over counts as read from then on, and the cursor
   // may move past it.
   const serve = () => {
     if (own.length > 0) {
-      readCtl.enqueue(handed(own.shift()));
+      readCtl.enqueue(own.shift());
       return true;
     }
     if (!ready || !held) return false;
     const h = held;
     held = null;
     const dup = again(h.raw);
-    if (!dup) readCtl.enqueue(handed(restore(h.raw)));
+    if (!dup) {
+      superseded(h.raw);
+      readCtl.enqueue(restore(handed(h.raw)));
+    }
     h.resolve();
     return !dup;
   };
@@ -162,9 +218,13 @@ export function openStream(att, options) {
     wake();
   };
 
-  // restore gives a response the SDK's id back; only responses to this
-  // stream's requests are ever held (ours).
+  // restore gives a response the SDK's id back (only responses to this
+  // stream's requests are ever held: ours), and the runtime's
+  // $/cancel_request of a re-offered request the id the SDK has it under.
   const restore = (m) => {
+    if (m.method === CANCEL_REQUEST && reoffered.has(m.params?.requestId)) {
+      return { ...m, params: { ...m.params, requestId: reoffered.get(m.params.requestId) } };
+    }
     if ("method" in m || !sent.has(m.id)) return m;
     const id = sent.get(m.id);
     sent.delete(m.id);
@@ -234,8 +294,10 @@ export function openStream(att, options) {
     start(c) {
       writeCtl = c;
     },
-    write(m) {
+    write(sdk) {
       if (ended) throw ended;
+      const m = toWire(sdk);
+      if (m === undefined) return undefined;
       answered(m);
       return send(m).then(
         () => {
@@ -306,12 +368,18 @@ export function openStream(att, options) {
     onMessage(raw, meta) {
       if (ended || !ours(raw)) return att.onMessage(raw, meta);
       if (ready && again(raw)) return undefined; // offered from the transcript already
+      if (ready) {
+        // From now on the app's answer to a re-offer of raw's id would
+        // answer raw: the re-offer is stale, and its cancel goes first.
+        superseded(raw);
+        wake();
+      }
       if (wanted && ready) {
         // A read is waiting: the message is read now, and the delivery
         // goes on at once.
         const w = wanted;
         wanted = null;
-        readCtl.enqueue(handed(restore(raw)));
+        readCtl.enqueue(restore(handed(raw)));
         w();
         return undefined;
       }
@@ -353,12 +421,7 @@ export function openStream(att, options) {
     .catch(() => []) // the attachment ended meanwhile, and the stream with it
     .then((requests) => {
       const gone = staleOf(att);
-      for (const m of requests) {
-        const text = JSON.stringify(m);
-        if (gone.has(text)) continue;
-        offered.set(text, m.id);
-        own.push(m);
-      }
+      for (const m of requests) if (!gone.has(JSON.stringify(m))) reoffer(m);
       ready = true;
       if (!ended) wake();
     });
