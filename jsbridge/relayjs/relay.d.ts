@@ -348,7 +348,15 @@ export interface Attachment {
    *   back as a new process that numbers its requests afresh, and an
    *   answer to the old request would answer its new one of the same id.
    *   The agent's turn may then wait, and the app can cancel it. A page
-   *   loaded after that cannot tell, and offers it.
+   *   loaded after that cannot tell, and offers it, and neither can a page
+   *   that was offline while a new process took the runtime's place. So a
+   *   request offered again reaches the SDK under an id of the stream's
+   *   own, and the answer goes out with the request's wire id only while
+   *   no new request with that id has come from the runtime; once one has,
+   *   the SDK gets a $/cancel_request for the old one (its dialog goes
+   *   away), and an answer to it is dropped with a console.warn rather
+   *   than answering the new request. The runtime's $/cancel_request for
+   *   a request offered again reaches the SDK with the stream's id.
    * - Errors: the readable errors with the RelayError that ended the
    *   attachment (unauthorized, superseded, detached, closed) or that says
    *   content is gone (an EvictionReason; the attachment stays open then),
