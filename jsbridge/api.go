@@ -79,6 +79,7 @@ func Register() error {
 		"resume":  apiResume,
 		"history": apiHistory,
 		"stored":  apiStored,
+		"forget":  apiForget,
 		"detach":  apiDetach,
 		"close":   apiClose,
 		"lose":    apiLose,
@@ -553,6 +554,30 @@ func apiHistory(args []Value) any {
 // stream this page has attached is written first (Store.History), so the
 // read is what the stream's attachment would read.
 func apiStored(args []Value) any {
+	return withStream(args, func(ctx context.Context, s *Store, k client.Key) (any, error) {
+		h, err := s.History(ctx, k)
+		if err != nil {
+			return nil, err
+		}
+		return historyJSON(client.PlaceLosses(h)), nil
+	})
+}
+
+// apiForget(callID, relayHandle, url, instance, name) deletes what the
+// Relay's Store holds of a stream (Store.Clear: its state and transcript),
+// without a socket: relay.js's Relay.forget, for a shared device whose
+// user logs out, offline too. relay.js refuses it while an attachment
+// holds the stream, and holds the stream's slot meanwhile; the relay is
+// not told (the attachment id's grace ends there by itself).
+func apiForget(args []Value) any {
+	return withStream(args, func(ctx context.Context, s *Store, k client.Key) (any, error) {
+		return nil, s.Clear(ctx, k)
+	})
+}
+
+// withStream runs op for call args[0] on the Store of Relay args[1] and
+// the stream args[2:5] names.
+func withStream(args []Value, op func(ctx context.Context, s *Store, k client.Key) (any, error)) any {
 	callID := jsInt(arg(args, 0))
 	api.mu.Lock()
 	r := api.relays[jsInt(arg(args, 1))]
@@ -561,13 +586,7 @@ func apiStored(args []Value) any {
 		return fail(callID, client.ErrClosed)
 	}
 	k := client.Key{URL: jsString(arg(args, 2)), Instance: jsString(arg(args, 3)), Name: jsString(arg(args, 4))}
-	start(callID, func(ctx context.Context) (any, error) {
-		h, err := r.store.History(ctx, k)
-		if err != nil {
-			return nil, err
-		}
-		return historyJSON(client.PlaceLosses(h)), nil
-	})
+	start(callID, func(ctx context.Context) (any, error) { return op(ctx, r.store, k) })
 	return nil
 }
 

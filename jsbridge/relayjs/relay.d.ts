@@ -134,6 +134,38 @@ export interface Relay {
    * draw from att.history() again if either happened.
    */
   history(stream: StreamName): Promise<HistoryEntry[]>;
+
+  /**
+   * Deletes what this Relay's storage holds of a stream: its attachment id,
+   * cursor and transcript, so that history(stream) then reads [] and the
+   * next attach of it starts a fresh stream (a new attachment id, cursor
+   * 0). The stream is named as attach and history name it; a tab that got
+   * "name#2" (Attachment.name) stored its conversation under that name.
+   * Like history it needs no socket: it works offline, while the relay is
+   * down, and in worker mode and on the main thread alike.
+   *
+   * It is for a device people share: an app that logs one user out (a
+   * phone webview with login and logout, a kiosk) closes the user's
+   * attachments and forgets their streams, so that the next user, or
+   * anyone reading history(), finds nothing of the conversation, even if
+   * the logout happened offline:
+   *
+   *     await att.close();            // or detach(), when online: see below
+   *     await relay.forget({ url, instance, name: att.name });
+   *
+   * It rejects with a RelayError "bad_options", and deletes nothing, while
+   * an attachment holds the stream: one of this page (attached, or still
+   * attaching) or of another tab. It does not wait for it: close() or
+   * detach() it first (both resolve once the stream is free). Meanwhile
+   * attach of the stream in this page waits for the forget.
+   *
+   * The relay is not told: the attachment id it holds for the stream ends
+   * when its grace runs out, and nobody can reclaim it, since the id was
+   * only on this device. detach() before forget() ends it at the relay at
+   * once (and clears the stream as forget does), when the relay can be
+   * reached.
+   */
+  forget(stream: StreamName): Promise<void>;
 }
 
 export type Storage = "indexeddb" | "memory";

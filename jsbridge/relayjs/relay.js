@@ -39,7 +39,7 @@ import { lockManager } from "./locks.js";
 import { DELIVERY, FINAL, startWorker } from "./remote.js";
 import { openEarly } from "./store.js";
 import { PAUSED } from "./stream.js";
-import { holdEarlyWhile, lockRemembered, takeSlot } from "./tabs.js";
+import { holdEarlyWhile, lockRemembered, tabEnv, takeSlot } from "./tabs.js";
 
 export { RelayError };
 
@@ -228,9 +228,19 @@ class Relay {
     const o = normalise(options);
     if (B.gone) throw B.gone; // before a slot is taken for nothing
     listenToLifecycle(B);
-    const slot = await takeSlot(o.url, o.instance, o.name, options.signal);
+    const asked = slotLock(o.url, o.instance, o.name);
+    attaching.set(asked, (attaching.get(asked) ?? 0) + 1); // forget refuses it meanwhile
+    let slot;
+    try {
+      await forgetting.get(asked)?.catch(() => {}); // a forget of the stream under way ends first
+      slot = await takeSlot(o.url, o.instance, o.name, options.signal);
+    } finally {
+      if (slot === undefined) untrack(asked);
+    }
     const a = new Attachment(B.nextHandle++, slot, options);
+    a._stream = slotLock(o.url, o.instance, slot.name);
     B.attachments.set(a._handle, a);
+    untrack(asked);
     try {
       a._place = await B.call("attach", [this.#handle, a._handle, { ...o, name: slot.name }], options.signal);
       a._attached = true;
@@ -252,6 +262,83 @@ class Relay {
     const key = streamOf(stream, "history");
     return parseHistory(await B.call("stored", [this.#handle, key.url, key.instance, key.name]));
   }
+
+  /**
+   * forget deletes what this Relay's storage holds of a stream (its state
+   * and transcript), without a socket: see relay.d.ts. The stream's slot is
+   * held meanwhile, so no attach of this page or another tab reads it half
+   * deleted; an attachment that holds it, here or in another tab, refuses
+   * the forget at once (no wait: a logout closes its attachments first, and
+   * close() and detach() resolve once the slot is free).
+   */
+  async forget(stream) {
+    const key = streamOf(stream, "forget");
+    const lock = slotLock(key.url, key.instance, key.name);
+    if (attachedHere(lock)) refuse("an attachment of this page", key.name);
+    const before = forgetting.get(lock);
+    const done = (async () => {
+      await before?.catch(() => {});
+      const release = await holdSlot(lock, key.name);
+      try {
+        await B.call("forget", [this.#handle, key.url, key.instance, key.name]);
+      } finally {
+        await release();
+      }
+    })();
+    forgetting.set(lock, done);
+    try {
+      await done;
+    } finally {
+      if (forgetting.get(lock) === done) forgetting.delete(lock);
+    }
+  }
+}
+
+// The streams this page is attaching (before takeSlot gave the attachment a
+// slot) and forgetting, by the slot's lock name: forget refuses a stream
+// being attached, and attach waits for a forget under way, so that it does
+// not take name#2 for the lock forget holds.
+const attaching = new Map(); // lock name -> attaches under way
+const forgetting = new Map(); // lock name -> the forget under way
+
+function untrack(lock) {
+  const n = attaching.get(lock) - 1;
+  if (n > 0) attaching.set(lock, n);
+  else attaching.delete(lock);
+}
+
+// slotLock is the name of the lock of a stream's slot, as tabs.js's
+// takeSlot names it (slot name: name, name#2 …).
+function slotLock(url, instance, name) {
+  return `relaywasm:${url}\u0000${instance}\u0000${name}`;
+}
+
+// attachedHere says whether an attachment of this page holds the stream
+// whose slot is lock, or is attaching it.
+function attachedHere(lock) {
+  return attaching.has(lock) || [...B.attachments.values()].some((a) => a._stream === lock);
+}
+
+// refuse rejects a forget of the stream name that an attachment holds.
+function refuse(who, name) {
+  throw new RelayError(CODE_BAD_OPTIONS, `forget: ${who} holds the stream ${JSON.stringify(name)}: close() or detach() it first`);
+}
+
+// holdSlot takes the slot lock of the stream forget is to delete, and
+// resolves to its release. The page's own attaches wait for the forget
+// (attach), so a lock that is not free is held elsewhere: another tab's
+// attachment. Where the page has no locks (tabs.js unlocked: a page of no
+// origin of its own), no other page shares its storage either.
+async function holdSlot(lock, name) {
+  let release;
+  try {
+    release = await tabEnv.lock(lock, 0);
+  } catch (e) {
+    if (e?.name === "SecurityError" || e?.name === "NotSupportedError") return async () => {};
+    throw e;
+  }
+  if (release === null) refuse("an attachment in another tab", name);
+  return release;
 }
 
 // parseHistory reads relay.wasm's transcript text ([[out, seq, payload], …],
@@ -295,6 +382,7 @@ class Attachment extends BaseAttachment {
   #tookSeq = 0;
   #tookSession = "";
   _attached = false; // attach resolved: the application has it
+  _stream = ""; // its slot's lock name (slotLock): forget refuses the stream while it is held
 
   constructor(handle, slot, options) {
     super(handle, options);
@@ -394,6 +482,7 @@ class Attachment extends BaseAttachment {
       if (B.attachments.has(this._handle)) await B.call(op, [this._handle]);
     } finally {
       await this.#slot.release();
+      this._stream = ""; // the slot is free: forget may take it
     }
   }
 

@@ -557,6 +557,13 @@ class RemoteRelay {
     return this.#c.call("stored", [this.#id, { url: urlText(url), instance, name }]);
   }
 
+  /** forget: relay.d.ts's; done by the worker's relay.js (Relay.forget), as on the main thread. */
+  async forget(stream) {
+    if (typeof stream !== "object" || stream === null) return this.#bad("forget needs an options object");
+    const { url, instance, name } = stream;
+    await this.#c.call("forget", [this.#id, { url: urlText(url), instance, name }]);
+  }
+
   #bad(what) {
     return Promise.reject(new RelayError(CODE_BAD_OPTIONS, what));
   }

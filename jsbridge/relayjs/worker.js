@@ -224,6 +224,7 @@ const ops = {
     return { name: att.name, now: [att.state, att.cursor, att.session], place: att._place ?? null };
   },
   stored: (relayID, stream) => relayOf(relayID).history(stream),
+  forget: (relayID, stream) => relayOf(relayID).forget(stream),
   send: (h, text, trace, signal) => att(h).sendACP(text, { trace, signal }),
   resume: (h, afterSeq) => att(h).resume(afterSeq),
   history: (h) => att(h).history(),
