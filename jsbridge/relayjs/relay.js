@@ -280,7 +280,7 @@ class Relay {
       await before?.catch(() => {});
       const release = await holdSlot(lock, key.name);
       try {
-        await B.call("forget", [this.#handle, key.url, key.instance, key.name]);
+        await B.call("stored", [this.#handle, key.url, key.instance, key.name, true]); // Store.Clear (api.go apiStored)
       } finally {
         await release();
       }
