@@ -147,8 +147,31 @@ func TestForgetDeletesTheStream(t *testing.T) {
 		if n := fp.stored(); n != 0 {
 			t.Fatalf("after forget and a reload relay.history holds %d entries, want none", n)
 		}
-		checkFresh(t, fp.attach(), before)
+		again := fp.attach()
+		checkFresh(t, again, before)
+		fp.exchange()
 		fp.eval(`__att.close().then(() => true)`, new(bool))
+
+		// An attach made while a forget is under way waits for it: it
+		// takes the stream's own slot (not name#2 beside the lock forget
+		// holds) and finds it forgotten.
+		var both struct {
+			Forget  string `json:"forget"`
+			Name    string `json:"name"`
+			Session string `json:"session"`
+			Cursor  int    `json:"cursor"`
+		}
+		fp.eval(`(async () => {
+			const forgot = __outcome(__relay.forget(__stream));
+			const att = await __relay.attach({ ...__stream, token: "dev-token", onMessage() {} });
+			const out = { forget: await forgot, name: att.name, session: att.session, cursor: att.cursor };
+			await att.close();
+			return out;
+		})()`, &both)
+		if both.Forget != "ok" || both.Name != "forget" {
+			t.Fatalf("forget and attach at once: forget %q, attach got %q; want ok and forget", both.Forget, both.Name)
+		}
+		checkFresh(t, attached{both.Session, both.Cursor}, again)
 	})
 }
 
