@@ -160,10 +160,9 @@ export interface Relay {
    * attach of the stream in this page waits for the forget.
    *
    * The relay is not told: the attachment id it holds for the stream ends
-   * when its grace runs out, and nobody can reclaim it, since the id was
-   * only on this device. detach() before forget() ends it at the relay at
-   * once (and clears the stream as forget does), when the relay can be
-   * reached.
+   * when its grace runs out, and this device no longer has the id to
+   * reclaim it. detach() instead of close() ends it at the relay at once
+   * (and clears the stream as forget does), when the relay can be reached.
    */
   forget(stream: StreamName): Promise<void>;
 }

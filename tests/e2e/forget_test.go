@@ -182,6 +182,11 @@ func TestForgetDeletesTheStream(t *testing.T) {
 func TestForgetWhileAttachedRefuses(t *testing.T) {
 	t.Parallel()
 	forgetModes(t, func(t *testing.T, fp *forgetPage, _ *relaytest.Proxy) {
+		var bad []string
+		fp.eval(`Promise.all([__outcome(__relay.forget(null)), __outcome(__relay.forget({ url: "https://relay.example/v1/attach", instance: "demo" }))])`, &bad)
+		if want := []string{"bad_options: forget needs an options object", `bad_options: url must be an absolute ws:// or wss:// URL, not "https://relay.example/v1/attach"`}; fmt.Sprint(bad) != fmt.Sprint(want) {
+			t.Fatalf("forget of no stream: %q, want %q", bad, want)
+		}
 		fp.attach()
 		fp.exchange()
 		got := fp.forget()
