@@ -113,7 +113,12 @@ type Limits struct {
 	// 16 KiB is what Node.js allows by default and twice what nginx does per
 	// line: a browser's upgrade request is well under 1 KiB plus its cookies.
 	// Past HeaderBytes net/http answers 431; past PendingConns a connection
-	// is answered 503 with Retry-After: 1 and closed unread.
+	// is answered 503 with Retry-After: 1 and closed unread. HeaderTimeout
+	// also bounds a request's body, from when its headers are read: neither
+	// leg reads one, and net/http drains what a handler left unread before
+	// it answers. A body not in by then is not waited for: the request is
+	// answered and its connection closed (it is counted in PendingConns
+	// until then).
 	HeaderBytes   int
 	HeaderTimeout time.Duration
 	PendingConns  int

@@ -3,9 +3,11 @@ package relay
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"net"
 	"net/http"
 	"sync"
+	"time"
 )
 
 // Buffer sizes of a browser socket under coder/websocket. net/http would hand
@@ -107,7 +109,11 @@ func (c *corkConn) flushLocked() error {
 }
 
 // corkingWriter wraps the upgrade's ResponseWriter so that the connection
-// coder/websocket hijacks is a corkConn with the relay's buffer sizes.
+// coder/websocket hijacks is a corkConn with the relay's buffer sizes. Its
+// Hijack clears the connection's deadlines: http.Hijacker leaves that to the
+// caller (net/http clears them today, undocumented), coder/websocket never
+// sets or clears one, and a deadline left from the request (boundBodies)
+// would cut the socket that many seconds in.
 type corkingWriter struct {
 	http.ResponseWriter
 	conn *corkConn // set by Hijack
@@ -118,7 +124,7 @@ func (w *corkingWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := brw.Writer.Flush(); err != nil {
+	if err := errors.Join(nc.SetDeadline(time.Time{}), brw.Writer.Flush()); err != nil {
 		nc.Close()
 		return nil, nil, err
 	}

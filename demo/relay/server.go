@@ -17,14 +17,26 @@ import (
 //     much for at most that long (net/http answers 431 past the size);
 //   - IdleTimeout (the header timeout again), so a kept-alive connection
 //     between requests is not held for ever;
+//   - a read deadline, the header timeout again from when the headers are
+//     read, on every request that comes with a body (boundBodies). Neither
+//     leg reads a body, and before net/http answers a request whose handler
+//     left its body unread, it reads up to 256 KiB of it to drain it, bounded
+//     in time only by ReadTimeout (which would apply to every request, from
+//     before its headers). Without the deadline, a body announced and never
+//     sent (Content-Length, chunked, Expect: 100-continue) held its
+//     connection, counted below, for good, and PendingConns of them, from
+//     anyone, got every upgrade after them HTTP 503. srv.Handler is wrapped
+//     for this, so ConfigureServer comes once it is set. An upgrade's
+//     hijack clears the deadline (corkingWriter; the runtime leg sets its
+//     own);
 //   - a bound on connections not yet upgraded (Limits.PendingConns): past
 //     it, a new connection is answered 503 with Retry-After: 1 and closed
 //     before a byte of it is read. It counts every connection from accept
 //     until it is upgraded (hijacked) or closed, whatever it asks for.
 //
 // It adds listenAddr's names to those the browser leg serves (Config.Hosts).
-// Fields already set on srv are kept, and an existing ConnState hook is
-// still called.
+// Fields already set on srv are kept, and an existing Handler and ConnState
+// hook are still called.
 func (r *Relay) ConfigureServer(srv *http.Server, listenAddr string) {
 	l := r.cfg.Limits
 	if srv.MaxHeaderBytes == 0 {
@@ -36,6 +48,11 @@ func (r *Relay) ConfigureServer(srv *http.Server, listenAddr string) {
 	if srv.IdleTimeout == 0 {
 		srv.IdleTimeout = l.HeaderTimeout
 	}
+	handler := srv.Handler
+	if handler == nil {
+		handler = http.DefaultServeMux // what the server would serve
+	}
+	srv.Handler = boundBodies{next: handler, timeout: l.HeaderTimeout}
 	next := srv.ConnState
 	srv.ConnState = func(c net.Conn, s http.ConnState) {
 		r.connState(c, s)
@@ -45,6 +62,23 @@ func (r *Relay) ConfigureServer(srv *http.Server, listenAddr string) {
 	}
 	h := r.hosts.Load().with(listenAddr)
 	r.hosts.Store(&h)
+}
+
+// boundBodies bounds how long a request's body may hold its connection
+// (ConfigureServer). A request without one is not touched: nothing is left
+// to drain, and a deadline would only cancel its context (net/http's
+// background read) partway through a long download. The deadline is on the
+// connection, so it also bounds a handler that reads the body itself.
+type boundBodies struct {
+	next    http.Handler
+	timeout time.Duration
+}
+
+func (b boundBodies) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	if req.ContentLength != 0 { // -1: chunked, length unknown
+		http.NewResponseController(w).SetReadDeadline(time.Now().Add(b.timeout))
+	}
+	b.next.ServeHTTP(w, req)
 }
 
 // busyResponse is what a connection past Limits.PendingConns gets.
