@@ -114,11 +114,13 @@ type Limits struct {
 	// line: a browser's upgrade request is well under 1 KiB plus its cookies.
 	// Past HeaderBytes net/http answers 431; past PendingConns a connection
 	// is answered 503 with Retry-After: 1 and closed unread. HeaderTimeout
-	// also bounds a request's body, from when its headers are read: neither
-	// leg reads one, and net/http drains what a handler left unread before
-	// it answers. A body not in by then is not waited for: the request is
-	// answered and its connection closed (it is counted in PendingConns
-	// until then).
+	// also bounds a request that is not upgraded: its body, from when its
+	// headers are read (neither leg reads one, and net/http drains what a
+	// handler left unread before it answers), and each 32 KiB of its
+	// response. A body not in by then is not waited for: the request is
+	// answered and its connection closed; a response that makes no
+	// progress for that long is cut. Until then the connection counts in
+	// PendingConns.
 	HeaderBytes   int
 	HeaderTimeout time.Duration
 	PendingConns  int

@@ -112,7 +112,7 @@ func (c *corkConn) flushLocked() error {
 // coder/websocket hijacks is a corkConn with the relay's buffer sizes. Its
 // Hijack clears the connection's deadlines: http.Hijacker leaves that to the
 // caller (net/http clears them today, undocumented), coder/websocket never
-// sets or clears one, and a deadline left from the request (boundBodies)
+// sets or clears one, and a deadline left from the request (bounded)
 // would cut the socket that many seconds in.
 type corkingWriter struct {
 	http.ResponseWriter

@@ -19,8 +19,9 @@
 //     their hello, an upgrade is HTTP 503 with Retry-After.
 //
 // What comes before the upgrade is bounded by the http.Server, which
-// ConfigureServer sets up: headers and any body (Limits.HeaderBytes,
-// HeaderTimeout) and connections not yet upgraded (Limits.PendingConns).
+// ConfigureServer sets up: headers, any body and the response to a request
+// that is not upgraded (Limits.HeaderBytes, HeaderTimeout) and connections
+// not yet upgraded (Limits.PendingConns).
 //
 // Relay is a handler: whoever serves it chooses plain HTTP (the loopback
 // default) or TLS. With Config.TLSCert and TLSKey, TLSConfig gives the

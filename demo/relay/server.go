@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"bufio"
 	"crypto/tls"
 	"net"
 	"net/http"
@@ -17,18 +18,20 @@ import (
 //     much for at most that long (net/http answers 431 past the size);
 //   - IdleTimeout (the header timeout again), so a kept-alive connection
 //     between requests is not held for ever;
-//   - a read deadline, the header timeout again from when the headers are
-//     read, on every request that comes with a body (boundBodies). Neither
-//     leg reads a body, and before net/http answers a request whose handler
-//     left its body unread, it reads up to 256 KiB of it to drain it, bounded
-//     in time only by ReadTimeout (which would apply to every request, from
-//     before its headers). Without the deadline, a body announced and never
-//     sent (Content-Length, chunked, Expect: 100-continue) held its
-//     connection, counted below, for good, and PendingConns of them, from
-//     anyone, got every upgrade after them HTTP 503. srv.Handler is wrapped
-//     for this, so ConfigureServer comes once it is set. An upgrade's
-//     hijack clears the deadline (corkingWriter; the runtime leg sets its
-//     own);
+//   - deadlines on a request that is not upgraded (bounded), the header
+//     timeout again: for its body from when its headers are read, and for
+//     each 32 KiB of its response. Neither leg reads a body, and before
+//     net/http answers a request whose handler left its body unread, it
+//     reads up to 256 KiB of it to drain it, bounded in time only by
+//     ReadTimeout; it writes a response bounded only by WriteTimeout. Both
+//     would apply to every request, a whole download included. Without
+//     these deadlines a body announced and never sent (Content-Length,
+//     chunked, Expect: 100-continue), or a large response never read, held
+//     its connection, counted below, for good, and PendingConns of them,
+//     from anyone, got every upgrade after them HTTP 503. srv.Handler is
+//     wrapped for this, so ConfigureServer comes once it is set. An
+//     upgrade's hijack clears the deadlines (corkingWriter; the runtime leg
+//     sets its own);
 //   - a bound on connections not yet upgraded (Limits.PendingConns): past
 //     it, a new connection is answered 503 with Retry-After: 1 and closed
 //     before a byte of it is read. It counts every connection from accept
@@ -52,7 +55,7 @@ func (r *Relay) ConfigureServer(srv *http.Server, listenAddr string) {
 	if handler == nil {
 		handler = http.DefaultServeMux // what the server would serve
 	}
-	srv.Handler = boundBodies{next: handler, timeout: l.HeaderTimeout}
+	srv.Handler = bounded{next: handler, timeout: l.HeaderTimeout}
 	next := srv.ConnState
 	srv.ConnState = func(c net.Conn, s http.ConnState) {
 		r.connState(c, s)
@@ -64,22 +67,81 @@ func (r *Relay) ConfigureServer(srv *http.Server, listenAddr string) {
 	r.hosts.Store(&h)
 }
 
-// boundBodies bounds how long a request's body may hold its connection
-// (ConfigureServer). A request without one is not touched: nothing is left
-// to drain, and a deadline would only cancel its context (net/http's
-// background read) partway through a long download. The deadline is on the
-// connection, so it also bounds a handler that reads the body itself.
-type boundBodies struct {
+// bounded bounds how long a request that is not upgraded may hold its
+// connection (ConfigureServer), reading it and writing its response:
+//
+//   - a request with a body gets timeout, from when its headers are read,
+//     for the body to come in, whoever reads it (the handler, or net/http
+//     draining it). A request without one gets no read deadline: nothing is
+//     left to drain, and one would only cancel its context (net/http's
+//     background read) partway through a long download.
+//   - its response gets timeout for each 32 KiB to go out (progressWriter),
+//     and again for what net/http writes once the handler has returned, so
+//     a client that stops reading holds its connection that long past its
+//     last progress, while one reading slowly is never cut. Without it a
+//     large file served beside the relay (the demo's relay.wasm), asked for
+//     and never read, held its connection for good.
+type bounded struct {
 	next    http.Handler
 	timeout time.Duration
 }
 
-func (b boundBodies) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+func (b bounded) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	rc := http.NewResponseController(w)
 	if req.ContentLength != 0 { // -1: chunked, length unknown
-		http.NewResponseController(w).SetReadDeadline(time.Now().Add(b.timeout))
+		rc.SetReadDeadline(time.Now().Add(b.timeout))
 	}
-	b.next.ServeHTTP(w, req)
+	pw := &progressWriter{ResponseWriter: w, rc: rc, timeout: b.timeout}
+	b.next.ServeHTTP(pw, req)
+	if !pw.hijacked {
+		// What is still buffered, and a chunked response's end.
+		rc.SetWriteDeadline(time.Now().Add(b.timeout))
+	}
 }
+
+// progressChunk is how much of a response must go out within the timeout
+// each time: io.Copy's buffer, what http.FileServer writes at a time.
+const progressChunk = 32 << 10
+
+// progressWriter gives each progressChunk of a response its own write
+// deadline. It hides net/http's io.ReaderFrom (sendfile), which would write
+// a whole file under one deadline. It clears the deadline after each write,
+// so a handler that works between writes is not cut for it, and it goes
+// through Hijack, so that an upgraded connection never gets one.
+type progressWriter struct {
+	http.ResponseWriter
+	rc       *http.ResponseController
+	timeout  time.Duration
+	hijacked bool // a hijack was tried: the connection may be the handler's
+}
+
+func (w *progressWriter) Write(p []byte) (n int, err error) {
+	defer w.rc.SetWriteDeadline(time.Time{})
+	for len(p) > 0 && err == nil {
+		w.rc.SetWriteDeadline(time.Now().Add(w.timeout))
+		var m int
+		m, err = w.ResponseWriter.Write(p[:min(len(p), progressChunk)])
+		n, p = n+m, p[m:]
+	}
+	return n, err
+}
+
+// FlushError and Flush flush under the same deadline as a write.
+func (w *progressWriter) FlushError() error {
+	defer w.rc.SetWriteDeadline(time.Time{})
+	w.rc.SetWriteDeadline(time.Now().Add(w.timeout))
+	return w.rc.Flush()
+}
+
+func (w *progressWriter) Flush() { w.FlushError() }
+
+func (w *progressWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	w.hijacked = true
+	return w.rc.Hijack()
+}
+
+// Unwrap lets http.ResponseController reach net/http's writer.
+func (w *progressWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // busyResponse is what a connection past Limits.PendingConns gets.
 var busyResponse = []byte("HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: 0\r\n\r\n")

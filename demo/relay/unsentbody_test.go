@@ -87,7 +87,7 @@ func waitAdmitted[C any](t *testing.T, what string, dial func() (C, int, error))
 			t.Fatalf("%s: %v (HTTP %d)", what, err, code)
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: still HTTP 503 after %v: connections awaiting a body that never comes are still counted", what, relaytest.WaitLimit)
+			t.Fatalf("%s: still HTTP 503 after %v: the connections that filled the bound are still counted", what, relaytest.WaitLimit)
 		}
 	}
 }
