@@ -91,3 +91,43 @@ func waitAdmitted[C any](t *testing.T, what string, dial func() (C, int, error))
 		}
 	}
 }
+
+// The bounds on a request that is not upgraded never reach an upgraded
+// connection: a runtime and a browser that got in before a request whose
+// body never came still carry frames both ways once that request has been
+// let go (so its bound has passed), the relay's writes included.
+func TestUpgradedOutlastRequestBounds(t *testing.T) {
+	env := relaytest.Start(t, func(c *relay.Config) { c.Limits.HeaderTimeout = time.Second })
+	rt := env.Connect(t)
+	b := env.Attach(t, "")
+	c := rawConn(t, env)
+	host := env.Server.Listener.Addr().String()
+	if _, err := c.Write([]byte("POST /nowhere HTTP/1.1\r\nHost: " + host + "\r\nContent-Length: 100\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(io.Discard, c); err != nil {
+		t.Fatalf("the request whose body never came: %v, want it closed by the relay", err)
+	}
+
+	if err := b.Send(librelay.Frame{Type: librelay.TypeACPMessage, Instance: b.Instance, Session: b.Session, Payload: []byte(`"up"`)}); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := rt.ReadCargo(); err != nil || string(f.Payload) != `"up"` {
+		t.Fatalf("the runtime got %s %s (%v), want the browser's frame", f.Type, f.Payload, err)
+	}
+	if err := rt.Send(librelay.Frame{Type: librelay.TypeACPMessage, Instance: b.Instance, Session: b.Session, Payload: []byte(`"down"`)}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		f, err := b.Read()
+		if err != nil {
+			t.Fatalf("the browser: %v, want the runtime's frame", err)
+		}
+		if f.Type == librelay.TypeACPMessage {
+			if string(f.Payload) != `"down"` {
+				t.Fatalf("the browser got %s", f.Payload)
+			}
+			return
+		}
+	}
+}
