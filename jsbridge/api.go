@@ -568,11 +568,11 @@ func apiStored(args []Value) any {
 		return fail(callID, client.ErrClosed)
 	}
 	k := client.Key{URL: jsString(arg(args, 2)), Instance: jsString(arg(args, 3)), Name: jsString(arg(args, 4))}
-	forget := jsBool(arg(args, 5))
+	if jsBool(arg(args, 5)) {
+		start(callID, func(ctx context.Context) (any, error) { return nil, r.store.Clear(ctx, k) })
+		return nil
+	}
 	start(callID, func(ctx context.Context) (any, error) {
-		if forget {
-			return nil, r.store.Clear(ctx, k)
-		}
 		h, err := r.store.History(ctx, k)
 		if err != nil {
 			return nil, err

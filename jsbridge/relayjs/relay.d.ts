@@ -159,6 +159,13 @@ export interface Relay {
    * detach() it first (both resolve once the stream is free). Meanwhile
    * attach of the stream in this page waits for the forget.
    *
+   * It deletes from the storage this Relay has: where that is "memory"
+   * because IndexedDB could not be opened (storage says so; onState's
+   * info.reason says why, as does a fall back later in the page's life),
+   * only this page's copy goes, and what earlier pages wrote to IndexedDB
+   * stays until a page whose IndexedDB opens forgets the stream. An app
+   * that must be sure checks storage first.
+   *
    * The relay is not told: the attachment id it holds for the stream ends
    * when its grace runs out, and this device no longer has the id to
    * reclaim it. detach() instead of close() ends it at the relay at once

@@ -39,7 +39,7 @@ import { lockManager } from "./locks.js";
 import { DELIVERY, FINAL, startWorker } from "./remote.js";
 import { openEarly } from "./store.js";
 import { PAUSED } from "./stream.js";
-import { holdEarlyWhile, lockRemembered, tabEnv, takeSlot } from "./tabs.js";
+import { holdEarlyWhile, lockRemembered, slotLock, tabEnv, takeSlot } from "./tabs.js";
 
 export { RelayError };
 
@@ -305,12 +305,6 @@ function untrack(lock) {
   const n = attaching.get(lock) - 1;
   if (n > 0) attaching.set(lock, n);
   else attaching.delete(lock);
-}
-
-// slotLock is the name of the lock of a stream's slot, as tabs.js's
-// takeSlot names it (slot name: name, name#2 …).
-function slotLock(url, instance, name) {
-  return `relaywasm:${url}\u0000${instance}\u0000${name}`;
 }
 
 // attachedHere says whether an attachment of this page holds the stream

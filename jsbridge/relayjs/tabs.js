@@ -48,13 +48,12 @@ export function lockHere(lockName, waitMs) {
  * slot's lock, and never otherwise. signal is the attach's.
  */
 export async function takeSlot(url, instance, name, signal) {
-  const prefix = `relaywasm:${url}\u0000${instance}\u0000`;
   const memory = `relaywasm-slot:${url}\u0000${instance}\u0000${name}`;
   const preferred = Number(tabEnv.read(memory)) || 1;
   const slotName = (i) => (i === 1 ? name : `${name}#${i}`);
   const left = { now: false };
   const going = () => left.now || signal?.aborted === true;
-  let lockName = prefix + slotName(preferred);
+  let lockName = slotLock(url, instance, slotName(preferred));
   let got;
   try {
     got = await claim(lockName, going, () => tabEnv.lock(lockName, tabEnv.reloading() ? RELOAD_WAIT_MS : 0));
@@ -65,7 +64,7 @@ export async function takeSlot(url, instance, name, signal) {
   let slot = preferred;
   for (let i = 1; !got; i++) {
     if (i === preferred) continue;
-    lockName = prefix + slotName(i);
+    lockName = slotLock(url, instance, slotName(i));
     const next = lockName;
     got = await claim(next, going, () => tabEnv.lock(next, 0));
     slot = i;
@@ -73,6 +72,15 @@ export async function takeSlot(url, instance, name, signal) {
   tabEnv.write(memory, String(slot));
   const h = holding(lockName, got.release);
   return { ...h, name: slotName(slot), leave: () => (left.now = true), release: () => h.release().finally(got.end) };
+}
+
+/**
+ * slotLock is the name of the Web Lock of a stream's slot, name being the
+ * slot's (name, name#2 …): takeSlot's, and relay.js's forget, which holds
+ * it while it deletes the stream.
+ */
+export function slotLock(url, instance, name) {
+  return `relaywasm:${url}\u0000${instance}\u0000${name}`;
 }
 
 // own maps the lock name of each slot this page holds, or is asking for,
