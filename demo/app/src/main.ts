@@ -225,9 +225,12 @@ async function main() {
   const acp = client()
     .onNotification("session/update", ({ params }) => onUpdate(params))
     .onRequest("session/request_permission", ({ params }) => {
-      // The dev agent asks before some prompts; this app allows once.
-      const allow = params.options.find((o) => o.kind === "allow_once") ?? params.options[0];
-      return { outcome: { outcome: "selected", optionId: allow.optionId } };
+      // The dev agent asks before some prompts; this app, to stay small,
+      // allows once without asking, and never more than once: with no
+      // "allow_once" among the options it rejects, or cancels. An app of
+      // yours shows the user the request and its options (demo/web does).
+      const pick = params.options.find((o) => o.kind === "allow_once") ?? params.options.find((o) => o.kind === "reject_once");
+      return { outcome: pick ? { outcome: "selected", optionId: pick.optionId } : { outcome: "cancelled" } };
     });
   let loss: RelayError | null = null; // what ended the last stream
   let again = 0; // losses in a row while setting up
