@@ -67,11 +67,7 @@ func TestStreamNoResumeBlipPendingPermission(t *testing.T) {
 	t.Parallel()
 	needSDK(t)
 	s := startNonResumingStack(t, sdkDir, 0)
-	p := relaytest.NewProxy(t, s.Addr())
-	u := s.PageURL() + "?relay=" + url.QueryEscape("ws://"+p.Addr()+relayleg.AttachPath)
-	tb := openTab(t, newBrowser(t), "sdk", u)
-	tb.page = allowing{tb.page, refusedDial}
-	sdkReady(tb)
+	p, tb := sdkBehindProxy(t, s)
 	tb.eval(`__acp.hold = true, __acp.promptLater("permission to write")`, nil)
 	sdkWait(tb, "the permission request", `__acp.asked.length === 1`)
 	p.Cut()
@@ -176,11 +172,7 @@ func TestStreamReloadWithAnswerUnsent(t *testing.T) {
 	t.Parallel()
 	needSDK(t)
 	s := startStackServing(t, sdkDir, 0)
-	p := relaytest.NewProxy(t, s.Addr())
-	u := s.PageURL() + "?relay=" + url.QueryEscape("ws://"+p.Addr()+relayleg.AttachPath)
-	tb := openTab(t, newBrowser(t), "sdk", u)
-	tb.page = allowing{tb.page, refusedDial}
-	sdkReady(tb)
+	p, tb := sdkBehindProxy(t, s)
 	tb.eval(`__acp.hold = true, __acp.promptLater("permission to write")`, nil)
 	sdkWait(tb, "the permission request", `__acp.asked.length === 1`)
 	sdkWait(tb, "the Store to hold the cursor past the request", `__acp.att.history().then(() => __acp.storedCursor()).then(c => c > 0 && c >= __acp.att.cursor)`)
@@ -196,4 +188,17 @@ func TestStreamReloadWithAnswerUnsent(t *testing.T) {
 	if asked != 1 {
 		t.Fatalf("the reloaded page's SDK was asked %d times, want once", asked)
 	}
+}
+
+// sdkBehindProxy opens the SDK page of s with its relay reached through a
+// proxy of its own (which the test cuts or freezes), ready for a prompt.
+// The page's console may report the dials the cut refused.
+func sdkBehindProxy(t *testing.T, s *stack.Stack) (*relaytest.Proxy, *tab) {
+	t.Helper()
+	p := relaytest.NewProxy(t, s.Addr())
+	u := s.PageURL() + "?relay=" + url.QueryEscape("ws://"+p.Addr()+relayleg.AttachPath)
+	tb := openTab(t, newBrowser(t), "sdk", u)
+	tb.page = allowing{tb.page, refusedDial}
+	sdkReady(tb)
+	return p, tb
 }

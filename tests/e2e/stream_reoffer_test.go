@@ -2,11 +2,7 @@ package e2e
 
 import (
 	"fmt"
-	"net/url"
 	"testing"
-
-	"github.com/relaywasm/relaywasm/demo/relay/relaytest"
-	"github.com/relaywasm/relaywasm/librelay/relayleg"
 )
 
 // The page is offline (a phone asleep) while a runtime that does not resume
@@ -54,11 +50,7 @@ func offlineTakeover(t *testing.T, deaf bool) (*tab, string) {
 	t.Helper()
 	needSDK(t)
 	hop, s := stackBehindHop(t, sdkDir, true)
-	p := relaytest.NewProxy(t, s.Addr())
-	u := s.PageURL() + "?relay=" + url.QueryEscape("ws://"+p.Addr()+relayleg.AttachPath)
-	tb := openTab(t, newBrowser(t), "sdk", u)
-	tb.page = allowing{tb.page, refusedDial}
-	sdkReady(tb)
+	p, tb := sdkBehindProxy(t, s)
 	tb.eval(fmt.Sprintf(`__acp.hold = true, __acp.deaf = %t, __acp.promptLater("permission to DELETE the production database")`, deaf), nil)
 	sdkWait(tb, "the permission request", `__acp.asked.length === 1`)
 
@@ -111,11 +103,7 @@ func TestStreamReofferedCancelledByRuntime(t *testing.T) {
 	t.Parallel()
 	needSDK(t)
 	s := startNonResumingStack(t, sdkDir, 0)
-	p := relaytest.NewProxy(t, s.Addr())
-	u := s.PageURL() + "?relay=" + url.QueryEscape("ws://"+p.Addr()+relayleg.AttachPath)
-	tb := openTab(t, newBrowser(t), "sdk", u)
-	tb.page = allowing{tb.page, refusedDial}
-	sdkReady(tb)
+	p, tb := sdkBehindProxy(t, s)
 	tb.eval(`__acp.hold = true, __acp.promptLater("permission to write")`, nil)
 	sdkWait(tb, "the permission request", `__acp.asked.length === 1`)
 	p.Cut()
