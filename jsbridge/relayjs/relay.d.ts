@@ -222,7 +222,7 @@ export interface AttachOptions extends StreamName {
    * succeeds, or its signal aborts); nothing ends the attachment for it.
    */
   token: string | (() => string | Promise<string>);
-  /** The relay's pinned Ed25519 public key (librelay.FormatPublicKey); a welcome that does not verify, or cannot be read, rejects with bad_relay_signature. Checked with WebCrypto's Ed25519 where the engine has it, else by relay.wasm. Its text, never its bytes: anything but a string, or a string that is not a key, rejects with bad_options. */
+  /** The relay's pinned Ed25519 public key (librelay.FormatPublicKey); a welcome that does not verify, or cannot be read, rejects with bad_relay_signature. Checked with WebCrypto's Ed25519 where the engine has it, else by relay.wasm. Its text, never its bytes: anything but a string, or a string that is not a key, rejects with bad_options. It proves the relay after the upgrade, when the token has been sent already (a browser can put it only in the upgrade request): it keeps the conversation from a relay that is not the one pinned, not the token. Over wss:// TLS proves the server before the token goes; over ws:// nothing does. */
   relayKey?: string;
   /** How many transcript entries (both directions, losses included: HistoryLoss) to keep for history(). Default 0. */
   history?: number;
