@@ -22,7 +22,7 @@ import (
 // Version numbers the boundary: the calls, records and formats below. relay.js
 // installs its bridge with it, and relay.wasm refuses a bridge whose version is
 // not its own (and tells relay.js so).
-const Version = 4
+const Version = 5
 
 // BridgeGlobal is where relay.js installs its bridge object on globalThis.
 // The name never changes: the version is a property of the object, so that

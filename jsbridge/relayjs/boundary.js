@@ -3,7 +3,7 @@
 // The constants relay.js shares with relay.wasm, defined in Go
 // (jsbridge/boundary, which says what each means).
 
-export const VERSION = 4;
+export const VERSION = 5;
 export const BRIDGE_GLOBAL = "__relaywasm_bridge";
 export const ACP_TYPE = "acp.message";
 export const MAX_FRAME_BYTES = 16777216;
