@@ -30,11 +30,12 @@
 // within it a stream's state and chunk are written together, so the stored
 // cursor and transcript always agree. A commit with a new attachment id is
 // written at once; flush, a read and clear write first; and writeAll (the
-// page is hidden or goes away) issues every store's transaction before it
-// returns and commits it at once, even while an earlier one is still being
-// written: in an engine whose writes are slow (WebKitGTK's take 35-190 ms
-// each here) the page would otherwise end with the commits queued behind the
-// running write never issued. That transaction writes the running one's
+// page is hidden or goes away; going into the back/forward cache it only
+// spills: see cached) issues every store's transaction before it returns
+// and commits it at once, even while an earlier one is still being written:
+// in an engine whose writes are slow (WebKitGTK's take 35-190 ms each here)
+// the page would otherwise end with the commits queued behind the running
+// write never issued. That transaction writes the running one's
 // commits again, at the same keys (IndexedDB runs readwrite transactions
 // over the same stores in the order they were made, and a put of the same
 // key overwrites): the page going away may abort the running one and still
@@ -128,13 +129,38 @@ const PAGE = `${Date.now().toString(36)}.${Math.random().toString(36).slice(2)}`
 let stores = 0;
 let marks = 0;
 
+// cached is set while the page is in the back/forward cache, from its
+// pagehide (persisted) to its pageshow, and no transaction is made then.
+// WebKitGTK 2.50 runs none made in that pagehide while the page is cached
+// (a commit() in it neither), and one of the page's still running then (a
+// write not yet committed, the Blob probe) ends only once the page is shown
+// again: until then it holds the stores, and the chat page come back to by
+// its URL waited BLOCKED_LIMIT_MS for it and fell back to memory, with a
+// new attachment id and no transcript; shown again, the page found a write
+// made in its pagehide reported complete without its puts. So the store
+// aborts what it has in flight as the page is cached (crossed) and spills
+// what it would write (#spillAhead): a next page of the tab finishes the
+// spill, and the page shown again writes it all again. This listener is
+// added as this module loads, before lifecycle.js's and remote.js's, which
+// write the stores (writeAll).
+let cached = false;
+globalThis.addEventListener?.("pagehide", (ev) => {
+  cached = ev.persisted === true;
+  if (cached) for (const s of all) s.crossed();
+});
+
 // A page shown again from the back/forward cache reads its streams again
 // as it writes them (Store.forget).
 globalThis.addEventListener?.("pageshow", (ev) => {
-  if (ev.persisted) for (const s of all) s.forget(true);
+  if (!ev.persisted) return;
+  cached = false;
+  for (const s of all) {
+    s.forget(true);
+    s.hurry(NOW); // what its pagehide spilled, and any write #write held back
+  }
 });
 
-/** writeAll has every store write what it has queued, now (pagehide, hidden). */
+/** writeAll has every store write what it has queued, now (pagehide, hidden); in the back/forward cache, spill it (cached). */
 export function writeAll() {
   for (const s of all) s.hurry(FINAL);
 }
@@ -248,6 +274,7 @@ export class Store {
     this.spillKey = ""; // this store's sessionStorage key, once open
     this.spilled = new Map(); // stream -> its entry in the spill
     this.blobs = BLOBS_UNKNOWN; // whether chunks go as Blobs (probeBlobs)
+    this.probing = null; // probeBlobs's transaction, until it ends
     this.arena = new Arena(); // the bytes of the commits not yet written
     this.opened = this.#open();
   }
@@ -432,6 +459,11 @@ export class Store {
   // spills them), unless the newest in flight is a FINAL one already.
   #write() {
     if (!this.writing) return;
+    if (cached) {
+      if (this.urgent === FINAL) this.#spillAhead();
+      this.urgent = 0;
+      return;
+    }
     if (this.flying.length > 0 && (this.urgent !== FINAL || (this.pending.length === 0 && this.flying.at(-1).final))) return;
     this.timer = null;
     if (!this.db && !this.mem) {
@@ -452,7 +484,7 @@ export class Store {
     const f = { batch, bases: new Map(), mark: `${PAGE}/${++marks}`, final, db: this.db, era: this.era };
     this.flying.push(f); // before: a transaction that cannot be made ends at once
     const blobs = !final && this.blobs === BLOBS_YES;
-    writeStreams(this.db, this.keys, this.known, streams, bases, f.mark, final, blobs, (err, foreign) => this.#ended(f, err, foreign));
+    f.tx = writeStreams(this.db, this.keys, this.known, streams, bases, f.mark, final, blobs, (err, foreign) => this.#ended(f, err, foreign));
     for (const c of streams) f.bases.set(c.stream, c.total); // -1: read within the transaction
     if (final) this.#spill(streams, f.mark);
     else if (this.flying.includes(f)) this.#probe(streams); // not when it could not be made
@@ -463,8 +495,21 @@ export class Store {
   // passed.
   #probe(streams) {
     if (this.blobs !== BLOBS_UNKNOWN || !streams.some((c) => c.keep > 0 && c.n > 0)) return;
-    this.blobs = BLOBS_PROBING;
-    probeBlobs(this.db).then((ok) => (this.blobs = ok ? BLOBS_YES : BLOBS_NO));
+    const tx = (this.probing = probeBlobs(this.db));
+    this.blobs = tx ? BLOBS_PROBING : BLOBS_NO;
+    if (!tx) return;
+    completed(tx).then(
+      () => this.#probed(tx, BLOBS_YES),
+      () => this.#probed(tx, BLOBS_NO),
+    );
+  }
+
+  // #probed notes the outcome of probe tx, unless the store gave up on it
+  // (crossed): then the next write with a chunk probes again.
+  #probed(tx, blobs) {
+    if (this.probing !== tx) return;
+    this.probing = null;
+    this.blobs = blobs;
   }
 
   // #spill leaves a copy of a final write in sessionStorage (see the top
@@ -495,7 +540,7 @@ export class Store {
   #spillAhead() {
     const bases = this.#bases();
     // The connection lost is of this era until the reopen begins (#connected counts it up).
-    const lost = this.lostAt.era === (this.lost ? this.era : this.era - 1) ? this.lostAt.bases : new Map();
+    const lost = !this.db && this.lostAt.era === (this.lost ? this.era : this.era - 1) ? this.lostAt.bases : new Map();
     const startKnown = (c) => lost.has(c.stream) || !bases.has(c.stream) || bases.get(c.stream) >= 0;
     const streams = coalesce(this.#unsettled().filter(startKnown));
     for (const c of streams) {
@@ -581,6 +626,9 @@ export class Store {
     if (err && this.#severed(f.db, f.era)) {
       this.unwritten.push(...f.batch);
       this.#noteLost(f);
+    } else if (f.crossed) {
+      this.unwritten.push(...f.batch);
+      this.#recount(f);
     } else if (err && foreign && transient(err) && this.aborts < ABORT_RETRIES) {
       this.aborts++;
       this.unwritten.push(...f.batch);
@@ -613,6 +661,33 @@ export class Store {
     }
     this.#drain();
     if (this.failed) this.#report(reasonFor(this.failed), this.failed);
+  }
+
+  /**
+   * crossed aborts the writes in flight, and the Blob probe, as the page
+   * goes into the back/forward cache (see cached): each write is made again
+   * once the page is shown again and its abort is heard (#ended), over a
+   * read of what is stored (#recount), leaving out what is recorded already
+   * (forget): one that did commit before the abort is found recorded.
+   */
+  crossed() {
+    for (const f of this.flying) {
+      f.crossed = true;
+      try {
+        f.tx?.abort();
+      } catch {
+        // ended already: #ended hears of it when the page is shown again
+      }
+    }
+    if (this.probing) {
+      try {
+        this.probing.abort();
+      } catch {
+        // ended already
+      }
+      this.probing = null;
+      this.blobs = BLOBS_UNKNOWN;
+    }
   }
 
   // #stored notes f's mark as what its streams' records hold now, for the
@@ -923,7 +998,8 @@ function coalesce(batch) {
 }
 
 // writeStreams writes coalesced commits in one readwrite transaction and
-// calls done(null), or done(error) when it failed. A stream whose total
+// calls done(null), or done(error) when it failed; it returns the
+// transaction (undefined when none could be made). A stream whose total
 // this store does not know reads it first, within the transaction. The
 // state records carry mark. A final write issues every request now and
 // commits at once (trimming waits for the next write). Chunks go as Blobs
@@ -1022,6 +1098,7 @@ function writeStreams(db, keys, known, streams, bases, mark, final, blobs, done)
   } catch (e) {
     fail(e);
   }
+  return tx;
 }
 
 // chunkOf is the chunk of coalesced commits c: a Blob when blobs is set.
@@ -1274,8 +1351,9 @@ const BLOBS_NO = 3;
 const PROBE_KEY = ["relaywasm:probe"];
 
 /**
- * probeBlobs resolves to whether db takes a Blob in a put: it puts one,
- * and deletes it, in a transaction of its own. Safari's private browsing
+ * probeBlobs finds whether db takes a Blob in a put: it puts one, and
+ * deletes it, in a transaction of its own, which it returns (null when
+ * none could be made); it completes where Blobs go. Safari's private browsing
  * refuses Blobs in IndexedDB (webkit.org/b/156347): its put throws a
  * DataCloneError, and a network process that cannot write the Blob fails
  * the transaction instead. Either way the chunks then go as bytes, as they
@@ -1287,12 +1365,9 @@ function probeBlobs(db) {
     const chunks = tx.objectStore(STORE_CHUNKS);
     chunks.put(new Blob([new Uint8Array(1)]), PROBE_KEY).onerror = (ev) => ev.stopPropagation(); // the abort reports it
     chunks.delete(PROBE_KEY);
-    return completed(tx).then(
-      () => true,
-      () => false,
-    );
+    return tx;
   } catch {
-    return Promise.resolve(false);
+    return null;
   }
 }
 

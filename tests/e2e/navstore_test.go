@@ -1,0 +1,215 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// navStorePage runs rounds by itself, as firstStorePage does, each on a
+// database of its own, new to the origin. On a round's first load it
+// attaches (every other round with relay.wasm in a worker), sends n echo
+// requests (each answered with one message), then one every 10 ms, so
+// that commits are queued and written as it leaves, and, 5-55 ms after its
+// first message, navigates to another page of the origin (navAwayPage), which
+// comes back at once: by loading this page's URL again (rounds 0 and 1 mod
+// 4) or by going back in the history (2 and 3 mod 4; WebKit and Firefox
+// may then show this very page again from the back/forward cache). The
+// page that comes back notes whether the database was there, whether it is
+// the page that left (persisted), attaches again (or, restored, keeps its
+// attachment and waits for the answer to one more echo), records what it found (the attachment id, the incoming
+// seqs of history(), the storage and its fallback's reason) and starts the
+// next round, until the test's time (until, ms since the epoch) is over
+// and at least 4 rounds ran; __s.done then holds the results.
+const navStorePage = `<!doctype html><html lang="en"><title>nav store</title>
+<script type="module">
+import { loadRelay } from "/relay.js";
+const q = new URLSearchParams(location.search);
+const [run, round, until, n] = [q.get("run"), Number(q.get("round")), Number(q.get("until")), Number(q.get("n"))];
+const db = "nav-" + run + "-" + round;
+const back = Math.floor(round / 2) % 2 === 1;
+const get = (k, d) => JSON.parse(sessionStorage.getItem(k + ":" + db) ?? JSON.stringify(d));
+const set = (k, v) => sessionStorage.setItem(k + ":" + db, JSON.stringify(v));
+const loads = get("loads", 0) + 1;
+set("loads", loads);
+const spills = () => Object.keys(sessionStorage).filter((k) => k.startsWith("relaywasm.spill:" + encodeURIComponent(db) + ":")).length;
+const X = (window.__s = { done: null, error: null });
+const leave = () => {
+  const away = new URLSearchParams({ to: location.href, back: back ? "1" : "" });
+  location.href = "/navaway.html?" + away;
+};
+addEventListener("pagehide", (ev) => set("hidden", ev.persisted ? "persisted" : "unloaded"));
+const finish = async (relay, att, fallback, persisted, existed, began) => {
+  const history = (await att.history()).filter((e) => e.message !== undefined && !e.out).map((e) => e.seq);
+  const results = JSON.parse(sessionStorage.getItem("results:" + run) ?? "[]");
+  results.push({ round, back, worker: round % 2 === 1, existed,
+    persisted, hidden: get("hidden", ""), spills: persisted ? 0 : spills(), took: get("took", 0), before: get("session", ""),
+    after: att.session, history, storage: get("storage", ""), storageAfter: relay.storage, fallback: fallback(), ms: Date.now() - began });
+  sessionStorage.setItem("results:" + run, JSON.stringify(results));
+  if (round < 3 || Date.now() < until) {
+    q.set("round", String(round + 1));
+    location.href = location.pathname + "?" + q;
+  } else {
+    X.done = results;
+  }
+};
+try {
+  const began = Date.now();
+  const existed = loads > 1 && (await indexedDB.databases()).some((d) => d.name === db);
+  const relay = await loadRelay({ database: db, worker: round % 2 === 1 });
+  let fallback = "";
+  let [shown, finishing] = [null, false]; // when the page was shown again from the back/forward cache
+  const got = [];
+  const att = await relay.attach({
+    url: "ws://" + location.host + "/v1/attach", instance: "demo", token: "dev-token", name: "s", history: 1000,
+    onMessage(m, meta) {
+      got.push(meta.seq);
+      if (loads > 1) return;
+      if (shown === null) set("took", got.length);
+      if (got.length === 1) setTimeout(leave, 5 + Math.random() * 50);
+      if (shown !== null && !finishing) {
+        finishing = true;
+        finish(relay, att, () => fallback, true, true, shown).catch((e) => (X.error = String(e?.message ?? e)));
+      }
+    },
+    onState(state, info) {
+      if (info?.storage === "memory") fallback = info.reason ?? "memory";
+    },
+  });
+  if (loads === 1) {
+    set("session", att.session);
+    set("storage", relay.storage);
+    let i = 0;
+    const echo = () => att.sendACP({ jsonrpc: "2.0", id: ++i, method: "_relaywasm/echo", params: { i } });
+    addEventListener("pageshow", (ev) => {
+      if (!ev.persisted) return;
+      shown = Date.now();
+      echo(); // its answer comes after the commits of all the handler took before (onMessage)
+    });
+    while (i < n) echo();
+    const more = setInterval(echo, 10);
+    addEventListener("pagehide", () => clearInterval(more));
+  } else {
+    await finish(relay, att, () => fallback, false, existed, began);
+  }
+} catch (e) {
+  X.error = String(e?.message ?? e);
+}
+</script></html>`
+
+// navAwayPage is the page navStorePage leaves for: it comes back as soon
+// as it has loaded (after its load event, so that the navigation is an
+// ordinary one, not one that replaces this page in the history).
+const navAwayPage = `<!doctype html><html lang="en"><title>away</title>
+<script>
+const q = new URLSearchParams(location.search);
+addEventListener("load", () => setTimeout(() => (q.get("back") ? history.back() : (location.href = q.get("to"))), 0));
+</script></html>`
+
+// navStoreRound is one round's result (navStorePage).
+type navStoreRound struct {
+	Round        int    `json:"round"`
+	Back         bool   `json:"back"`
+	Worker       bool   `json:"worker"`
+	Existed      bool   `json:"existed"`
+	Persisted    bool   `json:"persisted"`
+	Hidden       string `json:"hidden"`
+	Spills       int    `json:"spills"`
+	Took         int    `json:"took"`
+	Before       string `json:"before"`
+	After        string `json:"after"`
+	History      []int  `json:"history"`
+	Storage      string `json:"storage"`
+	StorageAfter string `json:"storageAfter"`
+	Fallback     string `json:"fallback"`
+	Ms           int    `json:"ms"`
+}
+
+// navStoreFor is how long navStorePage starts new rounds for (never fewer
+// than its four).
+const navStoreFor = 8 * time.Second
+
+// A page that navigates to another page of its origin a few milliseconds
+// after its first message, and is come back to (its URL loaded again, or
+// back in the history), finds what it had: IndexedDB, not memory, the same
+// attachment, and the transcript of every message its handler took. In
+// WebKitGTK the page left goes into the back/forward cache, where a write
+// of its store that had not yet sent its commit never ends: the page that
+// came back by the URL waited 10 s for it (BLOCKED_LIMIT_MS) and fell back
+// to memory, with a new attachment and no transcript (an iOS webview user
+// returning to the chat would see the conversation gone), and a write made
+// in its pagehide lost its entries once the page was shown again (store.js,
+// cached and crossed).
+//
+// A worker-mode page come back by the URL may miss the last messages its
+// handler took: their commits are still in the worker the cached page
+// keeps (remote.js leaves them to it), so the transcript has to hold a
+// gapless start of them only.
+func TestNavigateAwayRightAfterTheFirstMessages(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for name, page := range map[string]string{"nav.html": navStorePage, "navaway.html": navAwayPage} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(page), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := startStackServing(t, dir, 0)
+	const n = 5
+	until := time.Now().Add(navStoreFor).UnixMilli()
+	tb := openTab(t, newBrowser(t), "nav", fmt.Sprintf("%snav.html?run=%d&round=0&until=%d&n=%d", s.PageURL(), time.Now().UnixNano(), until, n))
+	results := waitNavRounds(tb)
+	restored := 0
+	for _, r := range results {
+		if r.Persisted {
+			restored++
+		}
+		gapless := true
+		for j, seq := range r.History {
+			gapless = gapless && seq == j+1
+		}
+		whole := gapless && (len(r.History) >= r.Took || r.Worker && !r.Persisted && len(r.History) > 0)
+		if r.Worker && !r.Persisted && len(r.History) < r.Took {
+			t.Logf("round %d (worker): its handler took %d messages, the transcript has %d", r.Round, r.Took, len(r.History))
+		}
+		if !r.Existed || r.Before == "" || r.After != r.Before || r.StorageAfter != "indexeddb" || !whole {
+			how := map[bool]string{true: "back in the history", false: "by its URL"}[r.Back]
+			t.Errorf("round %d (worker %v), navigated away 5-55 ms after its first message and come back %s, its handler having taken %d messages (storage %s): the database was there: %v; the page come back (restored from the cache: %v; storage %s %s, after %d ms) has attachment %q, was %q, and the transcript's seqs %v",
+				r.Round, r.Worker, how, r.Took, r.Storage, r.Existed, r.Persisted, r.StorageAfter, r.Fallback, r.Ms, r.After, r.Before, r.History)
+		}
+	}
+	t.Logf("%d rounds, %d came back to the page restored from the back/forward cache", len(results), restored)
+}
+
+// waitNavRounds waits until navStorePage has run its rounds and returns
+// their results; a look a navigation cuts short is tried again.
+func waitNavRounds(tb *tab) []navStoreRound {
+	tb.t.Helper()
+	deadline := time.Now().Add(navStoreFor + 2*waitLimit)
+	for {
+		var raw string
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := tb.page.eval(ctx, `(() => { try { return JSON.stringify(__s.error !== null ? {error: __s.error} : __s.done) } catch { return "null" } })()`, &raw)
+		cancel()
+		if err == nil && raw != "null" && raw != "" {
+			var failed struct{ Error *string }
+			if json.Unmarshal([]byte(raw), &failed) == nil && failed.Error != nil {
+				tb.t.Fatalf("the page failed: %s", *failed.Error)
+			}
+			var out []navStoreRound
+			if err := json.Unmarshal([]byte(raw), &out); err != nil {
+				tb.t.Fatalf("the page's results %s: %v", raw, err)
+			}
+			return out
+		}
+		if time.Now().After(deadline) {
+			var at string
+			tb.eval(`location.href`, &at)
+			tb.t.Fatalf("the page did not finish its rounds (at %s; last look: %v)", at, err)
+		}
+		time.Sleep(10 * pollEvery)
+	}
+}
