@@ -164,6 +164,8 @@ func TestNavigateAwayRightAfterTheFirstMessages(t *testing.T) {
 	results := waitNavRounds(tb)
 	restored := 0
 	for _, r := range results {
+		t.Logf("round %d (worker %v): came back %s in %d ms, storage %s, took %d, transcript %d", r.Round, r.Worker,
+			map[bool]string{true: "restored", false: "loaded"}[r.Persisted], r.Ms, r.StorageAfter, r.Took, len(r.History))
 		if r.Persisted {
 			restored++
 		}
