@@ -143,20 +143,32 @@ let marks = 0;
 // spill, and the page shown again writes it all again. This listener is
 // added as this module loads, before lifecycle.js's and remote.js's, which
 // write the stores (writeAll).
+//
+// Only in WebKit (CACHE_HOLDS_WRITES): Chromium and Firefox run the write
+// a page makes in its pagehide as it goes into the cache, and it is in
+// IndexedDB then, for a page of another tab too; spilled instead, it would
+// be in this tab's sessionStorage only, and a page left for another site,
+// the chat opened again in another tab, would miss its last commits.
+// navigator.vendor is WebCore's constant in every WebKit (Safari, every
+// browser on iOS, WebKitGTK, WPE), "Google Inc." in Chromium's engines and
+// "" in Firefox.
+const CACHE_HOLDS_WRITES = globalThis.navigator?.vendor === "Apple Computer, Inc.";
 let cached = false;
 globalThis.addEventListener?.("pagehide", (ev) => {
-  cached = ev.persisted === true;
+  cached = ev.persisted === true && CACHE_HOLDS_WRITES;
   if (cached) for (const s of all) s.crossed();
 });
 
 // A page shown again from the back/forward cache reads its streams again
-// as it writes them (Store.forget).
+// as it writes them (Store.forget), and, in WebKit, writes what its
+// pagehide spilled and any write #write held back while it was cached.
 globalThis.addEventListener?.("pageshow", (ev) => {
   if (!ev.persisted) return;
+  const was = cached;
   cached = false;
   for (const s of all) {
     s.forget(true);
-    s.hurry(NOW); // what its pagehide spilled, and any write #write held back
+    if (was) s.hurry(NOW);
   }
 });
 
