@@ -154,10 +154,12 @@ export interface Relay {
    *     await relay.forget({ url, instance, name: att.name });
    *
    * It rejects with a RelayError "bad_options", and deletes nothing, while
-   * an attachment holds the stream: one of this page (attached, or still
-   * attaching) or of another tab. It does not wait for it: close() or
-   * detach() it first (both resolve once the stream is free). Meanwhile
-   * attach of the stream in this page waits for the forget.
+   * an attachment holds the stream: one of this page or of another tab. It
+   * does not wait for it: close() or detach() it first (both resolve once
+   * the stream is free). It waits only for this page's attaches of the same
+   * relay and instance that are still taking their slot, which is quick,
+   * and an attach of that relay and instance waits for the forget (an
+   * attach of "chat" may take "chat#2", the slot being forgotten).
    *
    * It deletes from the storage this Relay has: where that is "memory"
    * because IndexedDB could not be opened (storage says so; onState's

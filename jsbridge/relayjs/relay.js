@@ -228,19 +228,17 @@ class Relay {
     const o = normalise(options);
     if (B.gone) throw B.gone; // before a slot is taken for nothing
     listenToLifecycle(B);
-    const asked = slotLock(o.url, o.instance, o.name);
-    attaching.set(asked, (attaching.get(asked) ?? 0) + 1); // forget refuses it meanwhile
+    const inst = instanceKey(o.url, o.instance);
     let slot;
-    try {
-      await forgetting.get(asked)?.catch(() => {}); // a forget of the stream under way ends first
+    const taking = (async () => {
+      await forgetting.get(inst)?.catch(() => {}); // a forget of the instance's under way ends first
       slot = await takeSlot(o.url, o.instance, o.name, options.signal);
-    } finally {
-      if (slot === undefined) untrack(asked);
-    }
+    })();
+    track(attaching, inst, taking); // a forget of the instance's waits for the slot to be taken
+    await taking;
     const a = new Attachment(B.nextHandle++, slot, options);
     a._stream = slotLock(o.url, o.instance, slot.name);
     B.attachments.set(a._handle, a);
-    untrack(asked);
     try {
       a._place = await B.call("attach", [this.#handle, a._handle, { ...o, name: slot.name }], options.signal);
       a._attached = true;
@@ -274,10 +272,12 @@ class Relay {
   async forget(stream) {
     const key = streamOf(stream, "forget");
     const lock = slotLock(key.url, key.instance, key.name);
-    if (attachedHere(lock)) refuse("an attachment of this page", key.name);
-    const before = forgetting.get(lock);
+    const inst = instanceKey(key.url, key.instance);
+    const taking = attaching.get(inst);
+    const before = forgetting.get(inst);
     const done = (async () => {
-      await before?.catch(() => {});
+      await Promise.allSettled([taking, before]);
+      if (attachedHere(lock)) refuse("an attachment of this page", key.name);
       const release = await holdSlot(lock, key.name);
       try {
         await B.call("stored", [this.#handle, key.url, key.instance, key.name, true]); // Store.Clear (api.go apiStored)
@@ -285,32 +285,40 @@ class Relay {
         await release();
       }
     })();
-    forgetting.set(lock, done);
-    try {
-      await done;
-    } finally {
-      if (forgetting.get(lock) === done) forgetting.delete(lock);
-    }
+    track(forgetting, inst, done);
+    await done;
   }
 }
 
-// The streams this page is attaching (before takeSlot gave the attachment a
-// slot) and forgetting, by the slot's lock name: forget refuses a stream
-// being attached, and attach waits for a forget under way, so that it does
-// not take name#2 for the lock forget holds.
-const attaching = new Map(); // lock name -> attaches under way
-const forgetting = new Map(); // lock name -> the forget under way
+// The slots this page is taking (attach, until takeSlot gave the
+// attachment one) and the forgets under way, by relay and instance: an
+// attach waits for the instance's forgets under way, and a forget for the
+// instance's attaches taking a slot, before it looks whether this page
+// holds the stream. By instance, not by stream: an attach of "chat" may
+// take "chat#2" (takeSlot), which a forget of "chat#2" would otherwise
+// hold, and the attach take "chat#3". Taking a slot is quick (a lock), so
+// the waits are short, though an attach may wait for the forget of another
+// stream of its instance.
+const attaching = new Map(); // instanceKey -> all its slots being taken settled
+const forgetting = new Map(); // instanceKey -> all its forgets under way settled
 
-function untrack(lock) {
-  const n = attaching.get(lock) - 1;
-  if (n > 0) attaching.set(lock, n);
-  else attaching.delete(lock);
+// track adds p to what waits[key] stands for, until every p added settled.
+function track(waits, key, p) {
+  const all = Promise.allSettled([waits.get(key), p]);
+  waits.set(key, all);
+  all.then(() => {
+    if (waits.get(key) === all) waits.delete(key);
+  });
+}
+
+function instanceKey(url, instance) {
+  return `${url}\u0000${instance}`;
 }
 
 // attachedHere says whether an attachment of this page holds the stream
-// whose slot is lock, or is attaching it.
+// whose slot is lock.
 function attachedHere(lock) {
-  return attaching.has(lock) || [...B.attachments.values()].some((a) => a._stream === lock);
+  return [...B.attachments.values()].some((a) => a._stream === lock);
 }
 
 // refuse rejects a forget of the stream name that an attachment holds.

@@ -3,6 +3,7 @@
 package browser
 
 import (
+	"syscall/js"
 	"testing"
 )
 
@@ -46,4 +47,31 @@ func TestAPIForget(t *testing.T) {
 			must(t, ctx, again.Call("detach"))
 		})
 	}
+}
+
+// A tab whose slot is name#2 (another tab held name) forgets name#2, as
+// relay.d.ts says to (att.name), and attaches name again without waiting
+// for the forget: the attach waits for it and takes name#2 again, found
+// forgotten. Before, attach waited only for a forget of the name it was
+// given, took name (or name#3) while the forget held name#2, and the tab
+// showed what another slot had stored. Found by review, 2026-12-07.
+func TestAPIForgetSecondSlot(t *testing.T) {
+	ctx := testContext(t)
+	relay := loadRelay(t, ctx, nil)
+	url, inst := env(t, "RELAY_ATTACH_URL"), env(t, "RELAY_INSTANCE")
+	hold := js.Global().Get("Function").New("name", "return new Promise(ok => { navigator.locks.request(name, () => new Promise(rel => ok(rel))); })")
+	release := must(t, ctx, hold.Invoke("relaywasm:"+url+"\x00"+inst+"\x00second")) // "another tab" holds the slot "second"
+	att := must(t, ctx, relay.Call("attach", attachOptions(t, recorder(t, nil), "second", nil)))
+	if n := att.Get("name").String(); n != "second#2" {
+		t.Fatalf("the first attach got the slot %q, want second#2", n)
+	}
+	must(t, ctx, att.Call("close"))
+	release.Invoke()
+	forgot := relay.Call("forget", map[string]any{"url": url, "instance": inst, "name": "second#2"})
+	again := must(t, ctx, relay.Call("attach", attachOptions(t, recorder(t, nil), "second", nil)))
+	must(t, ctx, forgot)
+	if n := again.Get("name").String(); n != "second#2" {
+		t.Errorf("the attach made while second#2 was being forgotten got the slot %q, want second#2", n)
+	}
+	must(t, ctx, again.Call("detach"))
 }
