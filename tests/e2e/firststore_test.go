@@ -126,7 +126,7 @@ func TestReloadRightAfterTheDatabaseWasCreated(t *testing.T) {
 	const n = 5
 	until := time.Now().Add(firstStoreFor).UnixMilli()
 	tb := openTab(t, newBrowser(t), "first", fmt.Sprintf("%sfirst.html?run=%d&round=0&until=%d&n=%d", s.PageURL(), time.Now().UnixNano(), until, n))
-	results := waitRounds(tb)
+	results := waitRounds[firstStoreRound](tb, firstStoreFor)
 	spilled := 0
 	for _, r := range results {
 		if r.Spills > 0 {
@@ -144,12 +144,13 @@ func TestReloadRightAfterTheDatabaseWasCreated(t *testing.T) {
 	t.Logf("%d rounds, %d came back to a spill", len(results), spilled)
 }
 
-// waitRounds waits until firstStorePage has run its rounds and returns
-// their results. The page reloads itself meanwhile: a look the navigation
-// cuts short is tried again.
-func waitRounds(tb *tab) []firstStoreRound {
+// waitRounds waits until a page that runs rounds by itself (firstStorePage,
+// navStorePage) has run them, for about dur, and returns their results,
+// which the page leaves in __s.done. The page reloads or navigates itself
+// meanwhile: a look the navigation cuts short is tried again.
+func waitRounds[R any](tb *tab, dur time.Duration) []R {
 	tb.t.Helper()
-	deadline := time.Now().Add(firstStoreFor + 2*waitLimit)
+	deadline := time.Now().Add(dur + 2*waitLimit)
 	for {
 		var raw string
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -160,7 +161,7 @@ func waitRounds(tb *tab) []firstStoreRound {
 			if json.Unmarshal([]byte(raw), &failed) == nil && failed.Error != nil {
 				tb.t.Fatalf("the page failed: %s", *failed.Error)
 			}
-			var out []firstStoreRound
+			var out []R
 			if err := json.Unmarshal([]byte(raw), &out); err != nil {
 				tb.t.Fatalf("the page's results %s: %v", raw, err)
 			}

@@ -1,8 +1,6 @@
 package e2e
 
 import (
-	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -161,7 +159,7 @@ func TestNavigateAwayRightAfterTheFirstMessages(t *testing.T) {
 	const n = 5
 	until := time.Now().Add(navStoreFor).UnixMilli()
 	tb := openTab(t, newBrowser(t), "nav", fmt.Sprintf("%snav.html?run=%d&round=0&until=%d&n=%d", s.PageURL(), time.Now().UnixNano(), until, n))
-	results := waitNavRounds(tb)
+	results := waitRounds[navStoreRound](tb, navStoreFor)
 	restored := 0
 	for _, r := range results {
 		t.Logf("round %d (worker %v): came back %s in %d ms, storage %s, took %d, transcript %d", r.Round, r.Worker,
@@ -184,34 +182,4 @@ func TestNavigateAwayRightAfterTheFirstMessages(t *testing.T) {
 		}
 	}
 	t.Logf("%d rounds, %d came back to the page restored from the back/forward cache", len(results), restored)
-}
-
-// waitNavRounds waits until navStorePage has run its rounds and returns
-// their results; a look a navigation cuts short is tried again.
-func waitNavRounds(tb *tab) []navStoreRound {
-	tb.t.Helper()
-	deadline := time.Now().Add(navStoreFor + 2*waitLimit)
-	for {
-		var raw string
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		err := tb.page.eval(ctx, `(() => { try { return JSON.stringify(__s.error !== null ? {error: __s.error} : __s.done) } catch { return "null" } })()`, &raw)
-		cancel()
-		if err == nil && raw != "null" && raw != "" {
-			var failed struct{ Error *string }
-			if json.Unmarshal([]byte(raw), &failed) == nil && failed.Error != nil {
-				tb.t.Fatalf("the page failed: %s", *failed.Error)
-			}
-			var out []navStoreRound
-			if err := json.Unmarshal([]byte(raw), &out); err != nil {
-				tb.t.Fatalf("the page's results %s: %v", raw, err)
-			}
-			return out
-		}
-		if time.Now().After(deadline) {
-			var at string
-			tb.eval(`location.href`, &at)
-			tb.t.Fatalf("the page did not finish its rounds (at %s; last look: %v)", at, err)
-		}
-		time.Sleep(10 * pollEvery)
-	}
 }
