@@ -93,12 +93,21 @@ func (r *Relay) hooks() Hooks {
 }
 
 // endEndpoint closes one of the relay's own endpoints for a shared table.
+// A browser socket superseded (its id reclaimed on another node) lets its
+// attachment go at once, its grace starting, rather than once its
+// goroutine ends after the close: a newcomer's hello in between, at the
+// instance's limit, found the moved id still held by a live socket and was
+// refused too_many_attachments, though its client had seen the close
+// (TestYieldingAMovedAttachmentDetachesNothing, under -race, once).
 func endEndpoint(ep Endpoint, code, message string) {
 	switch c := ep.(type) {
 	case *runtimeConn:
 		c.closeWith(code, message)
 	case *browserConn:
 		c.closeWith(code, message, code != relayleg.CodeSuperseded)
+		if code == relayleg.CodeSuperseded {
+			c.r.release(c, false)
+		}
 	}
 }
 
