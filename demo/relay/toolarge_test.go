@@ -10,7 +10,7 @@ import (
 	"github.com/relaywasm/relaywasm/librelay/relayleg"
 )
 
-// readCargoOrError reads the browser's next frame that is not a heartbeat.
+// readSkippingHeartbeats reads the browser's next frame that is not a heartbeat.
 func readSkippingHeartbeats(t *testing.T, b *relaytest.Browser) librelay.Frame {
 	t.Helper()
 	for {

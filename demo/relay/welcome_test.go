@@ -63,14 +63,14 @@ func TestTakeoverTellsTheSocketsOfTheReplacedRuntimeOnly(t *testing.T) {
 		}
 	}
 
-	if f := firstFrame(t, before); !isError(f, relayleg.CodeRuntimeGone) {
+	if f := readSkippingHeartbeats(t, before); !isError(f, relayleg.CodeRuntimeGone) {
 		t.Fatalf("the socket attached just before the install got %s %s first, want relay.error %s",
 			f.Type, f.Payload, relayleg.CodeRuntimeGone)
 	}
 	if _, code := before.ReadUntilClosed(); code != relayleg.CloseFor(relayleg.CodeRuntimeGone) {
 		t.Fatalf("the socket attached just before the install was closed with %d, want %d", code, relayleg.CloseFor(relayleg.CodeRuntimeGone))
 	}
-	if f := firstFrame(t, after); f.Type != librelay.TypeACPMessage || string(f.Payload) != `"from the new runtime"` {
+	if f := readSkippingHeartbeats(t, after); f.Type != librelay.TypeACPMessage || string(f.Payload) != `"from the new runtime"` {
 		t.Fatalf("the socket attached just after the install got %s %s first, want the new runtime's message", f.Type, f.Payload)
 	}
 }
@@ -100,10 +100,10 @@ func TestLeaveTellsTheSocketsOfTheRuntimeThatLeftOnly(t *testing.T) {
 		Seq: 1, Payload: []byte(`"from the next runtime"`)}); err != nil {
 		t.Fatal(err)
 	}
-	if f := firstFrame(t, after); f.Type != librelay.TypeACPMessage || string(f.Payload) != `"from the next runtime"` {
+	if f := readSkippingHeartbeats(t, after); f.Type != librelay.TypeACPMessage || string(f.Payload) != `"from the next runtime"` {
 		t.Fatalf("the socket attached to the next runtime got %s %s first, want its message", f.Type, f.Payload)
 	}
-	if f := firstFrame(t, before); !isError(f, relayleg.CodeRuntimeGone) {
+	if f := readSkippingHeartbeats(t, before); !isError(f, relayleg.CodeRuntimeGone) {
 		t.Fatalf("the socket attached to the runtime that left got %s %s first, want relay.error %s",
 			f.Type, f.Payload, relayleg.CodeRuntimeGone)
 	}
@@ -155,20 +155,6 @@ func connect(env *relaytest.Env) (*relaytest.Runtime, error) {
 		return nil, err
 	}
 	return rt, nil
-}
-
-// firstFrame reads b's next frame other than a heartbeat probe.
-func firstFrame(t *testing.T, b *relaytest.Browser) librelay.Frame {
-	t.Helper()
-	for {
-		f, err := b.Read()
-		if err != nil {
-			t.Fatalf("browser read: %v (close code %d)", err, relaytest.CloseCode(err))
-		}
-		if f.Type != librelay.TypeHeartbeat {
-			return f
-		}
-	}
 }
 
 func isError(f librelay.Frame, code string) bool {
