@@ -124,6 +124,18 @@ type Limits struct {
 	HeaderBytes   int
 	HeaderTimeout time.Duration
 	PendingConns  int
+	// PendingConnsPerAddress bounds the connections not yet upgraded from
+	// one client address (an IPv6 client's /64), so that one peer cannot
+	// take every place in PendingConns and get everyone else 503 (default
+	// PendingConns/16, 64 by default, at least 8 and at most PendingConns).
+	// Past it a new connection from that address is answered 503 with
+	// Retry-After: 1, saying so, and closed unread; it takes no place in
+	// PendingConns. The address is the connection's own: X-Forwarded-For
+	// is not trusted (anyone can send it, and the count is taken before a
+	// header is read), so behind a reverse proxy every client has the
+	// proxy's address; there, set it to PendingConns and bound clients in
+	// the proxy.
+	PendingConnsPerAddress int
 	// PendingHellos bounds the browser sockets the relay holds before their
 	// hello is judged: the browser leg reads the credential only with the
 	// hello, so these are unauthenticated (default 1024). Past it an upgrade
@@ -225,6 +237,8 @@ func (l *Limits) setDefaults() {
 	setDefault(&l.HeaderBytes, 16<<10)
 	setDefault(&l.HeaderTimeout, 10*time.Second)
 	setDefault(&l.PendingConns, 1024)
+	setDefault(&l.PendingConnsPerAddress, max(l.PendingConns/16, 8))
+	l.PendingConnsPerAddress = min(l.PendingConnsPerAddress, l.PendingConns)
 	setDefault(&l.PendingHellos, 1024)
 	setDefault(&l.AttachmentsPerInstance, 256)
 	setDefault(&l.QueueFrames, 16<<10)

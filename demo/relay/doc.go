@@ -21,7 +21,8 @@
 // What comes before the upgrade is bounded by the http.Server, which
 // ConfigureServer sets up: headers, any body and the response to a request
 // that is not upgraded (Limits.HeaderBytes, HeaderTimeout) and connections
-// not yet upgraded (Limits.PendingConns).
+// not yet upgraded, in all and per client address (Limits.PendingConns,
+// PendingConnsPerAddress).
 //
 // Relay is a handler: whoever serves it chooses plain HTTP (the loopback
 // default) or TLS. With Config.TLSCert and TLSKey, TLSConfig gives the
@@ -234,6 +235,15 @@
 //     and no bound on connections, 300 trickling 900 KiB headers held
 //     +333 MB. A socket awaiting its hello is served by a goroutine of its
 //     own, so its upgrade request is not kept.
+//   - Connections not yet upgraded from one client address (an IPv6
+//     client's /64), 64: 1/16 of the 1024, so one peer leaves 15/16 of the
+//     places to everyone else, and a peer needs 16 addresses to fill them
+//     (each connection held for at most HeaderTimeout). A browser opens at
+//     most 6 connections to a host at once and its sockets' upgrades take a
+//     round trip each, so 64 leaves room for several browsers behind one
+//     NAT connecting in the same instant. Never below 8 (one page load),
+//     never above PendingConns. The address is the connection's, not
+//     X-Forwarded-For's: behind a proxy, set it to PendingConns.
 //   - Queue towards a runtime, 4096 frames or 16 MiB: about 25 ms of traffic
 //     at the measured rate, or 16 largest browser frames. A browser whose
 //     frame does not fit is not read until it does (holding meanwhile at

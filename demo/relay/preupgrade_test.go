@@ -2,6 +2,8 @@ package relay_test
 
 import (
 	"bufio"
+	"context"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -17,7 +19,17 @@ import (
 // rawConn opens a TCP connection to the relay, closed at the test's end.
 func rawConn(t *testing.T, env *relaytest.Env) net.Conn {
 	t.Helper()
-	c, err := net.Dial("tcp", env.Server.Listener.Addr().String())
+	return rawConnFrom(t, env, "")
+}
+
+// rawConnFrom is rawConn dialled from localIP ("": the system's choice).
+func rawConnFrom(t *testing.T, env *relaytest.Env, localIP string) net.Conn {
+	t.Helper()
+	d := net.Dialer{}
+	if localIP != "" {
+		d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(localIP)}
+	}
+	c, err := d.Dial("tcp", env.Server.Listener.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,5 +106,48 @@ func TestPendingConnsBounded(t *testing.T) {
 	upgraded.Send(librelay.Frame{Type: librelay.TypeACPMessage, Instance: upgraded.Instance, Session: upgraded.Session, Payload: []byte(`"still here"`)})
 	if f, err := rt.ReadCargo(); err != nil || string(f.Payload) != `"still here"` {
 		t.Fatalf("the upgraded socket: %s %v", f.Payload, err)
+	}
+}
+
+// One client address cannot take every place among the connections not yet
+// upgraded: past PendingConnsPerAddress of its own, a connection from it is
+// answered 503 saying so, and a browser from another address still gets in.
+// Before, one address that held PendingConns connections (redialling each
+// as HeaderTimeout let it go) got every browser and runtime HTTP 503.
+func TestPendingConnsPerAddress(t *testing.T) {
+	env := relaytest.Start(t, func(c *relay.Config) {
+		c.Limits.PendingConns = 3
+		c.Limits.PendingConnsPerAddress = 2
+	})
+	env.Connect(t)
+	var held []net.Conn
+	for range 3 { // the whole count, from one address
+		c := rawConnFrom(t, env, "127.0.0.1")
+		c.Write([]byte("GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")) // and nothing more; the refused one may fail it
+		held = append(held, c)
+	}
+
+	b, resp, err := relaytest.DialBrowser(context.Background(), env.AttachURL, env.ClientToken,
+		relaytest.DialOptions{Origin: env.Origin, LocalIP: "127.0.0.2"})
+	if err != nil {
+		code := 0
+		if resp != nil {
+			code = resp.StatusCode
+		}
+		t.Fatalf("a browser from another address while 127.0.0.1 holds %d connections: %v (HTTP %d)", len(held), err, code)
+	}
+	defer b.WS.CloseNow()
+	if f, _, err := b.Hello(env.Instance, "", librelay.ProtocolVersion); err != nil || f.Type != librelay.TypeWelcome {
+		t.Fatalf("browser hello: %s %s %v", f.Type, f.Payload, err)
+	}
+
+	resp, err = http.ReadResponse(bufio.NewReader(held[2]), nil)
+	if err != nil {
+		t.Fatalf("the third connection from 127.0.0.1: %v, want HTTP 503", err)
+	}
+	why, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" || !strings.Contains(string(why), "address") {
+		t.Fatalf("the third connection from 127.0.0.1: HTTP %d, Retry-After %q, %q; want 503 with Retry-After, saying its address has too many",
+			resp.StatusCode, resp.Header.Get("Retry-After"), why)
 	}
 }

@@ -61,7 +61,7 @@ type Relay struct {
 	testHook atomic.Pointer[func(step string)]
 
 	hellos     atomic.Int64 // browser sockets not yet welcomed (Limits.PendingHellos)
-	preUpgrade atomic.Int64 // connections not yet upgraded (Limits.PendingConns, ConfigureServer)
+	preUpgrade pendingConns // connections not yet upgraded (Limits.PendingConns, PendingConnsPerAddress; ConfigureServer)
 }
 
 // closer is a connection the relay can end on shutdown.

@@ -45,6 +45,9 @@ func BenchmarkPreUpgradeRSS(b *testing.B) {
 		// Opening 2,000 connections takes this loaded machine longer than
 		// the 10 s default, and the figure is for all of them at once.
 		c.Limits.HeaderTimeout = 2 * time.Minute
+		// Every connection comes from 127.0.0.1, and the figure is for
+		// the whole bound: one address may take all of it here.
+		c.Limits.PendingConnsPerAddress = preUpgradeSockets
 	})
 	pad := env.Relay.Limits().HeaderBytes - 1024
 	if v, err := strconv.Atoi(os.Getenv(childTricklePad)); err == nil {

@@ -32,10 +32,13 @@ import (
 //     wrapped for this, so ConfigureServer comes once it is set. An
 //     upgrade's hijack clears the deadlines (corkingWriter; the runtime leg
 //     sets its own);
-//   - a bound on connections not yet upgraded (Limits.PendingConns): past
-//     it, a new connection is answered 503 with Retry-After: 1 and closed
-//     before a byte of it is read. It counts every connection from accept
-//     until it is upgraded (hijacked) or closed, whatever it asks for.
+//   - a bound on connections not yet upgraded (Limits.PendingConns), and
+//     on those from one client address (PendingConnsPerAddress): past
+//     either, a new connection is answered 503 with Retry-After: 1 and
+//     closed before a byte of it is read. They count every connection from
+//     accept until it is upgraded (hijacked) or closed, whatever it asks
+//     for. Without the second, one peer redialling what the first lets go
+//     held every place, and every browser and runtime got 503.
 //
 // It adds listenAddr's names to those the browser leg serves (Config.Hosts).
 // Fields already set on srv are kept, and an existing Handler and ConnState
@@ -143,27 +146,24 @@ func (w *progressWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 // Unwrap lets http.ResponseController reach net/http's writer.
 func (w *progressWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// busyResponse is what a connection past Limits.PendingConns gets.
-var busyResponse = []byte("HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: 0\r\n\r\n")
-
-// connState counts connections not yet upgraded. Every connection starts
-// in StateNew and ends in exactly one of StateHijacked and StateClosed, so
-// the count is one up at the first and one down at the second.
+// connState counts connections not yet upgraded (pendingConns). Every
+// connection starts in StateNew and ends in exactly one of StateHijacked
+// and StateClosed.
 func (r *Relay) connState(c net.Conn, s http.ConnState) {
 	switch s {
 	case http.StateNew:
-		if r.preUpgrade.Add(1) > int64(r.cfg.Limits.PendingConns) {
+		if busy := r.preUpgrade.admit(c, r.cfg.Limits); busy != nil {
 			// This runs in the accept loop: a plain connection takes the
 			// few bytes of a 503 at once, while a TLS one would first
 			// need a handshake, so it is only closed.
 			if _, isTLS := c.(*tls.Conn); !isTLS {
 				c.SetWriteDeadline(time.Now().Add(time.Second))
-				c.Write(busyResponse)
+				c.Write(busy)
 			}
 			c.Close()
 		}
 	case http.StateHijacked, http.StateClosed:
-		r.preUpgrade.Add(-1)
+		r.preUpgrade.release(c)
 	}
 }
 

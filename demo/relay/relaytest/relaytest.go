@@ -183,6 +183,10 @@ type DialOptions struct {
 	Uplink int
 	// TLS is the client TLS config for a wss URL (nil: the system roots).
 	TLS *tls.Config
+	// LocalIP, when set, is the address the socket is dialled from
+	// (127.0.0.2 is another loopback client on Linux), for a limit per
+	// client address.
+	LocalIP string
 }
 
 // DialBrowser opens a browser-leg WebSocket offering the relay subprotocol
@@ -197,7 +201,7 @@ func DialBrowser(ctx context.Context, attachURL, token string, o DialOptions) (*
 		h.Set("Origin", o.Origin)
 	}
 	ws, resp, err := websocket.Dial(ctx, attachURL, &websocket.DialOptions{
-		Subprotocols: protocols, HTTPHeader: h, HTTPClient: httpClient(o.ReadBuf, o.Uplink, o.TLS), Host: o.Host,
+		Subprotocols: protocols, HTTPHeader: h, HTTPClient: httpClient(o), Host: o.Host,
 	})
 	if err != nil {
 		return nil, resp, err
@@ -206,20 +210,24 @@ func DialBrowser(ctx context.Context, attachURL, token string, o DialOptions) (*
 	return &Browser{WS: ws}, resp, nil
 }
 
-// httpClient dials with a fixed receive buffer and a paced uplink when asked
-// (a fresh client, so the dial does not share a transport with other tests).
-func httpClient(readBuf, uplink int, tc *tls.Config) *http.Client {
+// httpClient dials from o.LocalIP, with a fixed receive buffer and a paced
+// uplink when asked (a fresh client, so the dial does not share a transport
+// with other tests).
+func httpClient(o DialOptions) *http.Client {
 	d := &net.Dialer{}
+	if o.LocalIP != "" {
+		d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(o.LocalIP)}
+	}
 	tr := &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 		c, err := d.DialContext(ctx, network, addr)
-		if tc, ok := c.(*net.TCPConn); ok && readBuf > 0 {
-			tc.SetReadBuffer(readBuf)
+		if tc, ok := c.(*net.TCPConn); ok && o.ReadBuf > 0 {
+			tc.SetReadBuffer(o.ReadBuf)
 		}
-		if err == nil && uplink > 0 {
-			c = &pacedConn{Conn: c, rate: uplink}
+		if err == nil && o.Uplink > 0 {
+			c = &pacedConn{Conn: c, rate: o.Uplink}
 		}
 		return c, err
-	}, TLSClientConfig: tc}
+	}, TLSClientConfig: o.TLS}
 	return &http.Client{Transport: tr}
 }
 
