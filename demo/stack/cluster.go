@@ -253,7 +253,13 @@ func (c *Cluster) startNode(i int, addr string) (*Node, error) {
 		mux.Handle("/", page)
 	}
 	n := &Node{Index: i, Name: name, addr: raw.Addr().String(), rl: rl, table: table, ln: ln,
-		srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}}
+		srv: &http.Server{Handler: mux,
+			// TLS handshake failures and the like are a peer's problem, not the demo's.
+			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}}
+	// The bounds the single relay is served with (headers, bodies,
+	// responses, connections not yet upgraded): without them a node held a
+	// request whose body never came for ever, and any number of them.
+	rl.ConfigureServer(n.srv, n.addr)
 	go func() {
 		if err := n.srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
 			c.fail(stackError(err))
