@@ -151,7 +151,7 @@ func TestRoutesAcrossNodes(t *testing.T) {
 	for _, b := range []*relaytest.Browser{b1, b2} {
 		for i := range n {
 			if f := readBrowser(t, b); f.Seq != uint64(i+1) || f.Session != b.Session {
-				t.Fatalf("frame %d: got seq %d session %q", i+1, f.Seq, f.Session)
+				t.Fatalf("frame %d: got seq %d session %q (%s %s)", i+1, f.Seq, f.Session, f.Type, f.Payload)
 			}
 		}
 	}
