@@ -92,6 +92,49 @@ export function unrecorded(parts, past) {
   return dropped ? [kept, n] : [parts, n];
 }
 
+/**
+ * unwritten returns the packed entries in bytes without the inbound ones
+ * (no ENTRY_OUTBOUND, no ENTRY_LOST) that the page wrote itself, whose
+ * seqs are written (in order), and how many entries it keeps: bytes itself
+ * when it drops none, null when it keeps none. Each seq of written drops
+ * one entry of that seq, the last ones first: the entries of the worker's
+ * commit that the page's own commit of the same batches holds already
+ * (remote.js _commitTail), which for a runtime that does not number its
+ * messages (seq 0) only their count tells apart.
+ */
+export function unwritten(bytes, written) {
+  const left = new Map(); // seq -> how many of it to drop
+  for (const seq of written) left.set(seq, (left.get(seq) ?? 0) + 1);
+  const all = [];
+  for (let at = 0; at < bytes.length; ) {
+    const start = at;
+    const seqEnd = skipUvarint(bytes, at + 1);
+    const seq = readUvarint(bytes, at + 1);
+    at = skipUvarint(bytes, seqEnd);
+    at += readUvarint(bytes, seqEnd);
+    all.push({ start, end: at, seq, inbound: !(bytes[start] & (ENTRY_OUTBOUND | ENTRY_LOST)) });
+  }
+  let dropped = 0;
+  for (let i = all.length - 1; i >= 0; i--) {
+    const e = all[i];
+    const n = e.inbound ? (left.get(e.seq) ?? 0) : 0;
+    if (n === 0) continue;
+    left.set(e.seq, n - 1);
+    e.drop = true;
+    dropped++;
+  }
+  if (dropped === 0) return [bytes, all.length];
+  const kept = all.filter((e) => !e.drop);
+  if (kept.length === 0) return [null, 0];
+  const out = new Uint8Array(kept.reduce((n, e) => n + e.end - e.start, 0));
+  let off = 0;
+  for (const e of kept) {
+    out.set(bytes.subarray(e.start, e.end), off);
+    off += e.end - e.start;
+  }
+  return [out, kept.length];
+}
+
 // put appends bytes at off and returns the new end.
 function put(bytes, off) {
   grow(off + bytes.length);

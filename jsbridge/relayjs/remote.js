@@ -18,7 +18,7 @@
 import { BaseAttachment, checkAttach, checkCursor, meta, sendArgs, urlText } from "./attachment.js";
 import { ABORTED, CODE_BAD_OPTIONS, CODE_CANCELED, DONE_FAILED, DONE_OK } from "./boundary.js";
 import { compileSource, handBack, pageURL, preloaded } from "./compile.js";
-import { packEntry } from "./entries.js";
+import { packEntry, unwritten } from "./entries.js";
 import { RelayError, report, settling } from "./errors.js";
 import { wasmExecBeside } from "./load.js";
 import { concat, openEarly, Stores, writeAll } from "./store.js";
@@ -299,6 +299,7 @@ class Connection {
     this.named = false; // a load has told the worker where relay.wasm is (startIn)
     this.stores = new Stores((id, kind, value, h) => this.#stored(id, kind, value, h));
     this.locks = new Map(); // lock request id -> {name, release}: the worker's slots (tabs.js tabEnv)
+    this.away = false; // from a pagehide into the back/forward cache to the pageshow from it (forwardLifecycle)
   }
 
   // end gives up a worker that never loaded relay.wasm (startIn). Every
@@ -360,18 +361,24 @@ class Connection {
   // #store runs one of Go's calls on the page's stores. One that throws
   // (no such store: cannot happen) fails the wait it was for, if any. A
   // commit made as Go took a batch's count stores that batch and those
-  // before it.
+  // before it, less what the page committed of them itself (_unwritten).
   #store(m) {
     try {
-      this.stores[m.op](...m.args);
-      if (m.op === "commit" && m.after) {
-        for (const a of this.attachments.values()) if (a._stores(m.args[0], m.args[1])) a._committed(m.after);
-      }
+      const mine = m.op === "commit" && m.after ? this.#storing(m.args[0], m.args[1]) : [];
+      let args = m.args;
+      for (const a of mine) args = a._unwritten(args, m.after);
+      this.stores[m.op](...args);
+      for (const a of mine) a._committed(m.after);
     } catch (e) {
       const id = m.op === "open" ? m.args[0] : m.op === "run" ? m.args[1] : 0;
       if (id) this.#stored(id, DONE_FAILED, e, m.h);
       else console.error("relay.js: a store call from the worker failed:", e);
     }
+  }
+
+  // #storing are the attachments whose stream is stream of store h.
+  #storing(h, stream) {
+    return [...this.attachments.values()].filter((a) => a._stores(h, stream));
   }
 
   call(op, args, signal) {
@@ -448,16 +455,31 @@ class Connection {
 // back/forward cache has the worker let its slots' locks go (suspend), and
 // pageshow from it has the worker ask for them again (tabs.js
 // suspendSlots).
+//
+// At every pagehide the page commits itself what its handlers took that
+// the worker has not committed yet (_commitTail), and, until it is shown
+// again, what they take after (c.away): a page kept in the back/forward
+// cache keeps its worker, whose commits of those come only if the page is
+// shown again, and a page come back to by its URL is a new one, which
+// missed them (against a runtime that does not resume, they were lost).
+// The worker's commits of them that come after store them once only
+// (RemoteAttachment._unwritten).
 function forwardLifecycle(w, c) {
   const send = (ev) => w.postMessage({ t: "life", ev });
   const hide = (ev) => {
-    // A page kept in the back/forward cache keeps its worker, whose
-    // commits then still come.
-    if (!ev.persisted) for (const a of c.attachments.values()) a._commitTail(c.stores);
-    else send("suspend");
+    for (const a of c.attachments.values()) a._commitTail(c.stores);
+    if (ev.persisted) {
+      c.away = true;
+      send("suspend");
+    }
     writeAll();
     rememberSlots(c.lockNames());
     if (ev.persisted) c.suspendLocks();
+  };
+  const show = (ev) => {
+    if (!ev.persisted) return;
+    c.away = false;
+    send("pageshow");
   };
   const visibility = () => {
     if (document.visibilityState === "visible") send("visible");
@@ -470,7 +492,7 @@ function forwardLifecycle(w, c) {
   addEventListener("online", () => send("online"), on);
   addEventListener("offline", () => send("offline"), on);
   addEventListener("pagehide", hide, on);
-  addEventListener("pageshow", (ev) => ev.persisted && send("pageshow"), on);
+  addEventListener("pageshow", show, on);
   document.addEventListener("freeze", () => writeAll(), on);
   document.addEventListener("resume", () => send("resume"), on);
   document.addEventListener("visibilitychange", visibility, on);
@@ -502,9 +524,10 @@ function reloading() {
 // cursor at the last seq, and with a transcript (keep > 0) one entry per
 // message not replayed, its payload as JSON text. The payload crossed from
 // the worker as an object, so its text is JSON.stringify's, the same JSON
-// as the runtime's though maybe not the same bytes.
+// as the runtime's though maybe not the same bytes. It returns the session
+// and cursor it committed, or null.
 function commitTail(stores, h, stream, keep, tail) {
-  if (stores.info(h) === null) return; // cannot happen: the place is the page's store
+  if (stores.info(h) === null) return null; // cannot happen: the place is the page's store
   const known = stores.state(h, stream);
   const session = tail.at(-1).session ?? "";
   let cursor = known && known.session === session ? known.cursor : 0;
@@ -515,6 +538,19 @@ function commitTail(stores, h, stream, keep, tail) {
   }
   const entries = parts.slice(Math.max(0, parts.length - keep));
   stores.commit(h, stream, session, cursor, keep, entries.length, concat(entries));
+  return { session, cursor };
+}
+
+// entrySeqs are the seqs of the entries commitTail packs of a batch's
+// first n messages, and the worker's Go of them (jsbridge/store.go).
+function entrySeqs(batch, replay, n, keep) {
+  const seqs = [];
+  if (keep <= 0) return seqs;
+  for (let i = 0; i < n; i++) {
+    const seq = batch[i].seq ?? 0;
+    if (seq === 0 || replay[i] !== 1) seqs.push(seq);
+  }
+  return seqs;
 }
 
 class RemoteRelay {
@@ -596,6 +632,11 @@ class RemoteAttachment extends BaseAttachment {
   // resume. At pagehide, the page commits them itself (_commitTail).
   #tail = []; // [{waitID, batch, replay, n}]: the first n of each batch
   #place = null; // [store handle, stream] in the page's stores, or null
+  // What _commitTail committed whose commits from the worker are still to
+  // come: the worker, cached with the page, sends them if it is shown
+  // again, and Chromium may run them as the page goes into the cache.
+  #wrote = []; // [{waitID, seqs}]: the seqs of the entries committed of batch waitID
+  #wroteAt = null; // {session, cursor} of the last of those commits
 
   // Only a batch the worker commits for is kept: one that moves the cursor
   // (a message with a seq, not replayed) or adds to the transcript. Others
@@ -624,8 +665,28 @@ class RemoteAttachment extends BaseAttachment {
     if (this.#tail.length === 0 || this.#place === null) return;
     const [h, stream] = this.#place;
     const tail = this.#tail.flatMap((t) => t.batch.slice(0, t.n).map((f, i) => ({ ...f, replay: t.replay[i] === 1 })));
+    for (const t of this.#tail) this.#wrote.push({ waitID: t.waitID, seqs: entrySeqs(t.batch, t.replay, t.n, this._history) });
     this.#tail = [];
-    commitTail(stores, h, stream, this._history, tail);
+    this.#wroteAt = commitTail(stores, h, stream, this._history, tail) ?? this.#wroteAt;
+  }
+
+  /**
+   * _unwritten is the arguments of the worker's commit (Stores.commit's)
+   * made as Go took the count of batch after, less what _commitTail
+   * committed of the batches up to it: their entries (entries.js
+   * unwritten), and a cursor behind the one committed then, which would
+   * take the stream's back (a page come back to would resume from there,
+   * and get those messages again).
+   */
+  _unwritten(args, after) {
+    const mine = this.#wrote.filter((w) => w.waitID <= after);
+    if (mine.length === 0) return args;
+    this.#wrote = this.#wrote.filter((w) => w.waitID > after);
+    let [h, stream, session, cursor, keep, n, bytes] = args;
+    if (bytes) [bytes, n] = unwritten(bytes, mine.flatMap((w) => w.seqs));
+    const at = this.#wroteAt;
+    if (at !== null && at.session === session) cursor = Math.max(cursor, at.cursor);
+    return [h, stream, session, cursor, keep, n, bytes];
   }
 
   get name() {
@@ -726,6 +787,12 @@ class RemoteAttachment extends BaseAttachment {
     this.#busy = null;
     this._accepted(busy.waitID, busy.batch, busy.replay, busy.n);
     this.#c.worker.postMessage({ t: "done", waitID: busy.waitID, n: busy.n });
+    if (this.#c.away) {
+      // Taken after the page went into the back/forward cache: committed
+      // here too, and written, as at its pagehide (forwardLifecycle).
+      this._commitTail(this.#c.stores);
+      writeAll();
+    }
     busy.done?.(); // #end waits for it
   }
 

@@ -143,10 +143,14 @@ const navStoreFor = 8 * time.Second
 // in its pagehide lost its entries once the page was shown again (store.js,
 // cached and crossed).
 //
-// A worker-mode page come back by the URL may miss the last messages its
-// handler took: their commits are still in the worker the cached page
-// keeps (remote.js leaves them to it), so the transcript has to hold a
-// gapless start of them only.
+// In worker mode the page that left commits what its handler took that
+// the worker had not committed yet itself (remote.js): they had been left
+// to the worker, which is cached with the page and never sent them when the
+// page was come back to by its URL (61 taken, 20 in the transcript in
+// WebKit; 16 and 3 in Chromium). The worker's own commits of them, which
+// still come when the page is shown again (and in Chromium sometimes as it
+// goes into the cache), store nothing twice: the transcript holds each
+// message once, in every round and mode.
 func TestNavigateAwayRightAfterTheFirstMessages(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -171,10 +175,8 @@ func TestNavigateAwayRightAfterTheFirstMessages(t *testing.T) {
 		for j, seq := range r.History {
 			gapless = gapless && seq == j+1
 		}
-		whole := gapless && (len(r.History) >= r.Took || r.Worker && !r.Persisted && len(r.History) > 0)
-		if r.Worker && !r.Persisted && len(r.History) < r.Took {
-			t.Logf("round %d (worker): its handler took %d messages, the transcript has %d", r.Round, r.Took, len(r.History))
-		}
+		// gapless also means no message twice: seqs count up from 1 by one.
+		whole := gapless && len(r.History) >= r.Took
 		if !r.Existed || r.Before == "" || r.After != r.Before || r.StorageAfter != "indexeddb" || !whole {
 			how := map[bool]string{true: "back in the history", false: "by its URL"}[r.Back]
 			t.Errorf("round %d (worker %v), navigated away 5-55 ms after its first message and come back %s, its handler having taken %d messages (storage %s): the database was there: %v; the page come back (restored from the cache: %v; storage %s %s, after %d ms) has attachment %q, was %q, and the transcript's seqs %v",
