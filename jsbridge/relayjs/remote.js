@@ -665,9 +665,12 @@ class RemoteAttachment extends BaseAttachment {
     if (this.#tail.length === 0 || this.#place === null) return;
     const [h, stream] = this.#place;
     const tail = this.#tail.flatMap((t) => t.batch.slice(0, t.n).map((f, i) => ({ ...f, replay: t.replay[i] === 1 })));
-    for (const t of this.#tail) this.#wrote.push({ waitID: t.waitID, seqs: entrySeqs(t.batch, t.replay, t.n, this._history) });
+    const batches = this.#tail;
     this.#tail = [];
-    this.#wroteAt = commitTail(stores, h, stream, this._history, tail) ?? this.#wroteAt;
+    const at = commitTail(stores, h, stream, this._history, tail);
+    if (at === null) return;
+    this.#wroteAt = at;
+    for (const t of batches) this.#wrote.push({ waitID: t.waitID, seqs: entrySeqs(t.batch, t.replay, t.n, this._history) });
   }
 
   /**
