@@ -37,6 +37,9 @@ type devAgent struct {
 	conn  *acp.AgentSideConnection
 	rate  float64 // chunks per second; 0 streams as fast as the connection takes them
 	pause *pause  // the runtime's: holds the stream between chunks while on
+	// loadForgets is Config.LoadForgets: session/load of a session not
+	// held answered as if loaded.
+	loadForgets bool
 
 	mu       sync.Mutex
 	sessions map[acp.SessionId]*turn // running turn of each session, or nil

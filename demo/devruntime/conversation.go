@@ -83,6 +83,9 @@ func (c *conversation) replay(ctx context.Context, conn *acp.AgentSideConnection
 // a reloaded page that kept its sessionId rebuilds its conversation from it.
 func (a *devAgent) LoadSession(ctx context.Context, p acp.LoadSessionRequest) (acp.LoadSessionResponse, error) {
 	c := a.conversation(p.SessionId)
+	if c == nil && a.loadForgets {
+		return acp.LoadSessionResponse{}, nil
+	}
 	if c == nil {
 		return acp.LoadSessionResponse{}, acp.NewInvalidParams(map[string]any{"error": "unknown session " + string(p.SessionId)})
 	}

@@ -50,6 +50,13 @@ type Config struct {
 	// waits for the answer any more. For tests of clients.
 	NoCancelRequest bool
 
+	// LoadForgets has session/load of a session the agent does not hold
+	// answer as if it had loaded it, replaying nothing and holding nothing:
+	// the next prompt on it is refused "unknown session" again, as by a
+	// runtime whose load is broken. For tests of clients that recover a
+	// forgotten session: they must not load and send again for ever.
+	LoadForgets bool
+
 	// RetainFrames and RetainBytes bound what each session keeps for resume
 	// (default 8192 frames, 8 MiB). At the ~150 B of a `count` chunk the
 	// frame bound binds first; at 1 KiB frames they meet.

@@ -48,6 +48,7 @@ func newSession(cfg *Config, id string, p *pause, out func([]byte), log *slog.Lo
 	s.kept = retention{maxFrames: cfg.RetainFrames, maxBytes: cfg.RetainBytes}
 	s.touch()
 	agent := newDevAgent(cfg.AgentRate, p)
+	agent.loadForgets = cfg.LoadForgets
 	conn := acp.NewAgentSideConnection(agent, s, pr)
 	conn.SetLogger(log)
 	agent.conn = conn

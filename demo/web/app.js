@@ -21,7 +21,8 @@
 //     session starts.
 //   - A runtime that restarted and no longer knows the ACP session (it
 //     answers a prompt "unknown session"): the page asks it to load the
-//     session, starts a new one where it cannot, and sends the prompt again.
+//     session, starts a new one where it cannot, and sends the prompt again;
+//     each way once, for an agent that keeps refusing.
 //   - A runtime that does not resume (contenox as it ships; `go run ./demo
 //     -resume=false`): the chat works the same, and the page says what a
 //     reload or a dropped connection costs there: whatever the agent sends
@@ -107,6 +108,10 @@ let agentLoads; // whether the agent offers session/load (initialize's answer); 
 // from the transcript: the prompt sent again is there).
 let forgotten = null;
 let loadingSid = ""; // a session/load on its way: what it replays is on screen already
+// resent is the prompt reopened last sent again, and how its session was
+// opened again ("loaded" or "new"), until a prompt is refused as sent on a
+// session the agent does not know (forgetSession).
+let resent = null;
 let replaying = false; // drawing history: show, never answer or send
 let loaded = false; // the attachment's transcript is drawn (not only what relay.history read)
 const pending = new Map(); // request id -> {method, turn?}
@@ -251,7 +256,7 @@ function respond(msg) {
       const cur = openTurns.get(req.turn.sid);
       const unknown = unknownSession(msg.error);
       (req.turn.done && cur?.orphan ? cur : req.turn).finish(unknown ? "unknown_session" : stopOf(msg), msg.error);
-      if (unknown && req.turn.sid === sessionId) forgetSession(req.turn.sid, req.prompt);
+      if (unknown && req.turn.sid === sessionId) forgetSession(req.turn.sid, req.prompt, resent?.prompt === req.prompt ? resent.how : "");
       break;
     }
   }
@@ -275,14 +280,25 @@ function unknownSession(err) {
 // again (reopened). No initialize: the restarted agent took the prompt
 // without one (contenox v1.0.0 and the dev runtime do). Drawn from the
 // transcript it does nothing: the messages after it show what came of it.
-function forgetSession(sid, prompt) {
+//
+// again says how the session prompt was refused on had been opened again,
+// if prompt was sent again on it (reopened): "loaded" starts a new session
+// instead, as if the load had failed, and "new" gives up, so an agent that
+// keeps refusing (its load, or its sessions, broken) gets each way once,
+// not a load and a prompt for as long as it goes on.
+function forgetSession(sid, prompt, again) {
+  resent = null;
   if (replaying) return;
+  if (again === "new") {
+    showBanner("error", "The agent refused your message again", "It does not know the session it has just started. Reload the page to try again.");
+    return;
+  }
   forgotten = { sid, prompt };
   sessionId = "";
   updateReady();
   showBanner("evicted", "The agent lost this conversation", FORGOTTEN_BANNER);
   if (settingUp()) return;
-  if (agentLoads === false) newSession();
+  if (agentLoads === false || again === "loaded") newSession();
   else loadSession(sid);
 }
 
@@ -302,7 +318,9 @@ function reopened(how) {
     how === "loaded" ? "The agent loaded this conversation again" : "A new session has started",
     (how === "loaded" ? RELOADED_BANNER : NEW_SESSION_BANNER) + (prompt ? " Your message has been sent again." : ""),
   );
-  if (prompt) sendPrompt(prompt);
+  if (!prompt) return;
+  resent = { prompt, how };
+  sendPrompt(prompt);
 }
 
 const FORGOTTEN_BANNER =

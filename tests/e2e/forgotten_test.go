@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/relaywasm/relaywasm/demo/devruntime"
 	"github.com/relaywasm/relaywasm/demo/stack"
 )
 
@@ -168,4 +169,38 @@ func shows(items []item) string {
 		}
 	}
 	return b.String()
+}
+
+// A runtime whose session/load answers success and still does not know the
+// session (its load is broken: devruntime LoadForgets): the page loads it
+// once, and when the prompt it sends again is refused "unknown session"
+// again, starts a new session instead and sends it there, where it is
+// answered. Before, the page loaded and sent again for as long as the
+// runtime went on so, without end.
+func TestNonResumingRuntimeBrokenLoadStartsNewSession(t *testing.T) {
+	t.Parallel()
+	s := startFreshStack(t, stack.Config{
+		WebDir: webDir, ModuleDir: moduleDir, Logger: logger(),
+		EditRuntime: func(c *devruntime.Config) { c.AgentRate, c.NoResume, c.LoadForgets = streamRate, true, true },
+	})
+	t.Cleanup(func() { s.Close() })
+	tb := openChat(t, newBrowser(t), "tab", s.PageURL())
+	tb.prompt("ping")
+	tb.waitFor("the answer to ping", lastAgentDone)
+	tb.waitFor("the page to learn the runtime does not resume", `__chat.resumable === false`)
+
+	restartAndWaitForLoss(tb, s)
+	promptRefused(tb, "after the restart")
+	checkForgottenAndResent(tb, "after the restart", 1)
+	var refused int
+	for _, it := range tb.transcript() {
+		if it.Role == "agent" && it.Stop == "unknown_session" {
+			refused++
+		}
+	}
+	if refused != 2 {
+		t.Fatalf("the prompt was refused %d times; want twice: on the forgotten session, then on it loaded (the runtime's load is broken)", refused)
+	}
+	tb.prompt("on the new session")
+	checkAnswered(tb, "on the new session")
 }
