@@ -397,6 +397,17 @@ export interface Attachment {
    *   away), and an answer to it is dropped with a console.warn rather
    *   than answering the new request. The runtime's $/cancel_request for
    *   a request offered again reaches the SDK with the stream's id.
+   * - A turn's end: once the response to a session/prompt arrives (this
+   *   stream's, or an earlier stream's the transcript holds), the agent's
+   *   requests of that params.sessionId the SDK has not answered are over
+   *   (a turn cancelled while its dialog was open, which a runtime need
+   *   not follow with $/cancel_request): the stream sends the SDK a
+   *   $/cancel_request for each (the dialog goes away), and the SDK's
+   *   answer reaches the runtime only if the runtime cancels the request
+   *   itself after all (its $/cancel_request is not handed to the SDK a
+   *   second time). An answer the app gave anyway (Allow on a dialog left
+   *   on screen) is dropped with a console.warn. A request without a
+   *   sessionId is kept.
    * - Errors: the readable errors with the RelayError that ended the
    *   attachment (unauthorized, superseded, detached, closed) or that says
    *   content is gone (an EvictionReason; the attachment stays open then),

@@ -124,9 +124,31 @@ export function openStream(att, options) {
   // requests reuse their ids, and the app's answer to one of them would
   // answer another (see staleOf).
   const open = new Map();
+  // prompts: the session/prompt requests sent and not answered yet (wire
+  // id -> params.sessionId): this stream's, and those of earlier streams
+  // the transcript holds (see unanswered), whose responses go to
+  // onMessage. The response to one ends its session's turn.
+  const prompts = new Map();
+  // moot: the runtime's requests the stream told the SDK were cancelled
+  // because their turn ended (the id the SDK has them under -> {wire,
+  // asked, answer}); cancelled: the same by wire id (-> the SDK's id). The
+  // SDK's answer to one does not go out unless the runtime asks for it:
+  // a runtime may send its own $/cancel_request after the turn's end (the
+  // dev runtime, on the Go ACP SDK, does), and ACP has the client answer a
+  // cancelled request. That cancel is not handed to the SDK a second time;
+  // it sends the SDK's answer to the stream's cancel, held until then
+  // (answer), or has it sent when it comes (asked). See settle.
+  const moot = new Map();
+  const cancelled = new Map();
   const handed = (m) => {
-    if (isRequest(m)) open.set(m.id, JSON.stringify(m));
-    else if (m.method === CANCEL_REQUEST) open.delete(m.params?.requestId);
+    if (isRequest(m)) {
+      open.set(m.id, JSON.stringify(m));
+      // A new request of that id: the runtime is past the one the stream
+      // cancelled (see turnOver), and a cancel of the id is this one's;
+      // so is the SDK's answer with it, where the SDK had both by the id.
+      if (cancelled.get(m.id) === m.id) moot.delete(m.id);
+      cancelled.delete(m.id);
+    } else if (m.method === CANCEL_REQUEST) open.delete(m.params?.requestId);
     return m;
   };
   const answered = (m) => {
@@ -173,9 +195,12 @@ export function openStream(att, options) {
     own.push({ jsonrpc: "2.0", method: CANCEL_REQUEST, params: { requestId: local } });
   };
   // toWire gives the SDK's answer to a re-offered request its wire id, or
-  // returns undefined for one gone stale, which must not go out.
+  // returns undefined for one gone stale, which must not go out, or one
+  // whose turn ended (see settle).
   const toWire = (m) => {
-    if (m === null || typeof m !== "object" || "method" in m || !reoffers.has(m.id)) return m;
+    if (m === null || typeof m !== "object" || "method" in m) return m;
+    if (moot.has(m.id)) return settle(m);
+    if (!reoffers.has(m.id)) return m;
     const r = reoffers.get(m.id);
     reoffers.delete(m.id);
     if (r.stale) {
@@ -185,6 +210,77 @@ export function openStream(att, options) {
     reoffered.delete(r.wire);
     return { ...m, id: r.wire };
   };
+
+  // turnOver: m is the response to a session/prompt, so its session's
+  // turn is over and nothing waits for the answers to that session's
+  // requests still open. A runtime need not say so with $/cancel_request
+  // (one that did, before its response, left none open): the SDK is told
+  // each is cancelled (the app's dialog goes away), and its answer goes
+  // out only if the runtime cancels the request too (see settle). A
+  // request without a sessionId is kept.
+  const turnOver = (m) => {
+    if (!isResponse(m) || !prompts.has(m.id)) return;
+    const session = prompts.get(m.id);
+    prompts.delete(m.id);
+    for (const [id, text] of open) {
+      if (JSON.parse(text).params?.sessionId !== session) continue;
+      open.delete(id);
+      for (const [t, w] of offered) if (w === id) offered.delete(t);
+      let sdk = id;
+      if (reoffered.has(id)) {
+        sdk = reoffered.get(id);
+        reoffered.delete(id);
+        reoffers.delete(sdk);
+      }
+      moot.set(sdk, { wire: id, asked: false, answer: undefined });
+      cancelled.set(id, sdk);
+      own.push({ jsonrpc: "2.0", method: CANCEL_REQUEST, params: { requestId: sdk } });
+    }
+  };
+  // settle takes the SDK's answer m to a request the stream cancelled at
+  // its turn's end: it goes out (returned with the wire id) if the runtime
+  // has cancelled the request too, else it waits for that. An answer the
+  // app gave (Allow on a dialog still on screen) never goes: the runtime
+  // ended the turn without it, and it is no answer to a cancel.
+  const settle = (m) => {
+    const r = moot.get(m.id);
+    if (given(m)) {
+      moot.delete(m.id);
+      console.warn(`relaywasm: att.stream() dropped the app's answer to a request whose turn had ended (wire id ${JSON.stringify(r.wire)}): the runtime answered the turn's session/prompt without waiting for it`);
+      return undefined;
+    }
+    if (!r.asked) {
+      r.answer = m;
+      return undefined;
+    }
+    moot.delete(m.id);
+    return { ...m, id: r.wire };
+  };
+  // recancel says whether m is the runtime's $/cancel_request of a request
+  // the stream cancelled toward the SDK already: it is not handed over,
+  // and the SDK's answer to the stream's cancel goes out (see settle).
+  const recancel = (m) => {
+    if (m.method !== CANCEL_REQUEST || !cancelled.has(m.params?.requestId)) return false;
+    const wireId = m.params.requestId;
+    const sdk = cancelled.get(wireId);
+    cancelled.delete(wireId);
+    const r = moot.get(sdk);
+    if (r === undefined) return true; // the app's own answer, dropped
+    if (r.answer === undefined) {
+      r.asked = true;
+      return true;
+    }
+    moot.delete(sdk);
+    const a = { ...r.answer, id: wireId };
+    // Should the attachment have ended meanwhile, nothing waits for it.
+    send(a)
+      .then(() => (spoke = true), (e) => tooLarge(a, e))
+      .catch(() => {});
+    return true;
+  };
+  // ends: responses delivered before the stream was ready, for turnOver
+  // once the transcript's prompts are known.
+  const ends = [];
 
   // serve hands the SDK's pending read the next message, if there is one. A
   // held message handed over counts as read from then on, and the cursor
@@ -197,7 +293,7 @@ export function openStream(att, options) {
     if (!ready || !held) return false;
     const h = held;
     held = null;
-    const dup = again(h.raw);
+    const dup = again(h.raw) || recancel(h.raw);
     if (!dup) {
       superseded(h.raw);
       readCtl.enqueue(restore(handed(h.raw)));
@@ -324,9 +420,11 @@ export function openStream(att, options) {
       const id = prefix + next++;
       sent.set(id, m.id);
       wire.set(m.id, id);
+      if (m.method === PROMPT && typeof m.params?.sessionId === "string") prompts.set(id, m.params.sessionId);
       return att.sendACP({ ...m, id }).catch((e) => {
         sent.delete(id);
         wire.delete(m.id);
+        prompts.delete(id);
         throw e;
       });
     }
@@ -366,8 +464,16 @@ export function openStream(att, options) {
     // is ours waits for the SDK's read (the returned Promise holds the
     // cursor); anything else is the attachment's onMessage's.
     onMessage(raw, meta) {
-      if (ended || !ours(raw)) return att.onMessage(raw, meta);
-      if (ready && again(raw)) return undefined; // offered from the transcript already
+      if (ended) return att.onMessage(raw, meta);
+      // A prompt's response ends its turn, whichever stream sent it: the
+      // cancels of its requests still open go first.
+      if (ready) turnOver(raw);
+      else if (isResponse(raw)) ends.push(raw);
+      if (!ours(raw)) {
+        wake();
+        return att.onMessage(raw, meta);
+      }
+      if (ready && (again(raw) || recancel(raw))) return undefined; // offered from the transcript already, or cancelled
       if (ready) {
         // From now on the app's answer to a re-offer of raw's id would
         // answer raw: the re-offer is stale, and its cancel goes first.
@@ -418,10 +524,12 @@ export function openStream(att, options) {
   att
     .history()
     .then(unanswered)
-    .catch(() => []) // the attachment ended meanwhile, and the stream with it
-    .then((requests) => {
+    .catch(() => ({ requests: [], turns: new Map() })) // the attachment ended meanwhile, and the stream with it
+    .then(({ requests, turns }) => {
       const gone = staleOf(att);
       for (const m of requests) if (!gone.has(JSON.stringify(m))) reoffer(m);
+      for (const [id, session] of turns) prompts.set(id, session);
+      for (const m of ends.splice(0)) turnOver(m);
       ready = true;
       if (!ended) wake();
     });
@@ -450,6 +558,18 @@ function staleOf(att, texts = []) {
   return s;
 }
 
+// given says whether m, the app's answer to a request of the runtime's, is
+// one the app gave rather than the SDK's answer to its cancel: not an
+// error, not the "cancelled" outcome of a permission request.
+function given(m) {
+  return !("error" in m) && m.result?.outcome?.outcome !== "cancelled";
+}
+
+// isResponse says whether m is a JSON-RPC response (an object, no method).
+function isResponse(m) {
+  return m !== null && typeof m === "object" && !Array.isArray(m) && !("method" in m);
+}
+
 // isRequest says whether m is a JSON-RPC request (method and id).
 function isRequest(m) {
   return typeof m.method === "string" && m.id !== undefined && m.id !== null;
@@ -472,7 +592,9 @@ const GONE = new Set(["cursor_evicted", "session_replaced"]);
 // the dialog was open, which a runtime need not follow with
 // $/cancel_request). A request without a sessionId is kept. One pass:
 // prompts maps each session/prompt sent (by the id it went out with, the
-// stream's own) to its session until its response.
+// stream's own) to its session until its response; those still unanswered
+// are returned too (turns), for the stream to end their turns when their
+// responses come.
 function unanswered(entries) {
   const open = new Map(); // id -> the request
   const prompts = new Map(); // a sent session/prompt's id -> its sessionId
@@ -496,7 +618,7 @@ function unanswered(entries) {
       prompts.delete(m.id);
     }
   }
-  return [...open.values()];
+  return { requests: [...open.values()], turns: prompts };
 }
 
 // turnEnded drops from open the requests of session's turn, which ended.
