@@ -394,9 +394,11 @@ export interface Attachment {
    *   own, and the answer goes out with the request's wire id only while
    *   no new request with that id has come from the runtime; once one has,
    *   the SDK gets a $/cancel_request for the old one (its dialog goes
-   *   away), and an answer to it is dropped with a console.warn rather
-   *   than answering the new request. The runtime's $/cancel_request for
-   *   a request offered again reaches the SDK with the stream's id.
+   *   away), and an answer the app gives it is dropped with a
+   *   console.warn rather than answering the new request (the SDK's own
+   *   answer to that cancel, an error or the "cancelled" outcome, without
+   *   one). The runtime's $/cancel_request for a request offered again
+   *   reaches the SDK with the stream's id.
    * - A turn's end: once the response to a session/prompt arrives (this
    *   stream's, or an earlier stream's the transcript holds), the agent's
    *   requests of that params.sessionId the SDK has not answered are over

@@ -196,7 +196,9 @@ export function openStream(att, options) {
   };
   // toWire gives the SDK's answer to a re-offered request its wire id, or
   // returns undefined for one gone stale, which must not go out, or one
-  // whose turn ended (see settle).
+  // whose turn ended (see settle). Only an answer the app gave is worth a
+  // warning: the SDK answers a request the stream cancelled toward it on
+  // its own (an error, or the app's "cancelled" outcome).
   const toWire = (m) => {
     if (m === null || typeof m !== "object" || "method" in m) return m;
     if (moot.has(m.id)) return settle(m);
@@ -204,7 +206,7 @@ export function openStream(att, options) {
     const r = reoffers.get(m.id);
     reoffers.delete(m.id);
     if (r.stale) {
-      console.warn(`relaywasm: att.stream() dropped the app's answer to a request offered again (wire id ${JSON.stringify(r.wire)}): the runtime has since sent a new request with that id, which it would have answered`);
+      if (given(m)) console.warn(`relaywasm: att.stream() dropped the app's answer to a request offered again (wire id ${JSON.stringify(r.wire)}): the runtime has since sent a new request with that id, which it would have answered`);
       return undefined;
     }
     reoffered.delete(r.wire);

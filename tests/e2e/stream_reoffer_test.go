@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -23,6 +24,9 @@ func TestStreamReofferedAnswerAfterOfflineTakeover(t *testing.T) {
 	sdkWait(tb, "both dialogs", `__acp.holding.length === 2`)
 	tb.eval(`__acp.holding[0]({outcome: {outcome: "selected", optionId: "allow"}}), __acp.holding[1]({outcome: {outcome: "selected", optionId: "reject"}})`, nil)
 	newTurnHeard(tb, "permission reject")
+	if w := warnings(tb); len(w) != 1 || !strings.Contains(w[0], "offered again") {
+		t.Fatalf("the console warned %q, want one warning that the app's answer (Allow) was dropped", w)
+	}
 	var answers int
 	tb.eval(fmt.Sprintf(`__acp.att.history().then(h => h.filter(e => e.out && !e.message?.method && JSON.stringify(e.message?.id) === %q).length)`, id), &answers)
 	if answers != 1 {
@@ -40,6 +44,12 @@ func TestStreamReofferedCancelledAfterOfflineTakeover(t *testing.T) {
 	sdkWait(tb, "the old dialog to go away, the new one left", `__acp.holding.length === 1`)
 	tb.eval(`__acp.answer("reject")`, nil)
 	newTurnHeard(tb, "permission reject")
+	// The SDK's answer to the stream's cancel ("cancelled") was written
+	// before the new dialog's: it was dropped, and is no answer of the
+	// app's to warn about.
+	if w := warnings(tb); len(w) != 0 {
+		t.Fatalf("the console warned %q, want nothing: the app gave no answer to the old request", w)
+	}
 }
 
 // offlineTakeover runs the scenario up to the new process's permission
@@ -51,6 +61,7 @@ func offlineTakeover(t *testing.T, deaf bool) (*tab, string) {
 	needSDK(t)
 	hop, s := stackBehindHop(t, sdkDir, true)
 	p, tb := sdkBehindProxy(t, s)
+	tb.eval(warnCapture, nil)
 	tb.eval(fmt.Sprintf(`__acp.hold = true, __acp.deaf = %t, __acp.promptLater("permission to DELETE the production database")`, deaf), nil)
 	sdkWait(tb, "the permission request", `__acp.asked.length === 1`)
 
