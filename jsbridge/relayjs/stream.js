@@ -24,6 +24,10 @@
 //     stream that read it. It offers them under ids of its own, and sends
 //     the app's answer with the request's wire id only while no new
 //     request of that id has come from the runtime (see reoffers).
+//   - tells the SDK a request of the runtime's is cancelled when its prompt
+//     turn ends (the response to the session's session/prompt arrives)
+//     while the SDK has not answered it, which a runtime need not say with
+//     $/cancel_request; the answer does not go out then (see turnOver).
 //   - errors the readable with the RelayError that ended the attachment
 //     (unauthorized, superseded, detached, closed) or that says content is
 //     gone (an eviction's reason), so the SDK's connection closes with that

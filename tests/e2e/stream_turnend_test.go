@@ -18,19 +18,19 @@ import (
 // (TestStreamReloadAfterTurnEnded: a reloaded page is not asked it again.)
 
 // noCancelSDKPage opens the SDK page against a runtime that sends no
-// $/cancel_request (and, with noResume, does not resume), with the page's
-// stream teed (sdkTee), ready for a prompt.
-func noCancelSDKPage(t *testing.T, noResume bool) (*stack.Stack, *tab) {
+// $/cancel_request, with the page's stream teed (sdkTee), ready for a
+// prompt.
+func noCancelSDKPage(t *testing.T) *tab {
 	t.Helper()
 	needSDK(t)
 	s := startFreshStack(t, stack.Config{
 		WebDir: sdkDir, ModuleDir: moduleDir, Logger: logger(),
-		EditRuntime: func(c *devruntime.Config) { c.NoCancelRequest, c.NoResume = true, noResume },
+		EditRuntime: func(c *devruntime.Config) { c.NoCancelRequest = true },
 	})
 	t.Cleanup(func() { s.Close() })
 	tb := openTab(t, newBrowser(t), "sdk", s.PageURL()+"?start=no")
 	sdkTee(tb)
-	return s, tb
+	return tb
 }
 
 // warnCapture keeps the page's console.warn calls in __acp.warned.
@@ -137,7 +137,7 @@ func sdkCancels(tb *tab) (cancels []string, asked string) {
 // draws no warning, and the next prompt runs as usual.
 func TestStreamTurnEndedLive(t *testing.T) {
 	t.Parallel()
-	_, tb := noCancelSDKPage(t, false)
+	tb := noCancelSDKPage(t)
 	cancelTurn(tb, false)
 	sdkWait(tb, "the dialog to go away with its turn", `__acp.holding.length === 0`)
 	if n := permissionAnswers(tb); n != 0 {
@@ -162,7 +162,7 @@ func TestStreamTurnEndedLive(t *testing.T) {
 // runtime, and the console says it was dropped.
 func TestStreamTurnEndedLiveAnswerDropped(t *testing.T) {
 	t.Parallel()
-	_, tb := noCancelSDKPage(t, false)
+	tb := noCancelSDKPage(t)
 	cancelTurn(tb, true)
 	tb.eval(`__acp.answer("allow")`, nil)
 	if n := permissionAnswers(tb); n != 0 {
@@ -173,9 +173,11 @@ func TestStreamTurnEndedLiveAnswerDropped(t *testing.T) {
 	}
 }
 
-// A runtime that does send $/cancel_request (before its response to the
-// prompt, as the dev runtime does): the SDK hears one cancel, the
-// runtime's, not a second one from the stream.
+// A runtime that does send $/cancel_request, after its response to the
+// prompt (as the dev runtime, on the Go ACP SDK, does): the SDK hears of
+// the cancel once (the stream's, at the response; the runtime's is not
+// handed over a second time), and its answer goes out, as the runtime's
+// cancel asks.
 func TestStreamTurnEndedCancelledByRuntime(t *testing.T) {
 	t.Parallel()
 	needSDK(t)
@@ -192,7 +194,7 @@ func TestStreamTurnEndedCancelledByRuntime(t *testing.T) {
 	}
 	cancels, asked := sdkCancels(tb)
 	if len(cancels) != 1 || cancels[0] != asked {
-		t.Fatalf("the SDK read $/cancel_request for %v, want one for %s (the runtime's)", cancels, asked)
+		t.Fatalf("the SDK read $/cancel_request for %v, want one, for %s", cancels, asked)
 	}
 	var answered bool
 	tb.eval(`__acp.att.history().then(h => {
@@ -203,7 +205,7 @@ func TestStreamTurnEndedCancelledByRuntime(t *testing.T) {
 		var dump string
 		tb.eval(`__acp.att.history().then(h => JSON.stringify(h.map(e => [e.out, e.message?.method, e.message?.id, e.message?.params?.requestId, e.message?.result])))`, &dump)
 		t.Log(dump)
-		t.Fatal("the SDK's answer to the runtime's cancel did not go out: the runtime's cancel asks for one")
+		t.Fatal("the SDK's answer to the cancel did not go out: the runtime's cancel asks for one")
 	}
 }
 
