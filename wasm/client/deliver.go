@@ -181,7 +181,7 @@ func (r *runner) resumed(f *librelay.Frame) error {
 	}
 	l.resumeID = ""
 	l.resumeDue.stop()
-	r.dropPlace() // a runtime that resumes tells its losses itself
+	r.resumeAnswered() // a runtime that resumes tells its losses itself
 	r.setResumable(true)
 	from := rs.FromSeq
 	if from == 0 {
@@ -296,6 +296,7 @@ func (r *runner) resumeRefused(e librelay.Error) error {
 		return nil
 	}
 	r.setResumable(true)
+	r.resumeAnswered() // the runtime answered: the loss it tells is all there is
 	if err := r.flush(); err != nil {
 		return err
 	}
@@ -421,14 +422,15 @@ func lossMark(reason string) pendingMsg { return pendingMsg{loss: &mark{e: Evict
 func isLoss(p *pendingMsg) bool { return p.loss != nil }
 
 // isTold reports whether p is a loss told when delivery reaches it, which
-// the messages dropped right after it join; a place (keepLossPlace) is
-// none, and a loss after it is told on its own.
-func isTold(p *pendingMsg) bool { return p.loss != nil && !p.loss.place }
+// the messages dropped right after it join; a mark only recorded (a place,
+// keepLossPlace) is none, and a loss after it is told on its own.
+func isTold(p *pendingMsg) bool { return p.loss != nil && !p.loss.record }
 
 // passMark acts on a loss mark delivery has reached: a loss is told there;
-// a place kept for one (keepLossPlace) goes into the transcript.
+// a mark only recorded (a place kept for one, keepLossPlace) goes into the
+// transcript.
 func (r *runner) passMark(m *mark) {
-	if m.place {
+	if m.record {
 		r.entries = append(r.entries, Entry{Lost: &m.e})
 		return
 	}

@@ -4,6 +4,7 @@ package client_test
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"sync"
 	"testing"
@@ -144,13 +145,18 @@ func receivedIn(h []client.Entry) int {
 	return n
 }
 
-// PlaceLosses moves a not_resumed loss back into the last place recorded
-// before it, once, and leaves every place out: one no loss took (the
-// resume was answered, or the connection ended first), or one trimmed
-// away, which leaves the loss where it was told.
+// PlaceLosses moves a not_resumed loss back into every place still open
+// before it, and leaves the marks out: a place an answer followed (the
+// resume was answered), one still open at the end (its resume's outcome
+// not known yet), an answer; a loss whose place was trimmed away stays
+// where it was told. A place recorded before answers were (FromSeq 0, the
+// first cases) is read as it was then: one another place follows took no
+// loss.
 func TestPlaceLosses(t *testing.T) {
 	msg := func(s string) client.Entry { return client.Entry{Payload: []byte(s)} }
 	place := func() client.Entry { return client.Entry{Lost: &client.Eviction{}} }
+	open := func() client.Entry { return client.Entry{Lost: &client.Eviction{FromSeq: 1}} }
+	answered := func() client.Entry { return client.Entry{Lost: &client.Eviction{FromSeq: 2}} }
 	lost := func(reason string) client.Entry { return client.Entry{Lost: &client.Eviction{Reason: reason}} }
 	for _, c := range []struct {
 		name     string
@@ -166,6 +172,20 @@ func TestPlaceLosses(t *testing.T) {
 			[]client.Entry{msg("b"), lost("not_resumed"), msg("c")}},
 		{"another loss stays where told", []client.Entry{place(), msg("a"), lost("evicted"), msg("b")},
 			[]client.Entry{msg("a"), lost("evicted"), msg("b")}},
+		{"two places unanswered", []client.Entry{msg("a"), open(), msg("b"), open(), msg("c"), lost("not_resumed"), msg("d")},
+			[]client.Entry{msg("a"), lost("not_resumed"), msg("b"), lost("not_resumed"), msg("c"), msg("d")}},
+		{"a place answered", []client.Entry{msg("a"), open(), msg("b"), answered(), open(), msg("c"), lost("not_resumed")},
+			[]client.Entry{msg("a"), msg("b"), lost("not_resumed"), msg("c")}},
+		{"an answer closes every place before it", []client.Entry{open(), msg("a"), open(), msg("b"), answered(), msg("c"), lost("not_resumed")},
+			[]client.Entry{msg("a"), msg("b"), msg("c"), lost("not_resumed")}},
+		{"places open at the end", []client.Entry{msg("a"), lost("not_resumed"), open(), msg("b"), open(), msg("c")},
+			[]client.Entry{msg("a"), lost("not_resumed"), msg("b"), msg("c")}},
+		{"a loss closes the places it fills", []client.Entry{open(), msg("a"), lost("not_resumed"), open(), msg("b"), lost("not_resumed")},
+			[]client.Entry{lost("not_resumed"), msg("a"), lost("not_resumed"), msg("b")}},
+		{"an old place another follows", []client.Entry{place(), msg("a"), open(), msg("b"), lost("not_resumed")},
+			[]client.Entry{msg("a"), lost("not_resumed"), msg("b")}},
+		{"an old place before an answer", []client.Entry{place(), msg("a"), answered(), msg("b"), lost("not_resumed")},
+			[]client.Entry{msg("a"), msg("b"), lost("not_resumed")}},
 	} {
 		if got := client.PlaceLosses(c.in); !reflect.DeepEqual(got, c.want) {
 			t.Errorf("%s: %s, want %s", c.name, describeEntries(got), describeEntries(c.want))
@@ -180,7 +200,7 @@ func describeEntries(h []client.Entry) string {
 		case e.Lost == nil:
 			s += string(e.Payload) + " "
 		case e.Lost.Reason == "":
-			s += "[place] "
+			s += fmt.Sprintf("[mark %d] ", e.Lost.FromSeq)
 		default:
 			s += "[" + e.Lost.Reason + "] "
 		}

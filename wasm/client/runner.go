@@ -43,6 +43,12 @@ type runner struct {
 	gapAt      uint64
 	gapRepeats int
 
+	// placesOpen: the Store may hold a place (keepLossPlace) that neither
+	// an answer nor a not_resumed loss followed; a page before this one
+	// may have left one. An answered resume says so in the transcript
+	// then (resumeAnswered).
+	placesOpen bool
+
 	l *link // the current connection; nil between connections
 }
 
@@ -54,27 +60,29 @@ type pendingMsg struct {
 }
 
 // mark is a pending entry's loss: the Eviction told when delivery reaches
-// it (AfterSeq is where the cursor is then), or, for place, the
-// transcript's place for a loss that may yet be told (keepLossPlace),
-// recorded, not told, when delivery reaches it.
+// it (AfterSeq is where the cursor is then), or, for record, an entry
+// recorded, not told, when delivery reaches it: the transcript's place for
+// a loss that may yet be told (keepLossPlace), or what follows such a
+// place, the not_resumed loss told already or an answer (recordAfterHeld).
 type mark struct {
-	e     Eviction
-	place bool
+	e      Eviction
+	record bool
 }
 
 func newRunner(a *Attachment, saved Saved, opened chan<- error, first <-chan dialed) *runner {
 	a.resumable.Store(true)
 	return &runner{
-		a:         a,
-		o:         &a.o,
-		ctx:       context.Background(),
-		opened:    opened,
-		first:     first,
-		pos:       newPosition(a, saved),
-		queue:     sendQueue{maxItems: a.o.SendQueue, maxBytes: a.o.SendQueueBytes},
-		d:         startDeliverer(a.o.OnMessages),
-		resumable: true,
-		gapAt:     noGap,
+		a:          a,
+		o:          &a.o,
+		ctx:        context.Background(),
+		opened:     opened,
+		first:      first,
+		pos:        newPosition(a, saved),
+		queue:      sendQueue{maxItems: a.o.SendQueue, maxBytes: a.o.SendQueueBytes},
+		d:          startDeliverer(a.o.OnMessages),
+		resumable:  true,
+		gapAt:      noGap,
+		placesOpen: saved.Session != "",
 	}
 }
 
@@ -295,10 +303,18 @@ func (r *runner) writeSend(s *sendCmd) bool {
 
 // commit hands the Store what changed since the last commit. A place kept
 // for a loss (keepLossPlace) waits for what follows it: if the resume is
-// answered first, it is dropped (dropPlace) and the Store never has it.
+// answered first, it is dropped (resumeAnswered) and the Store never has it.
 func (r *runner) commit() {
 	if !r.pos.dirty && (len(r.entries) == 0 || len(r.entries) == 1 && isPlace(&r.entries[0])) {
 		return
+	}
+	for i := range r.entries {
+		switch e := &r.entries[i]; {
+		case isPlace(e):
+			r.placesOpen = true
+		case isAnswered(e), e.Lost != nil && e.Lost.Reason == EvictedNotResumed:
+			r.placesOpen = false // PlaceLosses closes every place before it
+		}
 	}
 	_ = r.o.Store.Commit(r.ctx, r.a.key, r.pos.saved(), r.entries, r.o.History)
 	clear(r.entries)
@@ -309,9 +325,11 @@ func (r *runner) commit() {
 // evicted tells the application of a loss, and records it in the
 // transcript, if one is kept, after what was delivered before it was told.
 // A not_resumed loss belongs further back, where its connection opened
-// (keepLossPlace): the Store's History puts it there (PlaceLosses).
+// (keepLossPlace): the Store's History puts it there (PlaceLosses). It is
+// recorded after that place, and so after the messages held for delivery
+// again before it, if they still are (recordAfterHeld).
 func (r *runner) evicted(e Eviction) {
-	if r.o.History > 0 {
+	if r.o.History > 0 && !(e.Reason == EvictedNotResumed && r.recordAfterHeld(e)) {
 		lost := e
 		r.entries = append(r.entries, Entry{Lost: &lost})
 	}
@@ -327,7 +345,7 @@ func (r *runner) evicted(e Eviction) {
 // resume's answer ends (not_resumed), after the messages it delivered
 // meanwhile, which came after the loss. The place goes where the connection
 // opens, after what is held for delivery again, if anything is. It is no
-// loss: the Store's History moves a not_resumed loss into the last place
+// loss: the Store's History moves a not_resumed loss into the places open
 // before it and leaves places out (PlaceLosses). Recording the place,
 // rather than holding the commits that follow it until the loss is known,
 // keeps every commit as prompt as without a transcript.
@@ -336,23 +354,59 @@ func (r *runner) keepLossPlace(session string) {
 		return
 	}
 	if len(r.pending) > 0 {
-		r.pending = append(r.pending, pendingMsg{loss: &mark{place: true}})
+		r.pending = append(r.pending, pendingMsg{loss: &mark{e: Eviction{FromSeq: markPlace}, record: true}})
 		return
 	}
-	r.entries = append(r.entries, Entry{Lost: &Eviction{}})
+	r.entries = append(r.entries, Entry{Lost: &Eviction{FromSeq: markPlace}})
 }
 
-// dropPlace drops the place keepLossPlace recorded when the resume's answer
-// comes before anything follows it: a runtime that answers tells its
-// losses itself, where they are, so the Store need not have it.
-func (r *runner) dropPlace() {
-	if n := len(r.entries); n > 0 && isPlace(&r.entries[n-1]) {
-		r.entries[n-1] = Entry{}
-		r.entries = r.entries[:n-1]
+// resumeAnswered closes the places kept for a loss (keepLossPlace): the
+// runtime answered a resume (session.resumed, or cursor_evicted), and a
+// runtime that answers tells its losses itself, where they are. A place
+// the Store does not have yet is dropped; one it may have, from this page
+// or one before it (a page that went away before its resume was answered),
+// is closed by an answer recorded after it, or PlaceLosses would take it
+// for one whose resume went unanswered and put the next not_resumed loss
+// there too.
+func (r *runner) resumeAnswered() {
+	if r.o.History <= 0 || r.recordAfterHeld(Eviction{FromSeq: markAnswered}) {
+		return
+	}
+	kept := r.entries[:0]
+	for _, e := range r.entries {
+		if !isPlace(&e) {
+			kept = append(kept, e)
+		}
+	}
+	clear(r.entries[len(kept):])
+	r.entries = kept
+	if r.placesOpen {
+		r.entries = append(r.entries, Entry{Lost: &Eviction{FromSeq: markAnswered}})
+		r.placesOpen = false
 	}
 }
 
-func isPlace(e *Entry) bool { return e.Lost != nil && e.Lost.Reason == "" }
+// recordAfterHeld records e, an entry told or known now, after the marks
+// recorded in their place among the messages held for delivery again
+// (keepLossPlace), if any is still pending, and reports whether one was:
+// the transcript keeps them in the order they happened. An answer right
+// after another adds nothing (a handler that keeps refusing has every
+// redelivery's resume answered).
+func (r *runner) recordAfterHeld(e Eviction) bool {
+	var last *mark
+	for i := range r.pending {
+		if m := r.pending[i].loss; m != nil && m.record {
+			last = m
+		}
+	}
+	if last == nil {
+		return false
+	}
+	if e.FromSeq != markAnswered || e.Reason != "" || !isAnswered(&Entry{Lost: &last.e}) {
+		r.pending = append(r.pending, pendingMsg{loss: &mark{e: e, record: true}})
+	}
+	return true
+}
 
 // writeFrame encodes and writes a frame of the engine's own.
 func (r *runner) writeFrame(f *librelay.Frame) error {

@@ -40,41 +40,102 @@ type Entry struct {
 	// delivered before it was told, and counts toward History's keep like
 	// a message.
 	//
-	// A Store keeps one more kind of entry, which Attachment.History
-	// leaves out: Lost with an empty Reason is the place where a connection
-	// took the stream up again. A not_resumed loss is told, and committed,
-	// after what its connection delivered while the resume's answer was
-	// awaited; it belongs in that place, and PlaceLosses puts it there.
+	// A Store keeps two more kinds of entry, marks, which
+	// Attachment.History leaves out: Lost with an empty Reason, told apart
+	// by FromSeq. A place (FromSeq 1) is where a connection took the
+	// stream up again. A not_resumed loss is told, and committed, after
+	// what its connection delivered while the resume's answer was awaited;
+	// it belongs in that place, and PlaceLosses puts it there. An answer
+	// (FromSeq 2) is a resume the runtime answered, after places recorded
+	// before it: those lost nothing a resume does not tell, and a page that
+	// went away before its resume was answered or given up on leaves its
+	// place open for the next one's not_resumed. A place with FromSeq 0 is
+	// one recorded before answers were: PlaceLosses reads it as it did
+	// then. Marks count toward History's keep as messages do, and are
+	// few: a place is committed only once its connection delivered
+	// something before the resume's answer, or it got none; an answer
+	// only after a place that may be open (on an Attachment's first
+	// answer, since it cannot know what the pages before it left).
 	Lost *Eviction
 }
 
+// The kinds of mark (Entry.Lost with an empty Reason), by FromSeq.
+const (
+	markOldPlace = 0 // a place recorded before answers were
+	markPlace    = 1 // where a connection took the stream up again
+	markAnswered = 2 // a resume answered: the places before it lost nothing untold
+)
+
+func isMark(e *Entry) bool     { return e.Lost != nil && e.Lost.Reason == "" }
+func isPlace(e *Entry) bool    { return isMark(e) && e.Lost.FromSeq != markAnswered }
+func isAnswered(e *Entry) bool { return isMark(e) && e.Lost.FromSeq == markAnswered }
+
 // PlaceLosses returns a transcript as a Store's History returns it (as
 // committed) as Attachment.History does: each not_resumed loss moved back
-// into the place recorded where its connection opened (the last one before
-// it, if not taken by another loss), and the places left out. It works in
-// h's array. A Store need not know of it: whoever reads one does.
+// into every place still open before it, and the marks left out. A place is
+// open until an answer, or a not_resumed loss, follows it: a page that
+// opened a connection again and went away before its resume was answered or
+// given up on lost, against a runtime that does not resume, what was sent
+// while it was away, as the next page's not_resumed says. A place recorded
+// before answers were (FromSeq 0) is read as it was then: one another place
+// follows took no loss. A not_resumed loss with no place open stays where it
+// was told (its place was trimmed away). It works in h's array. A Store
+// need not know of it: whoever reads one does.
 func PlaceLosses(h []Entry) []Entry {
 	out := h[:0]
-	place := -1 // in out: the last place not yet taken
+	open := 0 // in out: where the places still open begin
+	old := -1 // in out: the open place of the old kind, if any
 	for _, e := range h {
 		switch {
 		case e.Lost == nil:
-		case e.Lost.Reason == "":
-			if place >= 0 {
-				out = append(out[:place], out[place+1:]...) // no loss came for it
-			}
-			place = len(out)
-		case e.Lost.Reason == EvictedNotResumed && place >= 0:
-			out[place] = e
-			place = -1
+		case isAnswered(&e):
+			out, old = dropPlaces(out, open), -1
+			open = len(out)
 			continue
+		case isPlace(&e):
+			if old >= 0 {
+				out = append(out[:old], out[old+1:]...) // another place follows: no loss came for it
+				old = -1
+			}
+			if e.Lost.FromSeq == markOldPlace {
+				old = len(out)
+			}
+		case e.Lost.Reason == EvictedNotResumed:
+			filled := fillPlaces(out[open:], e.Lost)
+			open, old = len(out), -1
+			if filled {
+				continue
+			}
 		}
 		out = append(out, e)
 	}
-	if place >= 0 {
-		out = append(out[:place], out[place+1:]...)
+	return dropPlaces(out, open)
+}
+
+// dropPlaces removes the places from out[from:]: no loss came for them.
+func dropPlaces(out []Entry, from int) []Entry {
+	kept := from
+	for _, e := range out[from:] {
+		if !isPlace(&e) {
+			out[kept] = e
+			kept++
+		}
 	}
-	return out
+	return out[:kept]
+}
+
+// fillPlaces puts the loss lost in each place of h, and reports whether
+// there was one.
+func fillPlaces(h []Entry, lost *Eviction) bool {
+	filled := false
+	for i := range h {
+		if isPlace(&h[i]) {
+			l := *lost
+			h[i] = Entry{Lost: &l}
+			filled = true
+		}
+	}
+	return filled
 }
 
 // Store keeps the cursor, and optionally the transcript, of each stream.

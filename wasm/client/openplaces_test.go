@@ -1,0 +1,186 @@
+//go:build !js
+
+package client_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/relaywasm/relaywasm/demo/relay/relaytest"
+	"github.com/relaywasm/relaywasm/librelay"
+	"github.com/relaywasm/relaywasm/wasm/client"
+	"github.com/relaywasm/relaywasm/wasm/client/clienttest"
+)
+
+// A page that opened its connection again and went away (a reload) before
+// the resume's answer was awaited to its end leaves the place where that
+// connection opened in the transcript, with no loss for it yet. Against a
+// runtime that does not resume, the next page's not_resumed says what was
+// sent while the first was away is gone too: History marks both jumps, the
+// one the first page showed unmarked (it went away before it knew) and the
+// next page's own.
+func TestUnansweredPlaceBeforeAReloadIsMarked(t *testing.T) {
+	t.Parallel()
+	p := newPages(t)
+	p.unsequenced(t, 1, 2)
+	p.reload(t, guard) // the connection opens again; its resume is not answered
+	p.expectResume(t)
+	p.unsequenced(t, 5, 6) // 3 and 4 were sent while the page was away
+	p.reload(t, resumeWait)
+	p.expectResume(t)
+	p.c.Wait(t, "the reload's loss reported", func(c *clienttest.Collector) bool { return evictions(c, "not_resumed") == 1 })
+	p.unsequenced(t, 9)
+	if got, want := p.history(t), "1 2 [not_resumed] 5 6 [not_resumed] 9"; got != want {
+		t.Fatalf("History: %s, want %s", got, want)
+	}
+}
+
+// A place whose resume was answered, after the place was stored, lost
+// nothing the runtime did not tell: the next page's not_resumed marks only
+// its own place.
+func TestAnsweredPlaceIsNotMarked(t *testing.T) {
+	t.Parallel()
+	p := newPages(t)
+	p.unsequenced(t, 1, 2)
+	p.reload(t, guard)
+	_, id := p.expectResume(t)
+	p.unsequenced(t, 3, 4) // stored, with the place before them, before the answer
+	p.resumed(t, id, 0, false)
+	p.sendAfterResume(t)
+	p.reload(t, resumeWait)
+	p.expectResume(t)
+	p.c.Wait(t, "the reload's loss reported", func(c *clienttest.Collector) bool { return evictions(c, "not_resumed") == 1 })
+	p.unsequenced(t, 9)
+	if got, want := p.history(t), "1 2 3 4 sent [not_resumed] 9"; got != want {
+		t.Fatalf("History: %s, want %s", got, want)
+	}
+}
+
+// A page that went away before its resume was answered leaves its place
+// open; the next page's answer closes it, though that page's own place is
+// not stored yet: a later not_resumed marks only what came after the
+// answer.
+func TestAnswerClosesAPlaceLeftByAPageBefore(t *testing.T) {
+	t.Parallel()
+	p := newPages(t)
+	p.unsequenced(t, 1, 2)
+	p.reload(t, guard)
+	p.expectResume(t)
+	p.unsequenced(t, 3, 4) // the place, stored; the page goes away unanswered
+	p.reload(t, guard)
+	_, id := p.expectResume(t)
+	p.resumed(t, id, 0, false)
+	p.sendAfterResume(t)
+	p.unsequenced(t, 5)
+	p.reload(t, resumeWait)
+	p.expectResume(t)
+	p.c.Wait(t, "the reload's loss reported", func(c *clienttest.Collector) bool { return evictions(c, "not_resumed") == 1 })
+	p.unsequenced(t, 9)
+	if got, want := p.history(t), "1 2 3 4 sent 5 [not_resumed] 9"; got != want {
+		t.Fatalf("History: %s, want %s", got, want)
+	}
+}
+
+// pages are the pages of one stream, reloaded one after another, against
+// a scripted runtime peer that stamps no seq: each reload is a new
+// Attachment on the same Store.
+type pages struct {
+	*scripted
+	store *client.MemoryStore
+	sent  int
+}
+
+func newPages(t *testing.T) *pages {
+	t.Helper()
+	store := client.NewMemoryStore()
+	s := newScriptedWith(t, func(o *client.Options) { o.Store, o.ResumeTimeout = store, guard })
+	s.expectResume(t) // a stream's first connection: nothing to lose
+	return &pages{scripted: s, store: store}
+}
+
+// reload closes the page's attachment and attaches again, on the same
+// stream, waiting resumeTimeout for the resume's answer.
+func (p *pages) reload(t *testing.T, resumeTimeout time.Duration) {
+	t.Helper()
+	p.a.Close()
+	env := p.env
+	o := client.Options{
+		URL: env.AttachURL, Instance: env.Instance,
+		Credential: func(context.Context) (string, error) { return env.ClientToken, nil },
+		RelayKey:   env.Key, Store: p.store, History: 1000, ResumeTimeout: resumeTimeout,
+		OnMessage: p.c.OnMessage, OnEvicted: p.c.OnEvicted, OnState: p.c.OnState,
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), guard)
+	defer cancel()
+	a, err := client.Attach(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	if a.Session() != p.a.Session() {
+		t.Fatalf("the reload got attachment id %q, want %q back", a.Session(), p.a.Session())
+	}
+	p.a = a
+}
+
+// unsequenced has the runtime send a message for each of ns, unsequenced,
+// and waits until the Store holds them.
+func (p *pages) unsequenced(t *testing.T, ns ...int) {
+	t.Helper()
+	for _, n := range ns {
+		p.send(t, librelay.Frame{Type: librelay.TypeACPMessage,
+			Payload: fmt.Appendf(nil, `{"jsonrpc":"2.0","method":"n","params":%d}`, n)})
+	}
+	p.sent += len(ns)
+	relaytest.WaitFor(t, fmt.Sprintf("%d messages stored", p.sent), func() bool {
+		return receivedIn(p.raw(t)) == p.sent
+	})
+}
+
+// sendAfterResume sends a message and waits for the runtime to have it: a
+// reclaimed stream's sends wait for the resume's answer, so it has been
+// taken.
+func (p *pages) sendAfterResume(t *testing.T) {
+	t.Helper()
+	send(t, p.a, `{"jsonrpc":"2.0","method":"after"}`)
+	if f := p.next(t); f.Type != librelay.TypeACPMessage {
+		t.Fatalf("the client sent %s %s, want the acp.message", f.Type, f.Payload)
+	}
+}
+
+func (p *pages) raw(t *testing.T) []client.Entry {
+	t.Helper()
+	h, err := p.store.History(context.Background(), client.Key{URL: p.env.AttachURL, Instance: p.env.Instance, Name: client.DefaultName})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// history is the stream's History: each message's n, each loss's reason,
+// "sent" for each message sent.
+func (p *pages) history(t *testing.T) string {
+	t.Helper()
+	var out []string
+	for _, e := range client.PlaceLosses(p.raw(t)) {
+		if e.Lost != nil {
+			out = append(out, "["+e.Lost.Reason+"]")
+			continue
+		}
+		if e.Out {
+			out = append(out, "sent")
+			continue
+		}
+		var m relaytest.RPC
+		if err := json.Unmarshal(e.Payload, &m); err != nil {
+			out = append(out, string(e.Payload))
+			continue
+		}
+		out = append(out, string(m.Params))
+	}
+	return strings.Join(out, " ")
+}
