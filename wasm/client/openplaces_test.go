@@ -12,6 +12,7 @@ import (
 
 	"github.com/relaywasm/relaywasm/demo/relay/relaytest"
 	"github.com/relaywasm/relaywasm/librelay"
+	"github.com/relaywasm/relaywasm/librelay/relayleg"
 	"github.com/relaywasm/relaywasm/wasm/client"
 	"github.com/relaywasm/relaywasm/wasm/client/clienttest"
 )
@@ -60,18 +61,17 @@ func TestAnsweredPlaceIsNotMarked(t *testing.T) {
 	}
 }
 
-// A page that went away before its resume was answered leaves its place
-// open; the next page's answer closes it, though that page's own place is
-// not stored yet: a later not_resumed marks only what came after the
-// answer.
-func TestAnswerClosesAPlaceLeftByAPageBefore(t *testing.T) {
+// A place stored before its connection dropped, unanswered, is closed by
+// the answer to the next connection's resume: a not_resumed loss after
+// that (its runtime overdue) marks only what came after the answer.
+func TestAnswerClosesAPlaceOfAnEarlierConnection(t *testing.T) {
 	t.Parallel()
 	p := newPages(t)
 	p.unsequenced(t, 1, 2)
 	p.reload(t, guard)
 	p.expectResume(t)
-	p.unsequenced(t, 3, 4) // the place, stored; the page goes away unanswered
-	p.reload(t, guard)
+	p.unsequenced(t, 3, 4) // the place, stored; the connection drops unanswered
+	p.front.Cut()
 	_, id := p.expectResume(t)
 	p.resumed(t, id, 0, false)
 	p.sendAfterResume(t)
@@ -87,29 +87,46 @@ func TestAnswerClosesAPlaceLeftByAPageBefore(t *testing.T) {
 
 // pages are the pages of one stream, reloaded one after another, against
 // a scripted runtime peer that stamps no seq: each reload is a new
-// Attachment on the same Store.
+// Attachment on the same Store. The pages reach the relay through a proxy
+// the test can cut.
 type pages struct {
 	*scripted
+	front *relaytest.Proxy
 	store *client.MemoryStore
 	sent  int
 }
 
 func newPages(t *testing.T) *pages {
 	t.Helper()
-	store := client.NewMemoryStore()
-	s := newScriptedWith(t, func(o *client.Options) { o.Store, o.ResumeTimeout = store, guard })
-	s.expectResume(t) // a stream's first connection: nothing to lose
-	return &pages{scripted: s, store: store}
+	env := relaytest.Start(t, nil)
+	p := &pages{
+		scripted: &scripted{env: env, rt: env.Connect(t), c: clienttest.NewCollector()},
+		front:    relaytest.NewProxy(t, strings.TrimPrefix(env.HTTPURL, "http://")),
+		store:    client.NewMemoryStore(),
+	}
+	p.attach(t, guard)
+	p.expectResume(t) // a stream's first connection: nothing to lose
+	return p
 }
 
 // reload closes the page's attachment and attaches again, on the same
 // stream, waiting resumeTimeout for the resume's answer.
 func (p *pages) reload(t *testing.T, resumeTimeout time.Duration) {
 	t.Helper()
+	was := p.a.Session()
 	p.a.Close()
+	p.attach(t, resumeTimeout)
+	if p.a.Session() != was {
+		t.Fatalf("the reload got attachment id %q, want %q back", p.a.Session(), was)
+	}
+}
+
+// attach attaches a page, waiting resumeTimeout for a resume's answer.
+func (p *pages) attach(t *testing.T, resumeTimeout time.Duration) {
+	t.Helper()
 	env := p.env
 	o := client.Options{
-		URL: env.AttachURL, Instance: env.Instance,
+		URL: p.url(), Instance: env.Instance,
 		Credential: func(context.Context) (string, error) { return env.ClientToken, nil },
 		RelayKey:   env.Key, Store: p.store, History: 1000, ResumeTimeout: resumeTimeout,
 		OnMessage: p.c.OnMessage, OnEvicted: p.c.OnEvicted, OnState: p.c.OnState,
@@ -121,11 +138,10 @@ func (p *pages) reload(t *testing.T, resumeTimeout time.Duration) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { a.Close() })
-	if a.Session() != p.a.Session() {
-		t.Fatalf("the reload got attachment id %q, want %q back", a.Session(), p.a.Session())
-	}
 	p.a = a
 }
+
+func (p *pages) url() string { return "ws://" + p.front.Addr() + relayleg.AttachPath }
 
 // unsequenced has the runtime send a message for each of ns, unsequenced,
 // and waits until the Store holds them.
@@ -154,7 +170,7 @@ func (p *pages) sendAfterResume(t *testing.T) {
 
 func (p *pages) raw(t *testing.T) []client.Entry {
 	t.Helper()
-	h, err := p.store.History(context.Background(), client.Key{URL: p.env.AttachURL, Instance: p.env.Instance, Name: client.DefaultName})
+	h, err := p.store.History(context.Background(), client.Key{URL: p.url(), Instance: p.env.Instance, Name: client.DefaultName})
 	if err != nil {
 		t.Fatal(err)
 	}

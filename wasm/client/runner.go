@@ -43,10 +43,9 @@ type runner struct {
 	gapAt      uint64
 	gapRepeats int
 
-	// placesOpen: the Store may hold a place (keepLossPlace) that neither
-	// an answer nor a not_resumed loss followed; a page before this one
-	// may have left one. An answered resume says so in the transcript
-	// then (resumeAnswered).
+	// placesOpen: this attachment committed a place (keepLossPlace) that
+	// neither an answer nor a not_resumed loss followed since. An answered
+	// resume says so in the transcript then (resumeAnswered).
 	placesOpen bool
 
 	l *link // the current connection; nil between connections
@@ -72,17 +71,16 @@ type mark struct {
 func newRunner(a *Attachment, saved Saved, opened chan<- error, first <-chan dialed) *runner {
 	a.resumable.Store(true)
 	return &runner{
-		a:          a,
-		o:          &a.o,
-		ctx:        context.Background(),
-		opened:     opened,
-		first:      first,
-		pos:        newPosition(a, saved),
-		queue:      sendQueue{maxItems: a.o.SendQueue, maxBytes: a.o.SendQueueBytes},
-		d:          startDeliverer(a.o.OnMessages),
-		resumable:  true,
-		gapAt:      noGap,
-		placesOpen: saved.Session != "",
+		a:         a,
+		o:         &a.o,
+		ctx:       context.Background(),
+		opened:    opened,
+		first:     first,
+		pos:       newPosition(a, saved),
+		queue:     sendQueue{maxItems: a.o.SendQueue, maxBytes: a.o.SendQueueBytes},
+		d:         startDeliverer(a.o.OnMessages),
+		resumable: true,
+		gapAt:     noGap,
 	}
 }
 
@@ -363,11 +361,18 @@ func (r *runner) keepLossPlace(session string) {
 // resumeAnswered closes the places kept for a loss (keepLossPlace): the
 // runtime answered a resume (session.resumed, or cursor_evicted), and a
 // runtime that answers tells its losses itself, where they are. A place
-// the Store does not have yet is dropped; one it may have, from this page
-// or one before it (a page that went away before its resume was answered),
-// is closed by an answer recorded after it, or PlaceLosses would take it
-// for one whose resume went unanswered and put the next not_resumed loss
-// there too.
+// the Store does not have yet is dropped; one it has is closed by an answer
+// recorded after it, or PlaceLosses would take it for one whose resume went
+// unanswered and put the next not_resumed loss there too.
+//
+// A place a page before this one left open (it went away before its
+// resume's wait ended) is not closed here: the runner does not read the
+// transcript to know of it, and an answer recorded on every reload, in
+// case, would cost a resuming runtime's transcript an entry each time
+// (History's keep counts it). Against such a runtime that place is rarely
+// stored (only what is delivered, or sent, before the answer stores it),
+// and a not_resumed loss that then follows it, one that runtime's resume
+// left unanswered after all, marks it too.
 func (r *runner) resumeAnswered() {
 	if r.o.History <= 0 || r.recordAfterHeld(Eviction{FromSeq: markAnswered}) {
 		return

@@ -52,10 +52,9 @@ type Entry struct {
 	// place open for the next one's not_resumed. A place with FromSeq 0 is
 	// one recorded before answers were: PlaceLosses reads it as it did
 	// then. Marks count toward History's keep as messages do, and are
-	// few: a place is committed only once its connection delivered
-	// something before the resume's answer, or it got none; an answer
-	// only after a place that may be open (on an Attachment's first
-	// answer, since it cannot know what the pages before it left).
+	// few: a place is committed only once its connection delivered or
+	// sent something before the resume's answer, or it got none; an
+	// answer only after a place its attachment committed.
 	Lost *Eviction
 }
 
