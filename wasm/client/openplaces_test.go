@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -85,6 +86,80 @@ func TestAnswerClosesAPlaceOfAnEarlierConnection(t *testing.T) {
 	}
 }
 
+// Messages a handler refused before the connection dropped are held and
+// delivered again on the next connection, before anything newer, and the
+// place where it opened is after them. A handler slow to take them then
+// has the not_resumed loss told during that delivery: it is recorded after
+// the place, not before the held messages, so History marks the loss once,
+// where the connection opened, and a later reload's loss does not fill that
+// place again.
+func TestLossDuringHeldDeliveryIsMarkedOnce(t *testing.T) {
+	t.Parallel()
+	var (
+		mu    sync.Mutex
+		opens int
+		told  = make(chan struct{})
+	)
+	c := clienttest.NewCollector()
+	p := newPagesWith(t, resumeWait, c, func(o *client.Options) {
+		o.OnState = func(sc client.StateChange) {
+			mu.Lock()
+			c.Lock()
+			if sc.State == client.Open && (len(c.States) == 0 || c.States[len(c.States)-1].State != client.Open) {
+				opens++
+			}
+			c.Unlock()
+			mu.Unlock()
+			c.OnState(sc)
+		}
+		o.OnEvicted = func(e client.Eviction) {
+			c.Lock()
+			first := e.Reason == client.EvictedNotResumed && evictions(c, e.Reason) == 0
+			c.Unlock()
+			if first {
+				close(told)
+			}
+			c.OnEvicted(e)
+		}
+		o.OnMessage = func(m client.Message) error {
+			if n := string(m.Payload); !strings.Contains(n, `"params":2}`) && !strings.Contains(n, `"params":3}`) {
+				return c.OnMessage(m)
+			}
+			mu.Lock()
+			reopened := opens > 1
+			mu.Unlock()
+			if !reopened {
+				return errRefused // held, until the connection opens again
+			}
+			select { // slow: the resume's wait ends during this delivery
+			case <-told:
+			case <-time.After(guard):
+			}
+			return c.OnMessage(m)
+		}
+	})
+	p.unsequenced(t, 1)
+	for n := 2; n <= 3; n++ {
+		p.send(t, librelay.Frame{Type: librelay.TypeACPMessage,
+			Payload: fmt.Appendf(nil, `{"jsonrpc":"2.0","method":"n","params":%d}`, n)})
+	}
+	// The client answers a request it does not handle as it reads it: once
+	// the answer is in, it has read the messages before it.
+	p.send(t, librelay.Frame{Type: "x.query", ID: "q1"})
+	for f := p.next(t); f.ReplyTo != "q1"; f = p.next(t) {
+	}
+	p.front.Cut()
+	p.c.Wait(t, "the loss reported", func(c *clienttest.Collector) bool { return evictions(c, "not_resumed") == 1 })
+	p.sent += 2
+	p.unsequenced(t, 5)
+	p.reload(t, resumeWait)
+	p.c.Wait(t, "the reload's loss reported", func(c *clienttest.Collector) bool { return evictions(c, "not_resumed") == 2 })
+	p.unsequenced(t, 9)
+	if got, want := p.history(t), "1 2 3 [not_resumed] 5 [not_resumed] 9"; got != want {
+		t.Fatalf("History: %s, want %s", got, want)
+	}
+}
+
 // pages are the pages of one stream, reloaded one after another, against
 // a scripted runtime peer that stamps no seq: each reload is a new
 // Attachment on the same Store. The pages reach the relay through a proxy
@@ -93,18 +168,28 @@ type pages struct {
 	*scripted
 	front *relaytest.Proxy
 	store *client.MemoryStore
+	edit  func(*client.Options)
 	sent  int
 }
 
 func newPages(t *testing.T) *pages {
 	t.Helper()
+	return newPagesWith(t, guard, clienttest.NewCollector(), nil)
+}
+
+// newPagesWith is newPages with the first page waiting resumeTimeout for a
+// resume's answer, c as the application, and every page's options edited
+// by edit, if not nil.
+func newPagesWith(t *testing.T, resumeTimeout time.Duration, c *clienttest.Collector, edit func(*client.Options)) *pages {
+	t.Helper()
 	env := relaytest.Start(t, nil)
 	p := &pages{
-		scripted: &scripted{env: env, rt: env.Connect(t), c: clienttest.NewCollector()},
+		scripted: &scripted{env: env, rt: env.Connect(t), c: c},
 		front:    relaytest.NewProxy(t, strings.TrimPrefix(env.HTTPURL, "http://")),
 		store:    client.NewMemoryStore(),
+		edit:     edit,
 	}
-	p.attach(t, guard)
+	p.attach(t, resumeTimeout)
 	p.expectResume(t) // a stream's first connection: nothing to lose
 	return p
 }
@@ -130,6 +215,10 @@ func (p *pages) attach(t *testing.T, resumeTimeout time.Duration) {
 		Credential: func(context.Context) (string, error) { return env.ClientToken, nil },
 		RelayKey:   env.Key, Store: p.store, History: 1000, ResumeTimeout: resumeTimeout,
 		OnMessage: p.c.OnMessage, OnEvicted: p.c.OnEvicted, OnState: p.c.OnState,
+		Backoff: client.Backoff{Initial: 20 * time.Millisecond, Max: 200 * time.Millisecond},
+	}
+	if p.edit != nil {
+		p.edit(&o)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), guard)
 	defer cancel()
