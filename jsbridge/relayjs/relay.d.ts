@@ -558,7 +558,10 @@ export interface HistoryMessage {
  * so a page redrawn after a reload can still show that part of the
  * conversation is missing there. Every reason is kept. A not_resumed loss
  * stands where the connection opened again, before the messages delivered
- * while the resume's answer was awaited (onEvicted told it after them).
+ * while the resume's answer was awaited (onEvicted told it after them). A
+ * page that went away (a reload) after its connection opened again, before
+ * that wait ended, left no loss there; the next page's not_resumed loss
+ * stands there too, once it is told: one onEvicted, two entries.
  * It is kept only when the transcript is (history > 0), and counts toward
  * history's number of entries like a message.
  */
