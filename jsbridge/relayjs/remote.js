@@ -16,7 +16,7 @@
 // onMessage, sendACP, close, state and _tap, which these proxies have.
 
 import { BaseAttachment, checkAttach, checkCursor, meta, sendArgs, urlText } from "./attachment.js";
-import { ABORTED, CODE_BAD_OPTIONS, CODE_CANCELED, DONE_FAILED, DONE_OK } from "./boundary.js";
+import { ABORTED, CODE_BAD_OPTIONS, CODE_CANCELED, CODE_WASM_EXITED, DONE_FAILED, DONE_OK } from "./boundary.js";
 import { compileSource, handBack, pageURL, preloaded } from "./compile.js";
 import { packEntry, unwritten } from "./entries.js";
 import { RelayError, report, settling } from "./errors.js";
@@ -168,12 +168,23 @@ function connect(viaBlob = false) {
       clearTimeout(timer);
       made.started();
       const c = new Connection(w, made.fromBlob);
-      w.onerror = (ev) => console.error("relay.js: the worker failed:", ev.message ?? ev);
+      w.onerror = (ev) => {
+        ev.preventDefault?.(); // c.failed reports it, once
+        c.failed(errorOf(ev));
+      };
+      w.onmessageerror = () => c.failed("a message from it could not be read");
       w.onmessage = ({ data: m }) => c.receive(m);
       forwardLifecycle(w, c);
       resolve(c);
     };
   });
+}
+
+// errorOf is what a worker's error event says of the error the worker did
+// not catch: the engine's message (WebKit's may be empty) and where.
+function errorOf(ev) {
+  const what = ev?.message || "an error it did not catch";
+  return ev?.filename ? `${what} at ${ev.filename}:${ev.lineno ?? 0}` : what;
 }
 
 // makeWorker starts worker.js. The engines run a worker's script only
@@ -302,17 +313,43 @@ class Connection {
     this.away = false; // from a pagehide into the back/forward cache to the pageshow from it (forwardLifecycle)
   }
 
-  // end gives up a worker that never loaded relay.wasm (startIn). Every
-  // call still waiting on it fails with err, and falls back as the first
-  // did: terminate drops the answers the worker may have posted, and a
-  // second loadRelay made meanwhile waited for good. Its lifecycle
-  // listeners go too.
+  // end gives up a worker that never loaded relay.wasm (startIn), or one
+  // that failed (failed). Every call still waiting on it fails with err (a
+  // load then falls back as the first did): terminate drops the answers
+  // the worker may have posted, and a second loadRelay made meanwhile
+  // waited for good. Its lifecycle listeners go too.
   end(err) {
     this.ended = err;
     this.worker.terminate();
     for (const call of this.calls.values()) call.reject(err);
     this.calls.clear();
     this.lifecycle.abort();
+  }
+
+  // failed gives up a worker that failed after it started, as relay.wasm's
+  // exit is told on the main thread (bridge.js exited): an error the worker
+  // did not catch (a trap out of relay.wasm, an exception of worker.js's;
+  // the worker's own Go exit it tells itself, by the attachments' states
+  // and the calls' answers) or a message from it that could not be read.
+  // Either leaves relay.wasm's state, or the messages' order, unknown, so
+  // the worker is ended: every call waiting on it rejects with wasm_exited,
+  // and every call after at once; every attachment the application has is
+  // told, once, with onState("closed", {code: "wasm_exited"}), and keeps
+  // its last cursor and session; what its handlers accepted that the
+  // worker had not committed is committed here, and written, as at
+  // pagehide; the slots' locks the page held for the worker go, so that
+  // another tab may take the streams. A worker the browser ends without an
+  // event is not seen here (README.md).
+  failed(why) {
+    if (this.ended) return;
+    const err = new RelayError(CODE_WASM_EXITED, `the worker running relay.wasm failed: ${why} (relay.js ended it): load the page again`);
+    console.error(err);
+    this.end(err);
+    this.suspendLocks();
+    const live = [...this.attachments.values()];
+    this.attachments.clear();
+    for (const a of live) a._exited(err, this.stores);
+    writeAll();
   }
 
   /** lockNames are the names of the locks the page holds for the worker. */
@@ -578,6 +615,7 @@ class RemoteRelay {
     c.attachments.set(h, a);
     try {
       const { name, now, place } = await c.call("attach", [this.#id, h, o, slots(), reloading()], options.signal);
+      if (c.ended) throw c.ended; // the worker failed as its answer came (Connection.failed)
       a._attached(name, now, place);
     } catch (e) {
       c.attachments.delete(h);
@@ -612,6 +650,7 @@ class RemoteAttachment extends BaseAttachment {
   #over = false; // close() or detach() was called, or the attachment closed: no more deliveries
   #busy = null; // the batch being delivered: {waitID, batch, replay, n accepted, held by a Promise, done: #end's wait}
   #ending = null; // the outcome of close() or detach()
+  #attached = false; // attach resolved: the application has it
 
   constructor(c, h, options) {
     super(h, options);
@@ -620,6 +659,7 @@ class RemoteAttachment extends BaseAttachment {
   }
 
   _attached(name, now, place) {
+    this.#attached = true;
     this.#name = name;
     if (now) this.#now = now;
     this.#place = place ?? null;
@@ -790,13 +830,25 @@ class RemoteAttachment extends BaseAttachment {
     this.#busy = null;
     this._accepted(busy.waitID, busy.batch, busy.replay, busy.n);
     this.#c.worker.postMessage({ t: "done", waitID: busy.waitID, n: busy.n });
-    if (this.#c.away) {
-      // Taken after the page went into the back/forward cache: committed
-      // here too, and written, as at its pagehide (forwardLifecycle).
+    if (this.#c.away || this.#c.ended) {
+      // Taken after the page went into the back/forward cache, or after the
+      // worker failed (a handler's Promise held the batch): committed here
+      // too, and written, as at its pagehide (forwardLifecycle).
       this._commitTail(this.#c.stores);
       writeAll();
     }
     busy.done?.(); // #end waits for it
+  }
+
+  // The worker failed (Connection.failed): what the handlers accepted that
+  // it had not committed is committed here, and an attachment the
+  // application has is told it ended, as on the main thread when relay.wasm
+  // exits (relay.js _exited); one still attaching is not, its attach
+  // rejects.
+  _exited(err, stores) {
+    this._commitTail(stores);
+    if (this.#attached) this._closedBy(err);
+    else this.#over = true;
   }
 
   _state(state, info, now) {

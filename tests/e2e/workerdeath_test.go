@@ -1,0 +1,110 @@
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// trapWrap is wasm_exec.js as the page's wasmExec, with one thing added in
+// the worker that loads it: a message on the BroadcastChannel
+// "relaywasm-test-trap" (from the page) throws a WebAssembly.RuntimeError
+// uncaught in the worker, as a trap out of relay.wasm (unreachable, an
+// access out of bounds) reaches the worker's top level, with no Go exit.
+// Nothing in relay.wasm, relay.js or worker.js knows of it.
+const trapWrap = `await import("/wasm_exec.js");
+new BroadcastChannel("relaywasm-test-trap").onmessage = () => {
+  throw new WebAssembly.RuntimeError("unreachable (relaywasm test trap)");
+};
+`
+
+// A worker that fails after it started (here an uncaught RuntimeError, as
+// from a wasm trap, with no Go exit) is told to the application as
+// relay.wasm's exit is on the main thread: a call waiting (an attach whose
+// token function has not answered) rejects with wasm_exited, as do sendACP, history, attach and the
+// Relay's history and forget after; each live attachment's onState hears
+// "closed" with the code wasm_exited, once, and its getters keep the last
+// cursor and session. Before, the page only logged the worker's error: the
+// waiting attach never settled and the attachment stayed "open".
+func TestWorkerFailureTold(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	page := strings.Replace(exitPage, `wasmExec: "/gowrap.js"`, `wasmExec: "/trapwrap.js"`, 1)
+	for name, text := range map[string]string{"trap.html": page, "trapwrap.js": trapWrap} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := startStackServing(t, dir, 0)
+	tb := openTab(t, newBrowser(t), "trap", s.PageURL()+"trap.html?worker")
+	tb.page = allowing{tb.page, "relaywasm test trap"}
+	tb.waitFor("the page to attach", `window.__x && (__x.ready || __x.error !== null)`)
+	var start struct {
+		Error *string
+		Mode  string
+	}
+	tb.eval(`({error: __x.error, mode: __x.mode})`, &start)
+	if start.Error != nil || start.Mode != "worker" {
+		t.Fatalf("the page started in mode %q (error %v), want worker", start.Mode, start.Error)
+	}
+	tb.waitFor("the attachment to open", `__x.att.state === "open"`)
+	tb.eval(`__x.att.sendACP({ jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: 1 } }), null`, nil)
+	tb.waitFor("the answer", `__x.got.length > 0 && __x.att.cursor === __x.got.at(-1)`)
+	var before struct {
+		Cursor  int
+		Session string
+	}
+	tb.eval(`({cursor: __x.att.cursor, session: __x.att.session})`, &before)
+
+	// An attach whose token function has not answered waits in the worker.
+	tb.eval(`__x.pending = null, __x.asked = false, __x.outcome(__x.relay.attach({
+		url: "ws://" + location.host + "/v1/attach", instance: "demo", name: "held", onMessage() {},
+		token: () => ((__x.asked = true), new Promise(() => {})),
+	})).then((o) => (__x.pending = o)), null`, nil)
+	tb.waitFor("the worker to ask for the token", `__x.asked`)
+	tb.eval(`new BroadcastChannel("relaywasm-test-trap").postMessage(1), null`, nil)
+	tb.waitFor("the waiting attach to settle", `__x.pending !== null`)
+	tb.waitFor("the attachment to be closed", `__x.states.some((s) => s.state === "closed")`)
+
+	type outcome struct{ Code, Name string }
+	var after struct {
+		Pending, Send, History, Attach, Stored, Forget outcome
+		Close                                          struct{ Ok bool }
+		Closed                                         []struct{ Code, Storage string }
+		State                                          string
+		Cursor                                         int
+		Session                                        string
+	}
+	tb.eval(`(async () => {
+		const other = { url: "ws://" + location.host + "/v1/attach", instance: "demo", token: "dev-token", name: "other", onMessage() {} };
+		return {
+			pending: __x.pending,
+			send: await __x.outcome(__x.att.sendACP({ jsonrpc: "2.0", id: 3, method: "ping" })),
+			history: await __x.outcome(__x.att.history()),
+			attach: await __x.outcome(__x.relay.attach(other)),
+			stored: await __x.outcome(__x.relay.history(other)),
+			forget: await __x.outcome(__x.relay.forget(other)),
+			close: await __x.outcome(__x.att.close()),
+			closed: __x.states.filter((s) => s.state === "closed"),
+			state: __x.att.state, cursor: __x.att.cursor, session: __x.att.session,
+		};
+	})()`, &after)
+	for what, got := range map[string]outcome{
+		"the waiting attach": after.Pending, "a sendACP after": after.Send, "history() after": after.History,
+		"an attach after": after.Attach, "the Relay's history() after": after.Stored, "forget() after": after.Forget,
+	} {
+		if got.Code != "wasm_exited" || got.Name != "RelayError" {
+			t.Errorf("%s rejected with %s %q, want a RelayError wasm_exited", what, got.Name, got.Code)
+		}
+	}
+	if !after.Close.Ok {
+		t.Errorf("close() of the ended attachment failed, want it to resolve as on the main thread")
+	}
+	if len(after.Closed) != 1 || after.Closed[0].Code != "wasm_exited" || after.Closed[0].Storage == "" {
+		t.Errorf("onState heard closed %+v, want once, with the code wasm_exited and the storage", after.Closed)
+	}
+	if after.State != "closed" || after.Cursor != before.Cursor || after.Session != before.Session {
+		t.Errorf("the getters say %q, cursor %d, session %q; want closed, %d, %q", after.State, after.Cursor, after.Session, before.Cursor, before.Session)
+	}
+}
