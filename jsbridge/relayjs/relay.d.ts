@@ -285,11 +285,12 @@ export interface Attachment {
   /** The stream's stored name: the name asked for, or name#2, name#3 … when that was held elsewhere. */
   readonly name: string;
   /**
-   * The connection's state. After close() or detach() it is "closed" once
-   * their Promise has resolved (onState has heard it by then), in either
-   * mode; until then it may still say what it said: detach() tells the
-   * runtime first, and in worker mode both wait for the worker's answer (on
-   * the main thread close() ends the attachment within the call).
+   * The connection's state. After close() it is "closed" at once, in
+   * either mode (close() ends the attachment within the call). After
+   * detach() it is "closed" once its Promise has resolved (onState has
+   * heard it by then); until then it may still say what it said: detach()
+   * tells the runtime first, and in worker mode waits for the worker's
+   * answer.
    */
   readonly state: State;
   /**

@@ -651,6 +651,7 @@ class RemoteAttachment extends BaseAttachment {
   #busy = null; // the batch being delivered: {waitID, batch, replay, n accepted, held by a Promise, done: #end's wait}
   #ending = null; // the outcome of close() or detach()
   #attached = false; // attach resolved: the application has it
+  #closed = false; // close() was called: state says "closed" from then on, as on the main thread
 
   constructor(c, h, options) {
     super(h, options);
@@ -736,7 +737,7 @@ class RemoteAttachment extends BaseAttachment {
     return this.#name;
   }
   get state() {
-    return this.#now[0];
+    return this.#closed ? "closed" : this.#now[0];
   }
   get cursor() {
     return this.#now[1];
@@ -775,7 +776,9 @@ class RemoteAttachment extends BaseAttachment {
   }
 
   // #end is close() or detach(), once: a second call, or one after the
-  // attachment ended, gets the first's outcome, as on the main thread. The
+  // attachment ended, gets the first's outcome, as on the main thread, where
+  // close() ends the attachment within the call: state says "closed" at
+  // once, whatever the worker reported before it hears the close. The
   // worker hears the count of the batch being delivered first, so that
   // those accepted are not delivered again to the stream's next attach:
   // at once when a handler's Promise holds the batch, else (the call came
@@ -783,6 +786,7 @@ class RemoteAttachment extends BaseAttachment {
   #end(op) {
     if (this.#ending === null) {
       this.#over = true;
+      this.#closed = op === "close";
       if (this.#busy?.held) this.#report(this.#busy);
       const end = () => (this.#c.attachments.has(this._handle) ? this.#c.call(op, [this._handle]) : Promise.resolve());
       const busy = this.#busy; // called from a handler, which has yet to return

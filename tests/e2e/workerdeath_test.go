@@ -108,3 +108,34 @@ func TestWorkerFailureTold(t *testing.T) {
 		t.Errorf("the getters say %q, cursor %d, session %q; want closed, %d, %q", after.State, after.Cursor, after.Session, before.Cursor, before.Session)
 	}
 }
+
+// Right after close() is called, before its Promise resolves, state says
+// "closed" in either mode, as the main thread's close() ends the attachment
+// within the call, and stays so: a state the worker reported before it
+// heard the close does not take it back. onState hears "closed" once, by
+// the time close() has resolved. Before, worker mode said "open" until the
+// worker's answer came.
+func TestStateClosedAtClose(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []string{"main", "worker"} {
+		t.Run(mode, func(t *testing.T) {
+			tb := lifetimesTab(t, mode)
+			var got struct {
+				Now, Tick, After string
+				Closed           int
+			}
+			tb.eval(`(async () => {
+				const p = __l.att.close();
+				const now = __l.att.state;
+				await Promise.resolve();
+				const tick = __l.att.state;
+				await p;
+				return { now, tick, after: __l.att.state, closed: __l.states.filter((s) => s.state === "closed").length };
+			})()`, &got)
+			if got.Now != "closed" || got.Tick != "closed" || got.After != "closed" || got.Closed != 1 {
+				t.Errorf("state %q as close() returned, %q a microtask later, %q once it resolved, onState heard closed %d times; want closed throughout, once",
+					got.Now, got.Tick, got.After, got.Closed)
+			}
+		})
+	}
+}
