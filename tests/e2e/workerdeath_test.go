@@ -25,7 +25,8 @@ new BroadcastChannel("relaywasm-test-trap").onmessage = () => {
 // token function has not answered) rejects with wasm_exited, as do sendACP, history, attach and the
 // Relay's history and forget after; each live attachment's onState hears
 // "closed" with the code wasm_exited, once, and its getters keep the last
-// cursor and session. Before, the page only logged the worker's error: the
+// cursor and session; the slots' locks the page held for the worker go, so
+// another tab may take the streams. Before, the page only logged the worker's error: the
 // waiting attach never settled and the attachment stayed "open".
 func TestWorkerFailureTold(t *testing.T) {
 	t.Parallel()
@@ -63,9 +64,15 @@ func TestWorkerFailureTold(t *testing.T) {
 		token: () => ((__x.asked = true), new Promise(() => {})),
 	})).then((o) => (__x.pending = o)), null`, nil)
 	tb.waitFor("the worker to ask for the token", `__x.asked`)
+	// The page holds the slots' locks for the worker (tabs.js).
+	slotLocks := func(test string) string {
+		return `(navigator.locks.query().then((q) => (__x.locks = q.held.filter((l) => l.name.startsWith("relaywasm:")).length)), ` + test + `)`
+	}
+	tb.waitFor("the page to hold both slots' locks", slotLocks(`__x.locks === 2`))
 	tb.eval(`new BroadcastChannel("relaywasm-test-trap").postMessage(1), null`, nil)
 	tb.waitFor("the waiting attach to settle", `__x.pending !== null`)
 	tb.waitFor("the attachment to be closed", `__x.states.some((s) => s.state === "closed")`)
+	tb.waitFor("the slots' locks to go", slotLocks(`__x.locks === 0`))
 
 	type outcome struct{ Code, Name string }
 	var after struct {
