@@ -1,8 +1,10 @@
 package e2e
 
 import (
+	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -144,5 +146,54 @@ func TestStateClosedAtClose(t *testing.T) {
 					got.Now, got.Tick, got.After, got.Closed)
 			}
 		})
+	}
+}
+
+// What the page's handlers accepted after the worker failed (a handler's
+// Promise held the message as it failed, and resolved after) is committed
+// on the page, as at pagehide: the tab's next page reads it in the
+// transcript. Before, it was lost: its count went to the ended worker.
+func TestWorkerFailureCommitsWhatWasAccepted(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	page := strings.NewReplacer(
+		`wasmExec: "/gowrap.js"`, `wasmExec: "/trapwrap.js"`,
+		`name: "exit",`, `name: "exit", history: 50,`,
+		`onMessage: (m, meta) => { X.got.push(meta.seq); },`, `onMessage: (m, meta) => { X.got.push(meta.seq); if (X.hold) { X.held = meta.seq; return X.hold.p; } },`,
+	).Replace(exitPage)
+	for name, text := range map[string]string{"trap.html": page, "trapwrap.js": trapWrap} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := startStackServing(t, dir, 0)
+	tb := openTab(t, newBrowser(t), "trap", s.PageURL()+"trap.html?worker")
+	tb.page = allowing{tb.page, "relaywasm test trap"}
+	tb.waitFor("the page to attach", `window.__x && (__x.ready || __x.error !== null)`)
+	var mode string
+	tb.eval(`__x.mode ?? String(__x.error)`, &mode)
+	if mode != "worker" {
+		t.Fatalf("the page started in mode %q, want worker", mode)
+	}
+	tb.waitFor("the attachment to open", `__x.att.state === "open"`)
+	tb.eval(`__x.att.sendACP({ jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: 1 } }), null`, nil)
+	tb.waitFor("the answer", `__x.got.length > 0 && __x.att.cursor === __x.got.at(-1)`)
+	tb.eval(`__x.hold = {}, __x.hold.p = new Promise((r) => (__x.hold.r = r)), null`, nil)
+	tb.eval(`__x.att.sendACP({ jsonrpc: "2.0", id: 2, method: "session/new", params: { cwd: "/", mcpServers: [] } }), null`, nil)
+	tb.waitFor("the handler to hold the answer", `__x.held > 0`)
+	var held int
+	tb.eval(`__x.held`, &held)
+	tb.eval(`new BroadcastChannel("relaywasm-test-trap").postMessage(1), null`, nil)
+	tb.waitFor("the attachment to be closed", `__x.states.some((s) => s.state === "closed")`)
+	// The count follows the Promise within its microtasks: a task later
+	// it has been committed, and written.
+	tb.eval(`(async () => { __x.hold.r(); await new Promise((r) => setTimeout(r)); })()`, nil)
+
+	tb.do("loading the tab's next page", func(ctx context.Context) error { return tb.page.navigate(ctx, s.PageURL()+"trap.html?main") })
+	tb.waitFor("the next page to attach", `window.__x && (__x.ready || __x.error !== null)`)
+	var seqs []int
+	tb.eval(`__x.relay.history({ url: "ws://" + location.host + "/v1/attach", instance: "demo", name: "exit" }).then((h) => h.filter((e) => !e.out).map((e) => e.seq))`, &seqs)
+	if !slices.Contains(seqs, held) {
+		t.Errorf("the transcript's received seqs are %v, want %d (accepted after the worker failed) among them", seqs, held)
 	}
 }
