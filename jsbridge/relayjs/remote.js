@@ -363,6 +363,9 @@ class Connection {
     const reply = (a) => this.worker.postMessage({ t: "locked", id: m.id, ...a });
     lockHere(m.name, m.waitMs).then(
       (release) => {
+        // Granted after the worker was given up (it failed, or never
+        // loaded relay.wasm): nothing would ever let it go for the page.
+        if (release && this.ended) return void release();
         if (release) this.locks.set(m.id, { name: m.name, release });
         reply({ ok: true, held: release !== null });
       },
