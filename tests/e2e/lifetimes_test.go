@@ -189,9 +189,9 @@ func TestCursorInTheHandlerIsTheLastAccepted(t *testing.T) {
 
 // After close() or detach(), state says "closed" once the returned Promise
 // has resolved, in either mode, and onState heard it once. Before that it
-// may still say what it said: on the main thread close() ends the
-// attachment within the call, but detach() waits to tell the runtime, and
-// in worker mode either waits for the worker's answer (relay.d.ts says so).
+// may still say what it said: close() ends the attachment within the call
+// in either mode (TestStateClosedAtClose), but detach() waits to tell the
+// runtime, and in worker mode for the worker's answer (relay.d.ts says so).
 func TestStateClosedOnceCloseResolves(t *testing.T) {
 	t.Parallel()
 	for _, mode := range []string{"main", "worker"} {
