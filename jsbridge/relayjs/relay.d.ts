@@ -374,10 +374,12 @@ export interface Attachment {
    *   permission request, a file read) that nothing has made moot since: no
    *   response with its id sent after it, no $/cancel_request for it, no
    *   cursor_evicted or session_replaced loss after it, and no end of its
-   *   turn: the response to a session/prompt sent for its
-   *   params.sessionId, arrived after it (a turn cancelled while its dialog
-   *   was open; nothing waits for the answer then). A request without a
-   *   sessionId is not ended that way. So a request a
+   *   turn: the response to the session/prompt of its params.sessionId
+   *   that was the newest unanswered one when it came, arrived after it (a
+   *   turn cancelled while its dialog was open; nothing waits for the
+   *   answer then). The response to an older prompt does not end it (a
+   *   prompt sent over a running turn starts a turn of its own). A request
+   *   without a sessionId, or of no turn, is not ended that way. So a request a
    *   previous page's SDK (or this page's previous stream's) read and never
    *   answered, a permission dialog open at a reload or when a loss ended
    *   the stream, is asked again instead of leaving the agent waiting;
@@ -402,15 +404,18 @@ export interface Attachment {
    *   reaches the SDK with the stream's id.
    * - A turn's end: once the response to a session/prompt arrives (this
    *   stream's, or an earlier stream's the transcript holds), the agent's
-   *   requests of that params.sessionId the SDK has not answered are over
-   *   (a turn cancelled while its dialog was open, which a runtime need
-   *   not follow with $/cancel_request): the stream sends the SDK a
+   *   requests of its turn the SDK has not answered are over (a turn
+   *   cancelled while its dialog was open, which a runtime need not follow
+   *   with $/cancel_request; a request is of the turn of the newest
+   *   session/prompt of its params.sessionId unanswered when it came, so a
+   *   second prompt's request that came before the first prompt's response
+   *   stays open): the stream sends the SDK a
    *   $/cancel_request for each (the dialog goes away), and the SDK's
    *   answer reaches the runtime only if the runtime cancels the request
    *   itself after all (its $/cancel_request is not handed to the SDK a
    *   second time). An answer the app gave anyway (Allow on a dialog left
    *   on screen) is dropped with a console.warn. A request without a
-   *   sessionId is kept.
+   *   sessionId, or of no turn, is kept.
    * - Errors: the readable errors with the RelayError that ended the
    *   attachment (unauthorized, superseded, detached, closed) or that says
    *   content is gone (an EvictionReason; the attachment stays open then),

@@ -25,9 +25,11 @@
 //     the app's answer with the request's wire id only while no new
 //     request of that id has come from the runtime (see reoffers).
 //   - tells the SDK a request of the runtime's is cancelled when its prompt
-//     turn ends (the response to the session's session/prompt arrives)
-//     while the SDK has not answered it, which a runtime need not say with
+//     turn ends (the response arrives to the session/prompt of its session
+//     that was the newest unanswered one when the request came) while the
+//     SDK has not answered it, which a runtime need not say with
 //     $/cancel_request; the answer does not go out then (see turnOver).
+//     A request of a later prompt's turn is not touched.
 //   - errors the readable with the RelayError that ended the attachment
 //     (unauthorized, superseded, detached, closed) or that says content is
 //     gone (an eviction's reason), so the SDK's connection closes with that
@@ -58,7 +60,7 @@ const TOO_LARGE_RPC_CODE = -32603;
 const CANCEL_REQUEST = "$/cancel_request";
 
 // The ACP method of a prompt turn: its response ends the turn, and with it
-// the agent's requests of that session still open (see unanswered).
+// the agent's requests of that turn still open (see unanswered).
 const PROMPT = "session/prompt";
 
 /**
@@ -129,10 +131,18 @@ export function openStream(att, options) {
   // answer another (see staleOf).
   const open = new Map();
   // prompts: the session/prompt requests sent and not answered yet (wire
-  // id -> params.sessionId): this stream's, and those of earlier streams
-  // the transcript holds (see unanswered), whose responses go to
-  // onMessage. The response to one ends its session's turn.
+  // id -> params.sessionId), oldest first: this stream's, and those of
+  // earlier streams the transcript holds (see unanswered), whose responses
+  // go to onMessage. The response to one ends its turn.
   const prompts = new Map();
+  // turns: the runtime's requests by the turn they belong to (wire id ->
+  // the wire id of a prompt), the newest prompt of their session still
+  // unanswered when they arrived (see turnOf). A prompt's response ends
+  // that turn alone: a session/prompt sent while a turn runs starts the
+  // next one (an agent ends the first, as the dev agent does), and that
+  // turn's requests may come before the first prompt's response.
+  const turns = new Map();
+  const turnOf = (m) => newestPrompt(prompts, m);
   // moot: the runtime's requests the stream told the SDK were cancelled
   // because their turn ended (the id the SDK has them under -> {wire,
   // asked, answer}); cancelled: the same by wire id (-> the SDK's id). The
@@ -144,20 +154,28 @@ export function openStream(att, options) {
   // (answer), or has it sent when it comes (asked). See settle.
   const moot = new Map();
   const cancelled = new Map();
-  const handed = (m) => {
+  const handed = (m, turn) => {
     if (isRequest(m)) {
       open.set(m.id, JSON.stringify(m));
+      if (turn === undefined) turns.delete(m.id);
+      else turns.set(m.id, turn);
       // A new request of that id: the runtime is past the one the stream
       // cancelled (see turnOver), and a cancel of the id is this one's;
       // so is the SDK's answer with it, where the SDK had both by the id.
       if (cancelled.get(m.id) === m.id) moot.delete(m.id);
       cancelled.delete(m.id);
-    } else if (m.method === CANCEL_REQUEST) open.delete(m.params?.requestId);
+    } else if (m.method === CANCEL_REQUEST) settled(m.params?.requestId);
     return m;
+  };
+  // settled forgets the runtime's request of wire id id: answered or
+  // cancelled, it is open no more.
+  const settled = (id) => {
+    open.delete(id);
+    turns.delete(id);
   };
   const answered = (m) => {
     if (m === null || typeof m !== "object" || "method" in m || !("id" in m)) return;
-    open.delete(m.id);
+    settled(m.id);
     for (const [text, id] of offered) if (id === m.id) offered.delete(text);
   };
 
@@ -178,11 +196,12 @@ export function openStream(att, options) {
   // id, which is what the transcript records (see unanswered).
   const reoffers = new Map();
   const reoffered = new Map();
-  const reoffer = (m) => {
+  const reoffer = (m, turn) => {
     const text = JSON.stringify(m);
     const local = prefix + next++;
     offered.set(text, m.id);
     open.set(m.id, text);
+    if (turn !== undefined) turns.set(m.id, turn);
     reoffers.set(local, { wire: m.id, stale: false });
     reoffered.set(m.id, local);
     own.push({ ...m, id: local });
@@ -217,20 +236,21 @@ export function openStream(att, options) {
     return { ...m, id: r.wire };
   };
 
-  // turnOver: m is the response to a session/prompt, so its session's
-  // turn is over and nothing waits for the answers to that session's
-  // requests still open. A runtime need not say so with $/cancel_request
-  // (one that did, before its response, left none open): the SDK is told
-  // each is cancelled (the app's dialog goes away), and its answer goes
-  // out only if the runtime cancels the request too (see settle). A
-  // request without a sessionId is kept.
+  // turnOver: m is the response to a session/prompt, so its turn is over
+  // and nothing waits for the answers to the requests of that turn still
+  // open (see turns). A runtime need not say so with $/cancel_request (one
+  // that did, before its response, left none open): the SDK is told each
+  // is cancelled (the app's dialog goes away), and its answer goes out
+  // only if the runtime cancels the request too (see settle). A request of
+  // a later turn of the session (a prompt sent while this one ran), or of
+  // none (no sessionId, or none of its prompts open when it came), is
+  // kept.
   const turnOver = (m) => {
     if (!isResponse(m) || !prompts.has(m.id)) return;
-    const session = prompts.get(m.id);
     prompts.delete(m.id);
-    for (const [id, text] of open) {
-      if (JSON.parse(text).params?.sessionId !== session) continue;
-      open.delete(id);
+    for (const [id] of open) {
+      if (turns.get(id) !== m.id) continue;
+      settled(id);
       for (const [t, w] of offered) if (w === id) offered.delete(t);
       let sdk = id;
       if (reoffered.has(id)) {
@@ -302,7 +322,7 @@ export function openStream(att, options) {
     const dup = again(h.raw) || recancel(h.raw);
     if (!dup) {
       superseded(h.raw);
-      readCtl.enqueue(restore(handed(h.raw)));
+      readCtl.enqueue(restore(handed(h.raw, h.turn === null ? turnOf(h.raw) : h.turn)));
     }
     h.resolve();
     return !dup;
@@ -480,6 +500,10 @@ export function openStream(att, options) {
         return att.onMessage(raw, meta);
       }
       if (ready && (again(raw) || recancel(raw))) return undefined; // offered from the transcript already, or cancelled
+      // The turn a request belongs to is the one running as it arrives
+      // (before ready, the transcript's prompts are not known yet: it is
+      // found when the SDK reads it, nothing having arrived since).
+      const turn = ready ? turnOf(raw) : null;
       if (ready) {
         // From now on the app's answer to a re-offer of raw's id would
         // answer raw: the re-offer is stale, and its cancel goes first.
@@ -491,12 +515,12 @@ export function openStream(att, options) {
         // goes on at once.
         const w = wanted;
         wanted = null;
-        readCtl.enqueue(restore(handed(raw)));
+        readCtl.enqueue(restore(handed(raw, turn)));
         w();
         return undefined;
       }
       return new Promise((resolve, reject) => {
-        held = { raw, meta, resolve, reject };
+        held = { raw, meta, turn, resolve, reject };
       });
     },
     state(state, info) {
@@ -530,11 +554,15 @@ export function openStream(att, options) {
   att
     .history()
     .then(unanswered)
-    .catch(() => ({ requests: [], turns: new Map() })) // the attachment ended meanwhile, and the stream with it
-    .then(({ requests, turns }) => {
+    .catch(() => ({ requests: [], prompts: new Map() })) // the attachment ended meanwhile, and the stream with it
+    .then(({ requests, prompts: earlier }) => {
       const gone = staleOf(att);
-      for (const m of requests) if (!gone.has(JSON.stringify(m))) reoffer(m);
-      for (const [id, session] of turns) prompts.set(id, session);
+      for (const { m, turn } of requests) if (!gone.has(JSON.stringify(m))) reoffer(m, turn);
+      // The transcript's prompts are older than those this stream sent
+      // meanwhile: they go first (see turnOf).
+      const mine = [...prompts];
+      prompts.clear();
+      for (const [id, session] of [...earlier, ...mine]) prompts.set(id, session);
       for (const m of ends.splice(0)) turnOver(m);
       ready = true;
       if (!ended) wake();
@@ -592,18 +620,22 @@ const GONE = new Set(["cursor_evicted", "session_replaced"]);
 // after them says the runtime's side is gone, and the prompt turn they
 // belong to has not ended. In ACP the agent's requests to the client
 // (session/request_permission, fs/*, terminal/*) belong to a turn of their
-// params.sessionId: once the response to a session/prompt of that session
-// arrived after them, nothing waits for their answer, and asking the app
-// again would show a dialog for a turn that is over (one cancelled while
-// the dialog was open, which a runtime need not follow with
-// $/cancel_request). A request without a sessionId is kept. One pass:
-// prompts maps each session/prompt sent (by the id it went out with, the
-// stream's own) to its session until its response; those still unanswered
-// are returned too (turns), for the stream to end their turns when their
-// responses come.
+// params.sessionId, the newest session/prompt of it unanswered when they
+// arrived (see newestPrompt): once the response to that prompt arrived
+// after them, nothing waits for their answer, and asking the app again
+// would show a dialog for a turn that is over (one cancelled while the
+// dialog was open, which a runtime need not follow with $/cancel_request).
+// The response to an older prompt does not end them: a prompt sent while
+// a turn ran started a turn of its own, whose requests may come before the
+// older prompt's response. A request without a sessionId, or of no turn,
+// is kept. One pass: prompts maps each session/prompt sent (by the id it
+// went out with, the stream's own) to its session until its response;
+// those still unanswered are returned too, for the stream to end their
+// turns when their responses come, and each request with its turn's
+// prompt ({m, turn}).
 function unanswered(entries) {
-  const open = new Map(); // id -> the request
-  const prompts = new Map(); // a sent session/prompt's id -> its sessionId
+  const open = new Map(); // id -> {m: the request, turn: its prompt's id}
+  const prompts = new Map(); // a sent session/prompt's id -> its sessionId, oldest first
   for (const { out, message: m, lost } of entries) {
     if (lost) {
       if (GONE.has(lost.reason)) {
@@ -615,21 +647,33 @@ function unanswered(entries) {
     if (m === null || typeof m !== "object" || Array.isArray(m)) continue;
     if (!out && isRequest(m)) {
       open.delete(m.id);
-      open.set(m.id, m);
+      open.set(m.id, { m, turn: newestPrompt(prompts, m) });
     } else if (!out && m.method === CANCEL_REQUEST) open.delete(m.params?.requestId);
     else if (out && !("method" in m)) open.delete(m.id);
     else if (out && m.method === PROMPT && isRequest(m) && typeof m.params?.sessionId === "string") prompts.set(m.id, m.params.sessionId);
     else if (!out && !("method" in m) && prompts.has(m.id)) {
-      turnEnded(open, prompts.get(m.id));
+      turnEnded(open, m.id);
       prompts.delete(m.id);
     }
   }
-  return { requests: [...open.values()], turns: prompts };
+  return { requests: [...open.values()], prompts };
 }
 
-// turnEnded drops from open the requests of session's turn, which ended.
-function turnEnded(open, session) {
-  for (const [id, r] of open) if (r.params?.sessionId === session) open.delete(id);
+// turnEnded drops from open the requests of the turn of the prompt whose
+// id is prompt, which ended.
+function turnEnded(open, prompt) {
+  for (const [id, r] of open) if (r.turn === prompt) open.delete(id);
+}
+
+// newestPrompt returns the id of the newest prompt in prompts (id ->
+// sessionId, oldest first) of request m's params.sessionId: the turn m
+// belongs to, if it came now. Undefined when m has no sessionId or none of
+// its session's prompts is unanswered.
+function newestPrompt(prompts, m) {
+  const session = m.params?.sessionId;
+  let turn;
+  if (typeof session === "string") for (const [id, s] of prompts) if (s === session) turn = id;
+  return turn;
 }
 
 // lossText says what an eviction lost, for the stream's error. fromSeq 0

@@ -248,3 +248,108 @@ func TestStreamReofferedTurnEnded(t *testing.T) {
 		t.Fatalf("the console warned %q: the SDK's own answer to the stream's cancel is no answer of the app's", warned)
 	}
 }
+
+// promptOver sends a second prompt on the session while the first turn's
+// permission dialog is open (the user typed on, without session/cancel):
+// the dev agent cancels the first turn and starts the second, which asks
+// again. It waits until the SDK has read the first turn's end ("cancelled")
+// and been asked the second time, and says whether the second request came
+// before the first prompt's response (the agent's two turns race; only that
+// order makes the first turn's end meet a request of the next).
+func promptOver(tb *tab) (crossed bool) {
+	tb.t.Helper()
+	tb.eval(`__acp.hold = true, __acp.promptLater("permission to write")`, nil)
+	sdkWait(tb, "the first permission request", `__acp.asked.length === 1 && __acp.holding.length === 1`)
+	tb.eval(`__acp.promptLater("permission to write")`, nil)
+	sdkWait(tb, "the first turn's end and the second permission request", `__acp.asked.length === 2 && __acp.answers.length === 1`)
+	var stop string
+	tb.eval(`__acp.answers[0].stopReason ?? __acp.answers[0].message`, &stop)
+	if stop != "cancelled" {
+		tb.t.Fatalf("the first turn ended %q, want cancelled", stop)
+	}
+	tb.eval(`__acp.att.history().then(h => {
+		const first = h.find(e => e.out && e.message?.method === "session/prompt").message.id;
+		const end = h.findIndex(e => !e.out && !e.message?.method && e.message?.id === first);
+		const asked = h.map((e, i) => !e.out && e.message?.method === "session/request_permission" ? i : -1).filter(i => i >= 0);
+		return asked.length === 2 && asked[1] < end;
+	})`, &crossed)
+	return crossed
+}
+
+// A second prompt on the session while the first turn's dialog is open
+// (no session/cancel first): the first turn's end cancels the first
+// request only, not the second turn's, even when that arrived before the
+// first prompt's response; the second dialog stays, and its Allow reaches
+// the agent and ends the second turn. With the dev runtime as it is, and
+// with one that sends no $/cancel_request.
+func TestStreamSecondPromptSameSession(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name     string
+		noCancel bool
+	}{{"runtime cancels", false}, {"no $/cancel_request", true}} {
+		t.Run(c.name, func(t *testing.T) {
+			needSDK(t)
+			s := startFreshStack(t, stack.Config{
+				WebDir: sdkDir, ModuleDir: moduleDir, Logger: logger(),
+				EditRuntime: func(rc *devruntime.Config) { rc.NoCancelRequest = c.noCancel },
+			})
+			t.Cleanup(func() { s.Close() })
+			tb := openTab(t, newBrowser(t), "sdk", s.PageURL()+"?start=no")
+			sdkTee(tb)
+			crossed := promptOver(tb)
+			t.Logf("the second request came before the first prompt's response: %t", crossed)
+
+			// The SDK read the cancels the first turn's end brings before
+			// its response: only the first request's.
+			var cancels, asked []string
+			tb.eval(`__acp.seen.filter(m => m.method === "$/cancel_request").map(m => JSON.stringify(m.params.requestId))`, &cancels)
+			tb.eval(`__acp.seen.filter(m => m.method === "session/request_permission").map(m => JSON.stringify(m.id))`, &asked)
+			if len(asked) != 2 || len(cancels) != 1 || cancels[0] != asked[0] {
+				t.Fatalf("the SDK read $/cancel_request for %v, want one, for the first of the permission requests %v", cancels, asked)
+			}
+			sdkWait(tb, "the second dialog (the first gone)", `__acp.holding.length === 1`)
+			tb.eval(`__acp.answer("allow")`, nil)
+			sdkWait(tb, "the second turn's end", `__acp.answers.length === 2`)
+			var a answer
+			tb.eval(`__acp.answers[1]`, &a)
+			if a.StopReason != "end_turn" {
+				t.Fatalf("the second turn ended %+v, want end_turn", a)
+			}
+			sdkWait(tb, "the agent's answer to the permission", `__acp.conversation.some(e => e.role === "agent" && e.text === "permission allow")`)
+			if warned := warnings(tb); len(warned) != 0 {
+				t.Fatalf("the console warned %q", warned)
+			}
+		})
+	}
+}
+
+// A reload while the second turn's dialog is open, the first turn (whose
+// prompt's response came after the second turn's request) ended without a
+// $/cancel_request: the reloaded page's SDK is asked the second turn's
+// request, and only that, and its answer ends the second turn.
+func TestStreamReloadSecondPromptSameSession(t *testing.T) {
+	t.Parallel()
+	needSDK(t)
+	s := startFreshStack(t, stack.Config{
+		WebDir: sdkDir, ModuleDir: moduleDir, Logger: logger(),
+		EditRuntime: func(c *devruntime.Config) { c.NoCancelRequest = true },
+	})
+	t.Cleanup(func() { s.Close() })
+	tb := openTab(t, newBrowser(t), "sdk", s.PageURL())
+	sdkReady(tb)
+	crossed := promptOver(tb)
+	t.Logf("the second request came before the first prompt's response: %t", crossed)
+	noRuntimeCancel(tb)
+	sdkWait(tb, "the second dialog (the first gone)", `__acp.holding.length === 1`)
+	sdkWait(tb, "the Store to hold the cursor past the first turn's end", `__acp.att.history().then(() => __acp.storedCursor()).then(c => c > 0 && c >= __acp.att.cursor)`)
+
+	tb.do("reloading", tb.page.reload)
+	sdkReady(tb)
+	permissionTurnEnded(tb, "allow")
+	var asked []string
+	tb.eval(`__acp.asked.map(p => p.sessionId)`, &asked)
+	if len(asked) != 1 {
+		t.Fatalf("the reloaded page's SDK was asked %d times, want once (the second turn's request)", len(asked))
+	}
+}
