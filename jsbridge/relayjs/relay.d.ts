@@ -412,8 +412,8 @@ export interface Attachment {
    *   stays open): the stream sends the SDK a
    *   $/cancel_request for each (the dialog goes away), and the SDK's
    *   answer reaches the runtime only if the runtime cancels the request
-   *   itself after all (its $/cancel_request is not handed to the SDK a
-   *   second time). An answer the app gave anyway (Allow on a dialog left
+   *   itself after all, before the session's next turn ends (its
+   *   $/cancel_request is not handed to the SDK a second time). An answer the app gave anyway (Allow on a dialog left
    *   on screen) is dropped with a console.warn. A request without a
    *   sessionId, or of no turn, is kept.
    * - Errors: the readable errors with the RelayError that ended the

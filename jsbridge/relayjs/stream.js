@@ -145,13 +145,15 @@ export function openStream(att, options) {
   const turnOf = (m) => newestPrompt(prompts, m);
   // moot: the runtime's requests the stream told the SDK were cancelled
   // because their turn ended (the id the SDK has them under -> {wire,
-  // asked, answer}); cancelled: the same by wire id (-> the SDK's id). The
-  // SDK's answer to one does not go out unless the runtime asks for it:
-  // a runtime may send its own $/cancel_request after the turn's end (the
-  // dev runtime, on the Go ACP SDK, does), and ACP has the client answer a
-  // cancelled request. That cancel is not handed to the SDK a second time;
-  // it sends the SDK's answer to the stream's cancel, held until then
-  // (answer), or has it sent when it comes (asked). See settle.
+  // session, asked, answer, expired}); cancelled: the same by wire id (->
+  // the SDK's id). The SDK's answer to one does not go out unless the
+  // runtime asks for it: a runtime may send its own $/cancel_request after
+  // the turn's end (the dev runtime, on the Go ACP SDK, does), and ACP has
+  // the client answer a cancelled request. That cancel is not handed to
+  // the SDK a second time; it sends the SDK's answer to the stream's
+  // cancel, held until then (answer), or has it sent when it comes
+  // (asked). See settle. Neither waits beyond the end of the session's
+  // next turn (see expire), nor the stream's end.
   const moot = new Map();
   const cancelled = new Map();
   const handed = (m, turn) => {
@@ -162,7 +164,7 @@ export function openStream(att, options) {
       // A new request of that id: the runtime is past the one the stream
       // cancelled (see turnOver), and a cancel of the id is this one's;
       // so is the SDK's answer with it, where the SDK had both by the id.
-      if (cancelled.get(m.id) === m.id) moot.delete(m.id);
+      if (moot.get(m.id)?.wire === m.id) moot.delete(m.id);
       cancelled.delete(m.id);
     } else if (m.method === CANCEL_REQUEST) settled(m.params?.requestId);
     return m;
@@ -247,7 +249,9 @@ export function openStream(att, options) {
   // kept.
   const turnOver = (m) => {
     if (!isResponse(m) || !prompts.has(m.id)) return;
+    const session = prompts.get(m.id);
     prompts.delete(m.id);
+    expire(session);
     for (const [id] of open) {
       if (turns.get(id) !== m.id) continue;
       settled(id);
@@ -258,21 +262,40 @@ export function openStream(att, options) {
         reoffered.delete(id);
         reoffers.delete(sdk);
       }
-      moot.set(sdk, { wire: id, asked: false, answer: undefined });
+      moot.set(sdk, { wire: id, session, asked: false, answer: undefined, expired: false });
       cancelled.set(id, sdk);
       own.push({ jsonrpc: "2.0", method: CANCEL_REQUEST, params: { requestId: sdk } });
     }
   };
+  // expire gives up waiting for the runtime's own $/cancel_request of the
+  // requests of session cancelled at an earlier turn's end: one that has
+  // not come by the end of the session's next turn is not coming (a
+  // runtime that sends none, as ACP allows), and moot and cancelled would
+  // keep them for the stream's life. An answer held for one is dropped;
+  // one the SDK has yet to give is dropped when it comes (expired).
+  const expire = (session) => {
+    for (const [sdk, r] of moot) {
+      if (r.session !== session || r.asked) continue; // the SDK's answer goes out when it comes
+      if (cancelled.get(r.wire) === sdk) cancelled.delete(r.wire);
+      if (r.answer === undefined) r.expired = true;
+      else moot.delete(sdk);
+    }
+  };
   // settle takes the SDK's answer m to a request the stream cancelled at
   // its turn's end: it goes out (returned with the wire id) if the runtime
-  // has cancelled the request too, else it waits for that. An answer the
-  // app gave (Allow on a dialog still on screen) never goes: the runtime
-  // ended the turn without it, and it is no answer to a cancel.
+  // has cancelled the request too, else it waits for that (unless that
+  // wait is over: expired). An answer the app gave (Allow on a dialog
+  // still on screen) never goes: the runtime ended the turn without it,
+  // and it is no answer to a cancel.
   const settle = (m) => {
     const r = moot.get(m.id);
     if (given(m)) {
       moot.delete(m.id);
       console.warn(`relaywasm: att.stream() dropped the app's answer to a request whose turn had ended (wire id ${JSON.stringify(r.wire)}): the runtime answered the turn's session/prompt without waiting for it`);
+      return undefined;
+    }
+    if (r.expired) {
+      moot.delete(m.id);
       return undefined;
     }
     if (!r.asked) {
@@ -363,6 +386,10 @@ export function openStream(att, options) {
   const end = (err, errorReadable, closed = false) => {
     if (ended) return;
     ended = err ?? new RelayError("closed", "the stream is closed");
+    // Nothing the SDK writes goes out any more, and nothing is delivered
+    // to the stream.
+    moot.clear();
+    cancelled.clear();
     if (att._tap === tap) att._tap = null;
     signal?.removeEventListener("abort", onAbort);
     pauses.delete(pause);
