@@ -345,7 +345,7 @@ export function openStream(att, options) {
     const dup = again(h.raw) || recancel(h.raw);
     if (!dup) {
       superseded(h.raw);
-      readCtl.enqueue(restore(handed(h.raw, h.turn === null ? turnOf(h.raw) : h.turn)));
+      readCtl.enqueue(restore(handed(h.raw, h.turn)));
     }
     h.resolve();
     return !dup;
@@ -529,7 +529,7 @@ export function openStream(att, options) {
       if (ready && (again(raw) || recancel(raw))) return undefined; // offered from the transcript already, or cancelled
       // The turn a request belongs to is the one running as it arrives
       // (before ready, the transcript's prompts are not known yet: it is
-      // found when the SDK reads it, nothing having arrived since).
+      // found once they are, nothing having arrived since).
       const turn = ready ? turnOf(raw) : null;
       if (ready) {
         // From now on the app's answer to a re-offer of raw's id would
@@ -591,6 +591,9 @@ export function openStream(att, options) {
       prompts.clear();
       for (const [id, session] of [...earlier, ...mine]) prompts.set(id, session);
       for (const m of ends.splice(0)) turnOver(m);
+      // A request delivered meanwhile came after those responses, and
+      // before anything the SDK writes from now on.
+      if (held?.turn === null) held.turn = turnOf(held.raw);
       ready = true;
       if (!ended) wake();
     });
