@@ -495,6 +495,7 @@ export class Store {
     const streams = coalesce(batch);
     const f = { batch, bases: new Map(), mark: `${PAGE}/${++marks}`, final, db: this.db, era: this.era };
     this.flying.push(f); // before: a transaction that cannot be made ends at once
+    for (const c of batch) (c.marks ??= new Set()).add(f.mark); // skipStored
     const blobs = !final && this.blobs === BLOBS_YES;
     f.tx = writeStreams(this.db, this.keys, this.known, streams, bases, f.mark, final, blobs, (err, foreign) => this.#ended(f, err, foreign));
     for (const c of streams) f.bases.set(c.stream, c.total); // -1: read within the transaction
@@ -679,8 +680,13 @@ export class Store {
    * crossed aborts the writes in flight, and the Blob probe, as the page
    * goes into the back/forward cache (see cached): each write is made again
    * once the page is shown again and its abort is heard (#ended), over a
-   * read of what is stored (#recount), leaving out what is recorded already
-   * (forget): one that did commit before the abort is found recorded.
+   * read of what is stored (#recount), leaving out what is stored already:
+   * WebKitGTK often commits the write all the same (its abort comes too
+   * late, and it reports complete once shown), and the stored state
+   * record's mark then is that write's (skipStored). Its seqs do not tell
+   * (forget, skipRecorded): a runtime that numbers no messages (seq 0)
+   * had the restored page store a whole run of messages twice (2 restored
+   * pages in 10 in WebKitGTK, both modes).
    */
   crossed() {
     for (const f of this.flying) {
@@ -993,7 +999,7 @@ function coalesce(batch) {
     const i = at.get(c.stream);
     if (i === undefined) {
       at.set(c.stream, out.length);
-      out.push({ ...c, parts: c.bytes ? [c.bytes] : [] });
+      out.push({ ...c, parts: c.bytes ? [c.bytes] : [], from: [c] });
       continue;
     }
     const m = out[i];
@@ -1001,9 +1007,11 @@ function coalesce(batch) {
     if (c.keep <= 0) {
       m.parts = [];
       m.n = 0;
+      m.from = [];
     } else if (c.bytes) {
       m.parts.push(c.bytes);
       m.n += c.n;
+      m.from.push(c);
     }
   }
   return out;
@@ -1097,6 +1105,7 @@ function writeStreams(db, keys, known, streams, bases, mark, final, blobs, done)
       req.onsuccess = () => {
         try {
           c.total = typeof req.result?.total === "number" ? req.result.total : 0;
+          skipStored(c, markOf(req.result));
           const past = restored ? skipRecorded(c, recordedBy(req.result, c)) : 0;
           const now = known.get(c.stream); // a commit since replaced rec
           if (now.made === made) Object.assign(now, { total: c.keep <= 0 ? 0 : c.total + c.n, totalKnown: true, base: now.base ?? markOf(req.result), past, restored: false });
@@ -1142,6 +1151,20 @@ function skipRecorded(c, past) {
   const behind = c.cursor < past;
   c.cursor = Math.max(c.cursor, past);
   return behind ? past : 0;
+}
+
+// skipStored drops from coalesced commits c, read over a stored state
+// record marked stored, the commits a write of that mark held: that write
+// committed, and they are in the transcript already. A write that did not
+// commit left another mark (or none), and its commits are all kept. Only
+// this page's marks match: each commit notes those of the writes that held
+// it (#write). (A write the store had given up on, as the page went into
+// WebKit's back/forward cache, may have committed all the same: crossed.)
+function skipStored(c, stored) {
+  if (!stored || !c.from.some((x) => x.marks?.has(stored))) return;
+  c.from = c.from.filter((x) => !x.marks?.has(stored));
+  c.parts = c.from.flatMap((x) => (x.bytes ? [x.bytes] : []));
+  c.n = c.from.reduce((n, x) => n + x.n, 0);
 }
 
 // trim deletes the chunks of key that hold only entries before index first.
