@@ -198,6 +198,32 @@ export function holdNextReadWrite() {
   return hold;
 }
 
+// pagehideAsNextWriteCompletes dispatches a pagehide into the back/forward
+// cache (persisted) as the next readwrite transaction started on any
+// database completes, before the store hears that it did: as WebKitGTK
+// does, whose abort of a write as the page is cached often comes too late,
+// and which reports the write complete once the page is shown again. done
+// is set once it has.
+export function pagehideAsNextWriteCompletes() {
+  const orig = IDBDatabase.prototype.transaction;
+  const hook = { done: false };
+  IDBDatabase.prototype.transaction = function (stores, mode, ...rest) {
+    const tx = orig.call(this, stores, mode, ...rest);
+    if (mode !== "readwrite") return tx;
+    IDBDatabase.prototype.transaction = orig;
+    // Added before the store sets oncomplete, so heard first.
+    tx.addEventListener("complete", () => {
+      hook.done = true;
+      dispatchEvent(new PageTransitionEvent("pagehide", { persisted: true }));
+    });
+    return tx;
+  };
+  hook.undo = () => {
+    IDBDatabase.prototype.transaction = orig;
+  };
+  return hook;
+}
+
 // keepBusy keeps store's transaction from ending with one read after
 // another until hold.released. A transaction ended under it (its page torn
 // down mid-test) ends the reads instead of throwing TransactionInactiveError
