@@ -4,7 +4,6 @@ import (
 	"net/url"
 	"testing"
 
-	"github.com/relaywasm/relaywasm/demo/devruntime"
 	"github.com/relaywasm/relaywasm/demo/relay/relaytest"
 	"github.com/relaywasm/relaywasm/demo/stack"
 	"github.com/relaywasm/relaywasm/librelay/relayleg"
@@ -128,12 +127,7 @@ func TestStreamReloadAfterPermissionSettled(t *testing.T) {
 // (TestStreamReloadPendingPermission: one whose turn still runs is.)
 func TestStreamReloadAfterTurnEnded(t *testing.T) {
 	t.Parallel()
-	needSDK(t)
-	s := startFreshStack(t, stack.Config{
-		WebDir: sdkDir, ModuleDir: moduleDir, Logger: logger(),
-		EditRuntime: func(c *devruntime.Config) { c.NoCancelRequest = true },
-	})
-	t.Cleanup(func() { s.Close() })
+	s := noCancelStack(t)
 	tb := openTab(t, newBrowser(t), "sdk", s.PageURL())
 	sdkReady(tb)
 	tb.eval(`__acp.hold = true, __acp.deaf = true, __acp.promptLater("permission to write")`, nil)

@@ -22,12 +22,7 @@ import (
 // prompt.
 func noCancelSDKPage(t *testing.T) *tab {
 	t.Helper()
-	needSDK(t)
-	s := startFreshStack(t, stack.Config{
-		WebDir: sdkDir, ModuleDir: moduleDir, Logger: logger(),
-		EditRuntime: func(c *devruntime.Config) { c.NoCancelRequest = true },
-	})
-	t.Cleanup(func() { s.Close() })
+	s := noCancelStack(t)
 	tb := openTab(t, newBrowser(t), "sdk", s.PageURL()+"?start=no")
 	sdkTee(tb)
 	return tb
@@ -330,12 +325,7 @@ func TestStreamSecondPromptSameSession(t *testing.T) {
 // request, and only that, and its answer ends the second turn.
 func TestStreamReloadSecondPromptSameSession(t *testing.T) {
 	t.Parallel()
-	needSDK(t)
-	s := startFreshStack(t, stack.Config{
-		WebDir: sdkDir, ModuleDir: moduleDir, Logger: logger(),
-		EditRuntime: func(c *devruntime.Config) { c.NoCancelRequest = true },
-	})
-	t.Cleanup(func() { s.Close() })
+	s := noCancelStack(t)
 	tb := openTab(t, newBrowser(t), "sdk", s.PageURL())
 	sdkReady(tb)
 	crossed := promptOver(tb)
@@ -352,4 +342,18 @@ func TestStreamReloadSecondPromptSameSession(t *testing.T) {
 	if len(asked) != 1 {
 		t.Fatalf("the reloaded page's SDK was asked %d times, want once (the second turn's request)", len(asked))
 	}
+}
+
+// noCancelStack is a stack serving the SDK page whose runtime sends no
+// $/cancel_request (devruntime.Config.NoCancelRequest): a turn's end is
+// all that tells its requests are moot.
+func noCancelStack(t *testing.T) *stack.Stack {
+	t.Helper()
+	needSDK(t)
+	s := startFreshStack(t, stack.Config{
+		WebDir: sdkDir, ModuleDir: moduleDir, Logger: logger(),
+		EditRuntime: func(c *devruntime.Config) { c.NoCancelRequest = true },
+	})
+	t.Cleanup(func() { s.Close() })
+	return s
 }
