@@ -93,7 +93,12 @@ try {
     addEventListener("pageshow", (ev) => {
       if (!ev.persisted) return;
       shown = Date.now();
-      echo(); // its answer comes after the commits of all the handler took before (onMessage)
+      // Its answer comes after the commits of all the handler took before
+      // (onMessage). Again until one is answered: a send the connection
+      // dropped as the page was cached or shown fails (at most once), and
+      // this runtime never sends an answer it gave while the page was away.
+      echo();
+      const again = setInterval(() => (finishing ? clearInterval(again) : echo().catch(() => {})), 500);
     });
     while (i < n) echo();
     const more = setInterval(echo, 10);
