@@ -101,47 +101,57 @@ type options struct {
 	resume                                          bool // -resume: false behaves as contenox ships
 }
 
-func parseFlags() options {
+// parseFlags parses args (main's are os.Args[1:]) into options on fs; the
+// tests parse theirs the same way, so a flag they set is one main takes.
+func parseFlags(fs *flag.FlagSet, args []string) (options, error) {
 	var o options
-	flag.StringVar(&o.mode, "mode", "all", "what to run: all, relay (relay and page only) or runtime (runtime only)")
-	flag.StringVar(&o.addr, "addr", "127.0.0.1:8080", "listen address of the relay and the page (port 0 picks one)")
-	flag.StringVar(&o.instance, "instance", "demo", "the runtime's instance name")
-	flag.StringVar(&o.clientToken, "client-token", "dev-token", "browser clients' bearer credential")
-	flag.StringVar(&o.runtimeToken, "runtime-token", "dev-runtime-token", "the runtime's bearer credential")
-	flag.StringVar(&o.keyFile, "key-file", "", "relay key seed file (hex); created when missing; empty uses a fresh key each run")
-	flag.StringVar(&o.hosts, "hosts", "", "comma-separated Host names the browser leg serves besides loopback names and -addr's (DNS rebinding guard)")
-	flag.StringVar(&o.origins, "origins", "127.0.0.1,127.0.0.1:*,localhost,localhost:*", "comma-separated browser origins allowed besides the relay's own")
-	flag.StringVar(&o.webDir, "web", "demo/web", "chat page directory served at / (skipped when missing)")
-	flag.StringVar(&o.moduleDir, "module", defaultModuleDir(), "directory of relay.wasm, relay.js, relay.d.ts and wasm_exec.js (make wasm builds them into dist), served at / beside -web")
-	flag.StringVar(&o.readyFile, "ready-file", "", "write KEY=VALUE lines here once ready")
-	flag.StringVar(&o.relayURL, "relay-url", "", "-mode runtime: the relay's base URL")
-	flag.StringVar(&o.relayKey, "relay-key", "", "-mode runtime: the relay's public key to pin")
-	flag.StringVar(&o.natsURL, "nats", "", "route through this NATS server or cluster (nats://host:port), as one node of several")
-	flag.IntVar(&o.nodes, "nodes", 1, "relay nodes to run, on -addr's port and the ones after it; more than one starts NATS in-process unless -nats names one")
-	flag.StringVar(&o.idKeyFile, "id-key-file", "", "attachment-id key file (hex), shared by every node; created when missing; empty derives it from the relay key")
-	flag.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
-	flag.StringVar(&o.tlsCert, "tls-cert", "", "PEM certificate chain: serve both legs and the page over TLS (1.3 minimum), as a contenox runtime needs; needs -tls-key")
-	flag.StringVar(&o.tlsKey, "tls-key", "", "PEM private key of -tls-cert")
-	flag.StringVar(&o.relayCA, "relay-ca", "", "-mode runtime: PEM file of the CA to trust for an https -relay-url (empty: the system roots)")
-	flag.Float64Var(&o.agentRate, "agent-rate", 0, "dev agent chunks per second (0: as fast as possible)")
-	flag.IntVar(&o.retainFrames, "retain-frames", 0, "frames the runtime retains per session (0: 8192)")
-	flag.IntVar(&o.retainBytes, "retain-bytes", 0, "bytes the runtime retains per session (0: 8 MiB)")
-	flag.BoolVar(&o.resume, "resume", true, "the runtime stamps seq and answers session.resume; false behaves as contenox v1.0.0 ships (neither)")
+	fs.StringVar(&o.mode, "mode", "all", "what to run: all, relay (relay and page only) or runtime (runtime only)")
+	fs.StringVar(&o.addr, "addr", "127.0.0.1:8080", "listen address of the relay and the page (port 0 picks one)")
+	fs.StringVar(&o.instance, "instance", "demo", "the runtime's instance name")
+	fs.StringVar(&o.clientToken, "client-token", "dev-token", "browser clients' bearer credential")
+	fs.StringVar(&o.runtimeToken, "runtime-token", "dev-runtime-token", "the runtime's bearer credential")
+	fs.StringVar(&o.keyFile, "key-file", "", "relay key seed file (hex); created when missing; empty uses a fresh key each run")
+	fs.StringVar(&o.hosts, "hosts", "", "comma-separated Host names the browser leg serves besides loopback names and -addr's (DNS rebinding guard)")
+	fs.StringVar(&o.origins, "origins", "127.0.0.1,127.0.0.1:*,localhost,localhost:*", "comma-separated browser origins allowed besides the relay's own")
+	fs.StringVar(&o.webDir, "web", "demo/web", "chat page directory served at / (skipped when missing)")
+	fs.StringVar(&o.moduleDir, "module", defaultModuleDir(), "directory of relay.wasm, relay.js, relay.d.ts and wasm_exec.js (make wasm builds them into dist), served at / beside -web")
+	fs.StringVar(&o.readyFile, "ready-file", "", "write KEY=VALUE lines here once ready")
+	fs.StringVar(&o.relayURL, "relay-url", "", "-mode runtime: the relay's base URL")
+	fs.StringVar(&o.relayKey, "relay-key", "", "-mode runtime: the relay's public key to pin")
+	fs.StringVar(&o.natsURL, "nats", "", "route through this NATS server or cluster (nats://host:port), as one node of several")
+	fs.IntVar(&o.nodes, "nodes", 1, "relay nodes to run, on -addr's port and the ones after it; more than one starts NATS in-process unless -nats names one")
+	fs.StringVar(&o.idKeyFile, "id-key-file", "", "attachment-id key file (hex), shared by every node; created when missing; empty derives it from the relay key")
+	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&o.tlsCert, "tls-cert", "", "PEM certificate chain: serve both legs and the page over TLS (1.3 minimum), as a contenox runtime needs; needs -tls-key")
+	fs.StringVar(&o.tlsKey, "tls-key", "", "PEM private key of -tls-cert")
+	fs.StringVar(&o.relayCA, "relay-ca", "", "-mode runtime: PEM file of the CA to trust for an https -relay-url (empty: the system roots)")
+	fs.Float64Var(&o.agentRate, "agent-rate", 0, "dev agent chunks per second (0: as fast as possible)")
+	fs.IntVar(&o.retainFrames, "retain-frames", 0, "frames the runtime retains per session (0: 8192)")
+	fs.IntVar(&o.retainBytes, "retain-bytes", 0, "bytes the runtime retains per session (0: 8 MiB)")
+	fs.BoolVar(&o.resume, "resume", true, "the runtime stamps seq and answers session.resume; false behaves as contenox v1.0.0 ships (neither)")
 	l := &o.limits
-	flag.DurationVar(&l.Grace, "grace", 0, "attachment grace period after a drop (0: 2m)")
-	flag.DurationVar(&l.HeartbeatInterval, "heartbeat", 0, "probe a peer silent this long (0: 15s)")
-	flag.DurationVar(&l.HeartbeatTimeout, "heartbeat-timeout", 0, "drop a peer that leaves a probe unanswered this long (0: 10s)")
-	flag.IntVar(&l.BrowserFrameBytes, "frame-limit", 0, "largest browser-leg frame in bytes (0: 1 MiB)")
-	flag.IntVar(&l.AttachmentsPerInstance, "max-attachments", 0, "attachment ids per instance, and the runtime's sessions (0: 256)")
-	flag.IntVar(&l.PendingHellos, "max-pending-hellos", 0, "browser sockets awaiting their hello; past it HTTP 503 (0: 1024)")
-	flag.IntVar(&l.QueueFrames, "queue-frames", 0, "browser send queue bound in frames (0: 16384)")
-	flag.IntVar(&l.QueueBytes, "queue-bytes", 0, "browser send queue bound in bytes (0: 16 MiB)")
-	flag.Parse()
-	return o
+	fs.DurationVar(&l.Grace, "grace", 0, "attachment grace period after a drop (0: 2m)")
+	fs.DurationVar(&l.HeartbeatInterval, "heartbeat", 0, "probe a peer silent this long (0: 15s)")
+	fs.DurationVar(&l.HeartbeatTimeout, "heartbeat-timeout", 0, "drop a peer that leaves a probe unanswered this long (0: 10s)")
+	fs.IntVar(&l.BrowserFrameBytes, "frame-limit", 0, "largest browser-leg frame in bytes (0: 1 MiB)")
+	fs.IntVar(&l.AttachmentsPerInstance, "max-attachments", 0, "attachment ids per instance, and the runtime's sessions (0: 256)")
+	fs.IntVar(&l.PendingConns, "max-pending-conns", 0, "connections not yet upgraded to either leg (any request counts until then); past it HTTP 503 (0: 1024)")
+	fs.IntVar(&l.PendingConnsPerAddress, "max-pending-conns-per-address", 0,
+		"connections not yet upgraded from one client address (an IPv6 client's /64); past it HTTP 503. "+
+			"Behind a reverse proxy every client has the proxy's address: raise it to -max-pending-conns there "+
+			"(0: max-pending-conns/16, at least 8; never above max-pending-conns)")
+	fs.IntVar(&l.PendingHellos, "max-pending-hellos", 0, "browser sockets awaiting their hello; past it HTTP 503 (0: 1024)")
+	fs.IntVar(&l.QueueFrames, "queue-frames", 0, "browser send queue bound in frames (0: 16384)")
+	fs.IntVar(&l.QueueBytes, "queue-bytes", 0, "browser send queue bound in bytes (0: 16 MiB)")
+	err := fs.Parse(args)
+	return o, err
 }
 
 func main() {
-	o := parseFlags()
+	o, err := parseFlags(flag.CommandLine, os.Args[1:])
+	if err != nil {
+		os.Exit(2) // flag.CommandLine exits on its own; this is for form
+	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: logLevel(o.logLevel)}))
 	slog.SetDefault(log)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -175,18 +185,7 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 	if o.nodes > 1 || o.natsURL != "" {
 		return runCluster(ctx, o, key, log)
 	}
-	s, err := stack.Start(ctx, stack.Config{
-		Addr: o.addr, WebDir: o.webDir, ModuleDir: o.moduleDir,
-		Instance: o.instance, ClientToken: o.clientToken, RuntimeToken: o.runtimeToken,
-		Key: key, RelayOnly: o.mode == "relay", Logger: log,
-		EditRelay: func(c *relay.Config) {
-			c.OriginPatterns = splitList(o.origins)
-			c.Hosts = splitList(o.hosts)
-			c.Limits = o.limits
-			c.TLSCert, c.TLSKey = o.tlsCert, o.tlsKey
-		},
-		EditRuntime: func(c *devruntime.Config) { editRuntime(c, o) },
-	})
+	s, err := startStack(ctx, o, key, log)
 	if err != nil {
 		return err
 	}
@@ -199,6 +198,23 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 	case err := <-s.Err():
 		return err
 	}
+}
+
+// startStack starts the single relay (and the page, and the runtime unless
+// -mode relay) as the flags in o say.
+func startStack(ctx context.Context, o options, key ed25519.PrivateKey, log *slog.Logger) (*stack.Stack, error) {
+	return stack.Start(ctx, stack.Config{
+		Addr: o.addr, WebDir: o.webDir, ModuleDir: o.moduleDir,
+		Instance: o.instance, ClientToken: o.clientToken, RuntimeToken: o.runtimeToken,
+		Key: key, RelayOnly: o.mode == "relay", Logger: log,
+		EditRelay: func(c *relay.Config) {
+			c.OriginPatterns = splitList(o.origins)
+			c.Hosts = splitList(o.hosts)
+			c.Limits = o.limits
+			c.TLSCert, c.TLSKey = o.tlsCert, o.tlsKey
+		},
+		EditRuntime: func(c *devruntime.Config) { editRuntime(c, o) },
+	})
 }
 
 // runCluster runs -nodes relay nodes routing through NATS (-nats, or one

@@ -1,10 +1,21 @@
 package main
 
 import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/relaywasm/relaywasm/demo/relay/relaytest"
 )
 
 // The demo says the page needs relay.wasm only when nothing serves one: not
@@ -43,4 +54,90 @@ func TestModuleHint(t *testing.T) {
 			t.Errorf("moduleHint(%s, %q) = %q, want one with %q", filepath.Base(c.web), c.module, got, c.want)
 		}
 	}
+}
+
+// -max-pending-conns and -max-pending-conns-per-address reach the relay
+// main runs: with them, the connection past the bound (opened from the one
+// loopback address, as every browser behind a local reverse proxy is) is
+// refused with HTTP 503, and the connections before it are served. The
+// per-address flag lowers the bound below its default (8 of 20 places) and
+// raises it above it. Before, neither flag existed and the per-address
+// bound was 64 whatever one needed.
+func TestPendingConnsFlags(t *testing.T) {
+	for _, c := range []struct {
+		args     []string
+		admitted int
+		refusal  string // a word of the refused connection's body
+	}{
+		{[]string{"-max-pending-conns-per-address=2"}, 2, "from your address"},
+		{[]string{"-max-pending-conns=20", "-max-pending-conns-per-address=12"}, 12, "from your address"},
+		{[]string{"-max-pending-conns=3"}, 3, "the relay has too many"},
+	} {
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			addr := startFlagged(t, c.args...)
+			held := make([]net.Conn, c.admitted)
+			for i := range held {
+				held[i] = dialRaw(t, addr)
+			}
+			// The relay admits or refuses connections in its accept loop, in
+			// the order they were dialled, and writes a refusal there: once
+			// this one's is read, the ones before it have been judged.
+			refused := dialRaw(t, addr)
+			resp, err := http.ReadResponse(bufio.NewReader(refused), nil)
+			if err != nil {
+				t.Fatalf("connection %d: %v, want HTTP 503", c.admitted+1, err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), c.refusal) {
+				t.Fatalf("connection %d: HTTP %d %q, want 503 saying %q", c.admitted+1, resp.StatusCode, body, c.refusal)
+			}
+			for i, conn := range held {
+				go fmt.Fprintf(conn, "GET /nowhere HTTP/1.1\r\nHost: %s\r\n\r\n", addr)
+				resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+				if err != nil {
+					t.Fatalf("connection %d of %d admitted: %v, want it served (HTTP 404)", i+1, c.admitted, err)
+				}
+				if resp.StatusCode != http.StatusNotFound {
+					t.Fatalf("connection %d of %d admitted: HTTP %d, want it served (HTTP 404)", i+1, c.admitted, resp.StatusCode)
+				}
+				resp.Body.Close()
+			}
+		})
+	}
+}
+
+// startFlagged starts the relay main starts with args (and -mode relay, a
+// free loopback port, no page), stopped at the test's end, and returns its
+// address.
+func startFlagged(t *testing.T, args ...string) string {
+	t.Helper()
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	o, err := parseFlags(fs, append([]string{"-mode=relay", "-addr=127.0.0.1:0", "-web=", "-module="}, args...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), relaytest.WaitLimit)
+	defer cancel()
+	key, err := loadKey("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := startStack(ctx, o, key, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s.Addr()
+}
+
+// dialRaw opens a TCP connection to addr, closed at the test's end.
+func dialRaw(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(relaytest.IOTimeout))
+	return c
 }
