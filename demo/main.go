@@ -58,7 +58,9 @@
 //	go run ./demo -mode relay -nats nats://10.0.0.5:4222 -addr :8081 -key-file k -id-key-file ik
 //
 // The ready file then also has NATS_URL and RELAY_NODES, the nodes' base
-// URLs separated by spaces.
+// URLs separated by spaces. With -tls-cert and -tls-key every node serves
+// both legs and the page over TLS, as the single relay does (the embedded
+// NATS stays plain, on loopback), so a contenox runtime can dial any node.
 package main
 
 import (
@@ -220,24 +222,7 @@ func startStack(ctx context.Context, o options, key ed25519.PrivateKey, log *slo
 // runCluster runs -nodes relay nodes routing through NATS (-nats, or one
 // in-process), and the runtime on the first unless -mode relay.
 func runCluster(ctx context.Context, o options, key ed25519.PrivateKey, log *slog.Logger) error {
-	if o.tlsCert != "" {
-		return errors.New("-tls-cert: relay nodes on NATS are served over plain HTTP for now (put TLS in the load balancer)")
-	}
-	idKey, err := loadSecret(o.idKeyFile, 32)
-	if err != nil {
-		return err
-	}
-	c, err := stack.StartCluster(ctx, stack.ClusterConfig{
-		Nodes: o.nodes, Addr: o.addr, NATS: o.natsURL, WebDir: o.webDir, ModuleDir: o.moduleDir,
-		Instance: o.instance, ClientToken: o.clientToken, RuntimeToken: o.runtimeToken,
-		Key: key, RelayOnly: o.mode == "relay", Logger: log,
-		EditRelay: func(_ int, c *relay.Config) {
-			c.OriginPatterns = splitList(o.origins)
-			c.Limits = o.limits
-			c.AttachmentKey = idKey
-		},
-		EditRuntime: func(c *devruntime.Config) { editRuntime(c, o) },
-	})
+	c, err := startCluster(ctx, o, key, log)
 	if err != nil {
 		return err
 	}
@@ -252,6 +237,28 @@ func runCluster(ctx context.Context, o options, key ed25519.PrivateKey, log *slo
 	}
 }
 
+// startCluster starts the relay nodes (each serving the page, over TLS
+// with -tls-cert as the single relay is) and, unless -mode relay, the
+// runtime, as the flags in o say.
+func startCluster(ctx context.Context, o options, key ed25519.PrivateKey, log *slog.Logger) (*stack.Cluster, error) {
+	idKey, err := loadSecret(o.idKeyFile, 32)
+	if err != nil {
+		return nil, err
+	}
+	return stack.StartCluster(ctx, stack.ClusterConfig{
+		Nodes: o.nodes, Addr: o.addr, NATS: o.natsURL, WebDir: o.webDir, ModuleDir: o.moduleDir,
+		Instance: o.instance, ClientToken: o.clientToken, RuntimeToken: o.runtimeToken,
+		Key: key, RelayOnly: o.mode == "relay", Logger: log,
+		EditRelay: func(_ int, c *relay.Config) {
+			c.OriginPatterns = splitList(o.origins)
+			c.Limits = o.limits
+			c.AttachmentKey = idKey
+			c.TLSCert, c.TLSKey = o.tlsCert, o.tlsKey
+		},
+		EditRuntime: func(c *devruntime.Config) { editRuntime(c, o) },
+	})
+}
+
 // announceCluster prints each node's page and writes the ready file, whose
 // RELAY_* lines name the first node.
 func announceCluster(o options, c *stack.Cluster, log *slog.Logger) {
@@ -262,7 +269,8 @@ func announceCluster(o options, c *stack.Cluster, log *slog.Logger) {
 		urls = append(urls, n.HTTPURL())
 	}
 	lines := [][2]string{
-		{"RELAY_ATTACH_URL", nodes[0].AttachURL()}, {"RELAY_HTTP_URL", nodes[0].HTTPURL()}, {"RELAY_INSTANCE", o.instance},
+		{"RELAY_ATTACH_URL", nodes[0].AttachURL()}, {"RELAY_HTTP_URL", nodes[0].HTTPURL()},
+		{"RELAY_CONNECT_URL", nodes[0].HTTPURL() + relayleg.ConnectPath}, {"RELAY_INSTANCE", o.instance},
 		{"RELAY_TOKEN", o.clientToken}, {"RELAY_RUNTIME_TOKEN", o.runtimeToken}, {"RELAY_KEY", key},
 		{"NATS_URL", c.NATSURL()}, {"RELAY_NODES", strings.Join(urls, " ")},
 	}
@@ -278,7 +286,8 @@ func announceCluster(o options, c *stack.Cluster, log *slog.Logger) {
 			fmt.Printf("  node %d: attach at %s%s\n", i, n.AttachURL(), where)
 		}
 	}
-	fmt.Println()
+	fmt.Printf("\n  runtime leg: %s%s on any node (instance %s, runtime credential %s)\n  relay key:   %s\n\n",
+		nodes[0].HTTPURL(), relayleg.ConnectPath, o.instance, o.runtimeToken, key)
 	if isDir(o.webDir) {
 		lines = append(lines, [2]string{"WEB_URL", nodes[0].HTTPURL() + "/"})
 		if hint := moduleHint(o.webDir, o.moduleDir); hint != "" {

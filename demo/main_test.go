@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/ed25519"
 	"flag"
 	"fmt"
 	"io"
@@ -106,28 +107,90 @@ func TestPendingConnsFlags(t *testing.T) {
 	}
 }
 
+// -tls-cert and -tls-key with -nodes serve every node over TLS, as they do
+// the single relay: the ready file's URLs say https, the runtime the demo
+// runs on node 0 is welcomed over TLS, and a browser trusting the CA
+// attaches to node 1 and is answered by it across NATS, so a contenox
+// runtime (it dials https only) can be pointed at any node. Before, the
+// demo refused -tls-cert in cluster mode.
+func TestClusterTLSFlags(t *testing.T) {
+	dir := t.TempDir()
+	cert := relaytest.NewCert(t, dir)
+	ready := filepath.Join(dir, "ready")
+	o := parse(t, "-nodes=2", "-tls-cert="+cert.CertFile, "-tls-key="+cert.KeyFile, "-ready-file="+ready)
+	ctx, cancel := context.WithTimeout(t.Context(), relaytest.WaitLimit)
+	defer cancel()
+	log := slog.New(slog.DiscardHandler)
+	c, err := startCluster(ctx, o, newKey(t), log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	announceCluster(o, c, log)
+	lines, err := os.ReadFile(ready)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"RELAY_CONNECT_URL=https://" + c.Node(0).Addr() + "/v1/connect\n",
+		"RELAY_NODES='https://" + c.Node(0).Addr() + " https://" + c.Node(1).Addr() + "'\n",
+	} {
+		if !strings.Contains(string(lines), want) {
+			t.Errorf("the ready file has no line %q:\n%s", want, lines)
+		}
+	}
+	n1 := c.Node(1)
+	relaytest.WaitFor(t, "node 1 to route to the runtime on node 0", func() bool {
+		return n1.Table().Runtime(o.instance) != nil
+	})
+	e := &relaytest.Env{
+		AttachURL: n1.AttachURL(), Instance: o.instance, ClientToken: o.clientToken,
+		Key: c.PublicKey(), Origin: "http://127.0.0.1:1234", TLS: cert.ClientConfig(),
+	}
+	b := e.Attach(t, "")
+	sess, err := b.StartChat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if chunks, _, stop, err := b.Prompt(3, sess, "ping"); err != nil || stop != "end_turn" || len(chunks) != 1 {
+		t.Fatalf("prompt on node 1 over TLS: %q %q %v", chunks, stop, err)
+	}
+}
+
 // startFlagged starts the relay main starts with args (and -mode relay, a
 // free loopback port, no page), stopped at the test's end, and returns its
 // address.
 func startFlagged(t *testing.T, args ...string) string {
 	t.Helper()
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	o, err := parseFlags(fs, append([]string{"-mode=relay", "-addr=127.0.0.1:0", "-web=", "-module="}, args...))
-	if err != nil {
-		t.Fatal(err)
-	}
+	o := parse(t, append([]string{"-mode=relay"}, args...)...)
 	ctx, cancel := context.WithTimeout(t.Context(), relaytest.WaitLimit)
 	defer cancel()
-	key, err := loadKey("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := startStack(ctx, o, key, slog.New(slog.DiscardHandler))
+	s, err := startStack(ctx, o, newKey(t), slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
 	return s.Addr()
+}
+
+// parse parses args as main does, after a free loopback port and no page.
+func parse(t *testing.T, args ...string) options {
+	t.Helper()
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	o, err := parseFlags(fs, append([]string{"-addr=127.0.0.1:0", "-web=", "-module="}, args...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+func newKey(t *testing.T) ed25519.PrivateKey {
+	t.Helper()
+	key, err := loadKey("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key
 }
 
 // dialRaw opens a TCP connection to addr, closed at the test's end.

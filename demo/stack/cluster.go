@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -45,6 +46,9 @@ type ClusterConfig struct {
 	RelayOnly   bool
 	RuntimeNode int
 
+	// EditRelay adjusts a node's relay config. With TLSCert and TLSKey the
+	// node serves both legs and the page over TLS (Node.TLS), as the single
+	// relay does, and the runtime dialling it trusts that certificate chain.
 	EditRelay   func(node int, c *relay.Config)
 	EditTable   func(node int, c *natstable.Config)
 	EditRuntime func(*devruntime.Config)
@@ -72,16 +76,30 @@ type Node struct {
 	table *natstable.Table
 	srv   *http.Server
 	ln    *trackingListener
+	rtTLS *tls.Config // what a runtime dialling the node trusts; nil over plain HTTP
 }
 
 // Addr is the node's host:port.
 func (n *Node) Addr() string { return n.addr }
 
-// HTTPURL is the node's base URL, what a runtime dials.
-func (n *Node) HTTPURL() string { return "http://" + n.addr }
+// HTTPURL is the node's base URL (https:// when it serves TLS), what a
+// runtime dials.
+func (n *Node) HTTPURL() string { return n.scheme("http") + "://" + n.addr }
 
-// AttachURL is the node's browser leg.
-func (n *Node) AttachURL() string { return "ws://" + n.addr + relayleg.AttachPath }
+// AttachURL is the node's browser leg (wss:// over TLS).
+func (n *Node) AttachURL() string { return n.scheme("ws") + "://" + n.addr + relayleg.AttachPath }
+
+// TLS reports whether the node serves both legs and the page over TLS
+// (relay.Config.TLSCert and TLSKey, set through EditRelay), as the single
+// relay does.
+func (n *Node) TLS() bool { return n.rtTLS != nil }
+
+func (n *Node) scheme(plain string) string {
+	if n.TLS() {
+		return plain + "s"
+	}
+	return plain
+}
 
 // Relay and Table are the node's relay and routing table.
 func (n *Node) Relay() *relay.Relay     { return n.rl }
@@ -234,6 +252,13 @@ func (c *Cluster) startNode(i int, addr string) (*Node, error) {
 	if c.cfg.EditRelay != nil {
 		c.cfg.EditRelay(i, &rcfg)
 	}
+	var rtTLS *tls.Config
+	if rcfg.TLSCert != "" {
+		if rtTLS, err = runtimeTLS(rcfg.TLSCert); err != nil {
+			table.Close()
+			return nil, stackError(err)
+		}
+	}
 	rl, err := relay.New(rcfg)
 	if err != nil {
 		table.Close()
@@ -245,14 +270,21 @@ func (c *Cluster) startNode(i int, addr string) (*Node, error) {
 		table.Close()
 		return nil, listenError(addr, err)
 	}
+	// TLS goes over the tracking listener, so that Kill cuts the TCP
+	// connections under it; NATS between the nodes stays as configured
+	// (the embedded one plain, on loopback).
 	ln := &trackingListener{Listener: raw, conns: make(map[net.Conn]struct{})}
+	var served net.Listener = ln
+	if tc := rl.TLSConfig(); tc != nil {
+		served = tls.NewListener(ln, tc)
+	}
 	mux := http.NewServeMux()
 	mux.Handle(relayleg.ConnectPath, rl)
 	mux.Handle(relayleg.AttachPath, rl)
 	if page := newStatic(c.cfg.WebDir, c.cfg.ModuleDir, false); page != nil {
 		mux.Handle("/", page)
 	}
-	n := &Node{Index: i, Name: name, addr: raw.Addr().String(), rl: rl, table: table, ln: ln,
+	n := &Node{Index: i, Name: name, addr: raw.Addr().String(), rl: rl, table: table, ln: ln, rtTLS: rtTLS,
 		srv: &http.Server{Handler: mux,
 			// TLS handshake failures and the like are a peer's problem, not the demo's.
 			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}}
@@ -261,7 +293,7 @@ func (c *Cluster) startNode(i int, addr string) (*Node, error) {
 	// request whose body never came for ever, and any number of them.
 	rl.ConfigureServer(n.srv, n.addr)
 	go func() {
-		if err := n.srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
+		if err := n.srv.Serve(served); !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
 			c.fail(stackError(err))
 		}
 	}()
@@ -325,7 +357,7 @@ func (c *Cluster) startRuntime(ctx context.Context) error {
 	n := c.Node(c.cfg.RuntimeNode)
 	cfg := devruntime.Config{
 		Relay: n.HTTPURL(), Instance: c.cfg.Instance, Credential: c.cfg.RuntimeToken,
-		RelayKey: c.PublicKey(), Logger: c.cfg.Logger.With("part", "runtime"),
+		RelayKey: c.PublicKey(), TLS: n.rtTLS, Logger: c.cfg.Logger.With("part", "runtime"),
 	}
 	if c.cfg.EditRuntime != nil {
 		c.cfg.EditRuntime(&cfg)

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -77,4 +78,53 @@ func dialNode(t *testing.T, n *stack.Node) net.Conn {
 	t.Cleanup(func() { c.Close() })
 	c.SetDeadline(time.Now().Add(relaytest.IOTimeout))
 	return c
+}
+
+// With a certificate every node serves both legs over TLS, as the single
+// relay does (what the demo's -tls-cert with -nodes gives): the cluster's
+// runtime dials node 0 over TLS, a browser trusting the CA attaches to
+// node 1 over wss, and its prompt reaches the runtime across NATS and is
+// answered. Plain HTTP reaches no node. Before, the nodes served plain HTTP
+// whatever the relay's config said, and the demo refused -tls-cert with
+// -nodes, so a contenox runtime (it dials https only) could not be run
+// against a cluster.
+func TestClusterTLS(t *testing.T) {
+	cert := relaytest.NewCert(t, t.TempDir())
+	ctx, cancel := context.WithTimeout(context.Background(), startWait)
+	defer cancel()
+	c, err := stack.StartCluster(ctx, stack.ClusterConfig{
+		Nodes: 2, Logger: slog.New(slog.DiscardHandler),
+		EditRelay: func(_ int, rc *relay.Config) { rc.TLSCert, rc.TLSKey = cert.CertFile, cert.KeyFile },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	for _, n := range c.Nodes() {
+		if !n.TLS() || !strings.HasPrefix(n.HTTPURL(), "https://") || !strings.HasPrefix(n.AttachURL(), "wss://") {
+			t.Fatalf("node %d: TLS %v, urls %s %s", n.Index, n.TLS(), n.HTTPURL(), n.AttachURL())
+		}
+	}
+	cfg, n1 := c.Config(), c.Node(1)
+	relaytest.WaitFor(t, "node 1 to route to the runtime on node 0", func() bool {
+		return n1.Table().Runtime(cfg.Instance) != nil
+	})
+	e := &relaytest.Env{
+		HTTPURL: n1.HTTPURL(), AttachURL: n1.AttachURL(), Instance: cfg.Instance,
+		ClientToken: cfg.ClientToken, RuntimeToken: cfg.RuntimeToken, Key: c.PublicKey(),
+		Origin: "http://127.0.0.1:1234", TLS: cert.ClientConfig(),
+	}
+	b := e.Attach(t, "")
+	sess, err := b.StartChat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if chunks, _, stop, err := b.Prompt(3, sess, "ping"); err != nil || stop != "end_turn" || len(chunks) != 1 {
+		t.Fatalf("prompt on node 1 to the runtime on node 0, over TLS: %q %q %v", chunks, stop, err)
+	}
+	for _, n := range c.Nodes() {
+		if _, _, err := relaytest.DialRuntime(t.Context(), "http://"+n.Addr(), cfg.RuntimeToken); err == nil {
+			t.Fatalf("plain HTTP reached node %d, served over TLS", n.Index)
+		}
+	}
 }
