@@ -251,6 +251,7 @@ func startCluster(ctx context.Context, o options, key ed25519.PrivateKey, log *s
 		Key: key, RelayOnly: o.mode == "relay", Logger: log,
 		EditRelay: func(_ int, c *relay.Config) {
 			c.OriginPatterns = splitList(o.origins)
+			c.Hosts = splitList(o.hosts)
 			c.Limits = o.limits
 			c.AttachmentKey = idKey
 			c.TLSCert, c.TLSKey = o.tlsCert, o.tlsKey

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/relaywasm/relaywasm/demo/relay/relaytest"
+	"github.com/relaywasm/relaywasm/librelay/relayleg"
 )
 
 // The demo says the page needs relay.wasm only when nothing serves one: not
@@ -155,6 +156,45 @@ func TestClusterTLSFlags(t *testing.T) {
 	if chunks, _, stop, err := b.Prompt(3, sess, "ping"); err != nil || stop != "end_turn" || len(chunks) != 1 {
 		t.Fatalf("prompt on node 1 over TLS: %q %q %v", chunks, stop, err)
 	}
+}
+
+// -hosts reaches every node of a cluster, as it reaches the single relay:
+// a browser upgrade naming a host it lists is let through the Host check on
+// each node (here it goes on to the WebSocket handshake's answer, 101),
+// and one naming another host is refused 403. Before, the cluster's nodes
+// served only loopback names and their own address, so a cluster behind a
+// public name refused every browser.
+func TestClusterHostsFlag(t *testing.T) {
+	o := parse(t, "-mode=relay", "-nodes=2", "-hosts=relay.example.test")
+	ctx, cancel := context.WithTimeout(t.Context(), relaytest.WaitLimit)
+	defer cancel()
+	c, err := startCluster(ctx, o, newKey(t), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	for i, n := range c.Nodes() {
+		for host, want := range map[string]int{"relay.example.test": http.StatusSwitchingProtocols, "other.example.test": http.StatusForbidden} {
+			if got := upgradeStatus(t, n.Addr(), host); got != want {
+				t.Errorf("node %d: an upgrade with Host %s got HTTP %d, want %d", i, host, got, want)
+			}
+		}
+	}
+}
+
+// upgradeStatus sends addr a browser-leg upgrade naming host (from an
+// origin the demo allows) and returns the status of its answer.
+func upgradeStatus(t *testing.T, addr, host string) int {
+	t.Helper()
+	c := dialRaw(t, addr)
+	fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: %s\r\nOrigin: http://127.0.0.1:1234\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"+
+		"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n", relayleg.AttachPath, host)
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
 }
 
 // startFlagged starts the relay main starts with args (and -mode relay, a

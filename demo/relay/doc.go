@@ -243,7 +243,8 @@
 //     round trip each, so 64 leaves room for several browsers behind one
 //     NAT connecting in the same instant. Never below 8 (one page load),
 //     never above PendingConns. The address is the connection's, not
-//     X-Forwarded-For's: behind a proxy, set it to PendingConns.
+//     X-Forwarded-For's: behind a proxy, set it to PendingConns (the
+//     demo's -max-pending-conns-per-address).
 //   - Queue towards a runtime, 4096 frames or 16 MiB: about 25 ms of traffic
 //     at the measured rate, or 16 largest browser frames. A browser whose
 //     frame does not fit is not read until it does (holding meanwhile at
