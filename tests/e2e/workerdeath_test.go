@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/relaywasm/relaywasm/demo/stack"
 )
 
 // trapWrap is wasm_exec.js as the page's wasmExec, with one thing added in
@@ -32,28 +34,7 @@ new BroadcastChannel("relaywasm-test-trap").onmessage = () => {
 // waiting attach never settled and the attachment stayed "open".
 func TestWorkerFailureTold(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	page := strings.Replace(exitPage, `wasmExec: "/gowrap.js"`, `wasmExec: "/trapwrap.js"`, 1)
-	for name, text := range map[string]string{"trap.html": page, "trapwrap.js": trapWrap} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	s := startStackServing(t, dir, 0)
-	tb := openTab(t, newBrowser(t), "trap", s.PageURL()+"trap.html?worker")
-	tb.page = allowing{tb.page, "relaywasm test trap"}
-	tb.waitFor("the page to attach", `window.__x && (__x.ready || __x.error !== null)`)
-	var start struct {
-		Error *string
-		Mode  string
-	}
-	tb.eval(`({error: __x.error, mode: __x.mode})`, &start)
-	if start.Error != nil || start.Mode != "worker" {
-		t.Fatalf("the page started in mode %q (error %v), want worker", start.Mode, start.Error)
-	}
-	tb.waitFor("the attachment to open", `__x.att.state === "open"`)
-	tb.eval(`__x.att.sendACP({ jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: 1 } }), null`, nil)
-	tb.waitFor("the answer", `__x.got.length > 0 && __x.att.cursor === __x.got.at(-1)`)
+	tb, _ := trapTab(t, strings.NewReplacer())
 	var before struct {
 		Cursor  int
 		Session string
@@ -118,6 +99,33 @@ func TestWorkerFailureTold(t *testing.T) {
 	}
 }
 
+// trapTab opens exitPage, changed by edit, in worker mode with trapWrap as
+// its wasmExec, and returns it attached and answered once (initialize), with
+// the stack serving it.
+func trapTab(t *testing.T, edit *strings.Replacer) (*tab, *stack.Stack) {
+	t.Helper()
+	dir := t.TempDir()
+	page := strings.Replace(edit.Replace(exitPage), `wasmExec: "/gowrap.js"`, `wasmExec: "/trapwrap.js"`, 1)
+	for name, text := range map[string]string{"trap.html": page, "trapwrap.js": trapWrap} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := startStackServing(t, dir, 0)
+	tb := openTab(t, newBrowser(t), "trap", s.PageURL()+"trap.html?worker")
+	tb.page = allowing{tb.page, "relaywasm test trap"}
+	tb.waitFor("the page to attach", `window.__x && (__x.ready || __x.error !== null)`)
+	var mode string
+	tb.eval(`__x.mode ?? String(__x.error)`, &mode)
+	if mode != "worker" {
+		t.Fatalf("the page started in mode %q, want worker", mode)
+	}
+	tb.waitFor("the attachment to open", `__x.att.state === "open"`)
+	tb.eval(`__x.att.sendACP({ jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: 1 } }), null`, nil)
+	tb.waitFor("the answer", `__x.got.length > 0 && __x.att.cursor === __x.got.at(-1)`)
+	return tb, s
+}
+
 // Right after close() is called, before its Promise resolves, state says
 // "closed" in either mode, as the main thread's close() ends the attachment
 // within the call, and stays so: a state the worker reported before it
@@ -155,29 +163,10 @@ func TestStateClosedAtClose(t *testing.T) {
 // transcript. Before, it was lost: its count went to the ended worker.
 func TestWorkerFailureCommitsWhatWasAccepted(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	page := strings.NewReplacer(
-		`wasmExec: "/gowrap.js"`, `wasmExec: "/trapwrap.js"`,
+	tb, s := trapTab(t, strings.NewReplacer(
 		`name: "exit",`, `name: "exit", history: 50,`,
 		`onMessage: (m, meta) => { X.got.push(meta.seq); },`, `onMessage: (m, meta) => { X.got.push(meta.seq); if (X.hold) { X.held = meta.seq; return X.hold.p; } },`,
-	).Replace(exitPage)
-	for name, text := range map[string]string{"trap.html": page, "trapwrap.js": trapWrap} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	s := startStackServing(t, dir, 0)
-	tb := openTab(t, newBrowser(t), "trap", s.PageURL()+"trap.html?worker")
-	tb.page = allowing{tb.page, "relaywasm test trap"}
-	tb.waitFor("the page to attach", `window.__x && (__x.ready || __x.error !== null)`)
-	var mode string
-	tb.eval(`__x.mode ?? String(__x.error)`, &mode)
-	if mode != "worker" {
-		t.Fatalf("the page started in mode %q, want worker", mode)
-	}
-	tb.waitFor("the attachment to open", `__x.att.state === "open"`)
-	tb.eval(`__x.att.sendACP({ jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: 1 } }), null`, nil)
-	tb.waitFor("the answer", `__x.got.length > 0 && __x.att.cursor === __x.got.at(-1)`)
+	))
 	tb.eval(`__x.hold = {}, __x.hold.p = new Promise((r) => (__x.hold.r = r)), null`, nil)
 	tb.eval(`__x.att.sendACP({ jsonrpc: "2.0", id: 2, method: "session/new", params: { cwd: "/", mcpServers: [] } }), null`, nil)
 	tb.waitFor("the handler to hold the answer", `__x.held > 0`)
