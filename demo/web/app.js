@@ -84,6 +84,7 @@ const chat = {
   resumable: true, // false once the runtime showed it keeps nothing for a reload
   historyEntries: 0,
   previewed: 0, // entries drawn from relay.history before attach resolved
+  placed: [], // each reading of the transcript after a not_resumed loss (placeLosses): marks added, whether it held the loss
   error: null, // {title, message, code} of a fatal error
   send: (text) => submitPrompt(text),
 };
@@ -119,6 +120,20 @@ const retired = new Map(); // prompt id -> turn, for prompts of an ended session
 const openTurns = new Map(); // ACP sessionId -> the turn streaming into it
 const liveTurns = new Set(); // turns that took a chunk live since the connection last opened
 let opens = 0; // how many times the connection has opened
+// shown is, for each message received (drawn from the transcript or
+// delivered since), in order, the chunk it was shown as (a span), or null;
+// shownIn is the turn that span is in. placeLosses lines history() up with
+// them.
+const shown = [];
+const shownIn = [];
+let lastIn; // the last message received, to check that lining up
+let openedAt = 0; // shown.length when the connection last opened
+// hold is what deliveries and losses wait behind while the page reads its
+// transcript again (placeLosses), so that each is in what it reads or
+// handled after it; null otherwise.
+let hold = null;
+let placing = false; // placeLosses is under way
+let placeAgain = false; // and a loss was told meanwhile: it reads again after
 
 // applyOut handles one message this page sent, live or from the transcript.
 function applyOut(msg) {
@@ -169,6 +184,9 @@ function applyOut(msg) {
 
 // applyIn handles one message the agent sent, live or from the transcript.
 function applyIn(msg, seq, live) {
+  const at = shown.push(null) - 1;
+  shownIn.push(null);
+  lastIn = msg;
   if (msg?.method === "session/update") {
     const p = msg.params ?? {};
     const u = p.update ?? {};
@@ -178,7 +196,10 @@ function applyIn(msg, seq, live) {
       // A transcript trimmed in the middle of an answer holds no prompt
       // before it to name the session: its chunks do.
       if (replaying && p.sessionId) sessionId = p.sessionId;
-      turnFor(p.sessionId ?? "").append(u.content.text, seq, live);
+      const t = turnFor(p.sessionId ?? "");
+      if (t.firstAt < 0) t.firstAt = at;
+      shown[at] = t.append(u.content.text, seq, live);
+      shownIn[at] = t;
       if (live) chat.live++;
     }
     return;
@@ -487,6 +508,7 @@ class Turn {
     this.firstLive = null; // the first chunk it took live since the connection last opened
     this.gapNext = ""; // a loss to mark before its next chunk (lostHere): the mark's text
     this.sentOn = -1; // the connection (opens) its prompt went out on; -1 if not this page's
+    this.firstAt = -1; // where in shown its first chunk is; -1 before it has one
     this.frag = document.createDocumentFragment();
     const li = el("li", "msg agent");
     li.dataset.role = "agent";
@@ -531,6 +553,7 @@ class Turn {
       flushQueued = true;
       queueMicrotask(flush);
     }
+    return span;
   }
 
   // mayHaveLost says whether part of the answer can have come while the
@@ -590,6 +613,122 @@ function lostHere(info) {
       return;
   }
   retireAll("interrupted");
+}
+
+// placeLosses shows a not_resumed loss just told in every place the
+// transcript now puts it, not only where this connection opened (evicted
+// marks that): a connection that opened again and went away (a reload, or
+// a drop) before its resume's wait ended left its place open, and this loss
+// goes there too (history()'s lost entries). The page drew that jump
+// unmarked: it read its transcript before the loss was known. It reads the
+// transcript again, holding deliveries meanwhile so that what it reads
+// lines up with what it shows, and adds the marks missing before the
+// chunks shown. It removes and redraws nothing: what is shown, the answer
+// streaming and the prompts on their way stay as they are. relay.wasm
+// stores the loss after the messages it was delivering when it told it: a
+// reading without it is tried again after a while, deliveries going on.
+function placeLosses() {
+  if (!att) return;
+  if (placing) return void (placeAgain = true); // a loss told on a later connection
+  placing = true;
+  const since = openedAt;
+  const read = async (tries) => {
+    await new Promise((r) => setTimeout(r, 100 * tries));
+    let release;
+    hold = new Promise((r) => (release = r));
+    let done;
+    try {
+      done = markPlaces(await att.history(), since);
+    } finally {
+      hold = null;
+      release();
+    }
+    if (!done && tries < 5) return read(tries + 1);
+  };
+  read(0)
+    .catch((e) => {
+      chat.placed.push({ error: String(e?.message ?? e) });
+      console.warn("chat: could not read the saved conversation again:", e);
+    })
+    .finally(() => {
+      placing = false;
+      if (placeAgain) {
+        placeAgain = false;
+        placeLosses();
+      }
+    });
+}
+
+// markPlaces marks, before the chunks shown, each not_resumed loss entries
+// hold, as redraw would have drawn it: before the next chunk of each answer
+// open there. It lines entries up with what was shown by their received
+// messages, counted from the end (the oldest may have been trimmed since),
+// and says whether they hold all the page has received, and the loss told
+// on the connection that opened at shown index since.
+function markPlaces(entries, since) {
+  let n = 0;
+  let last;
+  for (const e of entries) {
+    if (!e.out && !e.lost) {
+      n++;
+      last = e;
+    }
+  }
+  const from = shown.length - n;
+  if (from < 0 || n === 0 || JSON.stringify(last.message) !== JSON.stringify(lastIn)) {
+    chat.placed.push({ entries: entries.length, received: n, shown: shown.length, lined: false });
+    return false;
+  }
+  flush();
+  const prompts = new Set(); // the prompts sent before the entry the walk is at
+  const marks = [];
+  let at = from;
+  let told = false;
+  for (const e of entries) {
+    if (e.out && e.message?.method === "session/prompt") prompts.add(e.message.id);
+    else if (!e.out && !e.lost) at++;
+    else if (e.lost?.reason === "not_resumed") {
+      marks.push(...unmarkedAfter(at, prompts));
+      told ||= at >= since;
+    }
+  }
+  keepingView(() => {
+    for (const span of marks) span.before(gapMark(AWAY));
+  });
+  chat.placed.push({ entries: entries.length, received: n, shown: shown.length, marks: marks.length, told });
+  return told;
+}
+
+// unmarkedAfter is, for each answer open at shown index at (its prompt in
+// prompts, or a chunk shown before at), its first chunk from at on, unless
+// a loss is marked before it already.
+function unmarkedAfter(at, prompts) {
+  const seen = new Set();
+  const out = [];
+  for (let i = at; i < shown.length; i++) {
+    const t = shownIn[i];
+    if (!t || seen.has(t)) continue;
+    seen.add(t);
+    const span = shown[i];
+    if ((t.firstAt < at || prompts.has(t.promptId)) && !span.previousElementSibling?.hasAttribute("data-gap")) out.push(span);
+  }
+  return out;
+}
+
+// keepingView runs fn, which adds to the transcript, keeping what the reader
+// looks at where it is when they have scrolled up: WebKit has no scroll
+// anchoring, and a mark added above the view would push it down.
+function keepingView(fn) {
+  if (following) return fn();
+  const s = ui.scroller;
+  const top = s.getBoundingClientRect().top;
+  const below = (e) => e.getBoundingClientRect().bottom > top;
+  // The first message in view, or in a long answer the first run (below).
+  const li = [...ui.transcript.children].find(below);
+  const anchor = (li && [...li.querySelectorAll(".run")].find(below)) ?? li;
+  const before = anchor?.getBoundingClientRect().top;
+  fn();
+  if (anchor) s.scrollTop += anchor.getBoundingClientRect().top - before;
 }
 
 // flush puts the batch's new runs in the document. It does not scroll: the
@@ -749,6 +888,7 @@ const NOT_RESUMABLE =
 function setState(state, info = {}) {
   if (state === "open" && chat.state !== "open") {
     opens++;
+    openedAt = shown.length;
     liveTurns.clear();
   }
   // A change of resumable alone comes in the same state: not a new state.
@@ -804,10 +944,13 @@ function evicted(info) {
     // or even ended: its loss is where the connection opened, and is marked
     // there. An answer still open that has not gone on may have lost its
     // end: show it as such. An answer to a prompt sent since the connection
-    // opened lost nothing: sendACP held that prompt until now.
+    // opened lost nothing: sendACP held that prompt until now. The loss may
+    // stand in earlier places too, where a connection opened before and
+    // went away before knowing (placeLosses).
     for (const t of liveTurns) if (t.mayHaveLost()) t.markGap();
     for (const t of [...openTurns.values()]) if (!liveTurns.has(t) && t.mayHaveLost()) t.finish("interrupted");
     liveTurns.clear();
+    placeLosses();
     if (retireLostSetup()) ensureSession();
     showBanner(
       "evicted",
@@ -958,7 +1101,7 @@ async function main() {
   // not in the transcript history() reads. Each is then shown exactly once.
   let release;
   const redrawn = new Promise((r) => (release = r));
-  const afterRedraw = (fn) => (loaded ? fn() : redrawn.then(fn));
+  const afterRedraw = (fn) => (!loaded ? redrawn.then(fn) : hold ? hold.then(fn) : fn());
   setState("connecting");
   // attach resolves once the relay has answered: offline, or with the relay
   // down, that can be never. Meanwhile the conversation stored on this
@@ -1060,6 +1203,7 @@ function continues(entries, drawn) {
 function forget() {
   ui.transcript.replaceChildren();
   for (const m of [pending, retired, openTurns]) m.clear();
+  shown.length = shownIn.length = 0;
   nextId = 1;
   initializes = 0;
   restarting = false;

@@ -281,8 +281,10 @@ func countShown(it item) (numbers, marks []int, ok bool) {
 // the runtime sent while the page was away the first time is gone) that it
 // has not marked yet, as it does not know yet. After the reload it shows
 // what it showed, the same numbers first, then the reload's loss, marked.
-// Once that loss is reported, the transcript marks the first jump too: a
-// page drawn from it (a second reload) shows both marked.
+// Once that loss is reported, the transcript marks the first jump too, and
+// so does the page that reported it, at once, before any further reload
+// (it drew its transcript before the loss was known, and reads it again);
+// a page drawn from the transcript (a second reload) shows both marked.
 // Firefox does this by itself on a busy machine: it cuts the page's socket
 // as a reload's navigation starts, and the page, running until the next one
 // replaces it, may connect again and show more of the count before it goes.
@@ -310,8 +312,9 @@ func TestNonResumingRuntimeReloadWhileResuming(t *testing.T) {
 	if ranges(shown.numbers) == ranges(countTo(len(shown.numbers))) {
 		t.Fatalf("the page went away showing the count without a jump (%s): nothing was lost while it reconnected, the test tested nothing", ranges(shown.numbers))
 	}
-	got, unmarked := countAcrossLoss(tb, n, shown, false)
-	t.Logf("after the reload the page shows %d of the %d numbers (%s when it went away, jumps unmarked at %v)", got, n, ranges(shown.numbers), unmarked)
+	waitJumpsMarked(tb, shown)
+	got, unmarked := countAcrossLoss(tb, n, shown, true)
+	t.Logf("after the reload the page shows %d of the %d numbers (%s when it went away, jumps unmarked then at %v, marked now)", got, n, ranges(shown.numbers), unmarked)
 
 	tb.reload()
 	tb.waitFor("the second reload's loss reported", `__chat.evictions.some(e => e.reason === "not_resumed")`)
@@ -320,14 +323,31 @@ func TestNonResumingRuntimeReloadWhileResuming(t *testing.T) {
 	}
 }
 
+// waitJumpsMarked waits for the page that reported the loss to mark each
+// jump in the count it showed unmarked before (it went away before it knew
+// of the loss there): before the first number after the jump, without a
+// further reload.
+func waitJumpsMarked(tb *tab, shown shownCount) {
+	tb.t.Helper()
+	for i := 1; i < len(shown.numbers); i++ {
+		if shown.numbers[i] == shown.numbers[i-1]+1 || slices.Contains(shown.marks, i) {
+			continue
+		}
+		tb.waitFor(fmt.Sprintf("the jump from %d to %d, shown unmarked before the reload, to be marked", shown.numbers[i-1], shown.numbers[i]),
+			fmt.Sprintf(`[...document.querySelectorAll("#transcript > li[data-role=agent] [data-seq]")].find((s) => s.textContent === %q)?.previousElementSibling?.hasAttribute("data-gap")`,
+				strconv.Itoa(shown.numbers[i])+"\n"))
+	}
+}
+
 // countAcrossLoss waits for the count of n, interrupted after the page had
 // shown shown and reported lost (not_resumed), to end, and checks what the
 // page shows of it: each number at most once, in order, from 1; first
 // exactly what it showed before the loss, marks included; then the loss,
 // marked where it is, the numbers sent while the page was away missing.
-// redrawn says the page drew the count from a transcript stored after the
-// loss was reported (a later reload): then a jump shown unmarked before the
-// loss is marked too (below). It returns how many numbers the page shows,
+// redrawn says the page shows the loss in every place the transcript puts
+// it: drawn from a transcript stored after the loss was reported (a later
+// reload), or the page that reported it (it reads its transcript again):
+// then a jump shown unmarked before the loss is marked too (below). It returns how many numbers the page shows,
 // and those jumps (indexes into the numbers). A failure says what the page
 // showed before the loss, what it drew from its stored transcript, and
 // what IndexedDB holds.
@@ -390,21 +410,21 @@ func countAcrossLoss(tb *tab, n int, shown shownCount, redrawn bool) (int, []int
 	// The transcript keeps the place where that connection opened, open,
 	// and the next page's not_resumed loss goes there too
 	// (client.PlaceLosses). That page drew its transcript before the loss
-	// was known, so it shows the jump unmarked still; a page drawn from the
-	// transcript after the loss (redrawn) marks it.
+	// was known, and marks the jump once it has read the transcript again
+	// (redrawn), as a page drawn from the transcript after the loss does.
 	if len(unmarked) > 0 && !shown.reconnected {
 		t.Fatalf("the page showed the count with jumps at %v it did not mark (%s), and had not connected again\n%s", unmarked, ranges(shown.numbers), shown.what)
 	}
 	for _, i := range unmarked {
 		if redrawn && !slices.Contains(marks, i) {
-			t.Fatalf("before the loss the page had connected again and showed the count going from %d to %d, unmarked (it went away before it knew); drawn from the transcript after the loss, the page still does not mark it (marks at %v)\n"+
+			t.Fatalf("before the loss the page had connected again and showed the count going from %d to %d, unmarked (it went away before it knew); after the loss, the page still does not mark it (marks at %v)\n"+
 				"before: %s\nthe page now: %s\nstored: %s",
 				numbers[i-1], numbers[i], marks, shown.what, pageNow(tb), storedNow(tb))
 		}
 	}
-	// Drawn from the transcript after the loss, the page may also mark a
-	// place where it connected again before the reload and nothing visible
-	// was lost (the runtime sent nothing meanwhile): that loss is only
+	// Showing the loss in every place, the page may also mark a place
+	// where it connected again before the reload and nothing visible was
+	// lost (the runtime sent nothing meanwhile): that loss is only
 	// possible, as the mark says.
 	marks = slices.DeleteFunc(marks, func(i int) bool {
 		return slices.Contains(unmarked, i) || redrawn && shown.reconnected && i > 0 && i < before && !slices.Contains(shown.marks, i) && numbers[i] == numbers[i-1]+1
@@ -459,13 +479,14 @@ var describeGoing = fmt.Sprintf(`JSON.stringify((() => {
 
 // pageNow is what the page says of itself for a failure: what it drew from
 // its stored transcript (redrawn, historyEntries, previewed), what it was
-// told since (live, evictions, states).
+// told since (live, evictions, states), and what it read of the transcript
+// again after a loss (placed).
 func pageNow(tb *tab) string {
 	var s string
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	const expr = `JSON.stringify((({ chunks, redrawn, live, historyEntries, previewed, evictions, states }) =>
-		({ chunks, redrawn, live, historyEntries, previewed, evictions, states }))(window.__chat))`
+	const expr = `JSON.stringify((({ chunks, redrawn, live, historyEntries, previewed, placed, evictions, states }) =>
+		({ chunks, redrawn, live, historyEntries, previewed, placed, evictions, states }))(window.__chat))`
 	if err := tb.page.eval(ctx, expr, &s); err != nil {
 		return "unavailable: " + err.Error()
 	}
