@@ -723,9 +723,11 @@ function keepingView(fn) {
   const s = ui.scroller;
   const top = s.getBoundingClientRect().top;
   const below = (e) => e.getBoundingClientRect().bottom > top;
-  // The first message in view, or in a long answer the first run (below).
+  // The first message in view; in an answer, its first chunk in view (a
+  // mark may go into the run, RUN_CHUNKS long, that holds it).
   const li = [...ui.transcript.children].find(below);
-  const anchor = (li && [...li.querySelectorAll(".run")].find(below)) ?? li;
+  const run = li && [...li.querySelectorAll(".run")].find(below);
+  const anchor = (run && [...run.children].find(below)) ?? li;
   const before = anchor?.getBoundingClientRect().top;
   fn();
   if (anchor) s.scrollTop += anchor.getBoundingClientRect().top - before;

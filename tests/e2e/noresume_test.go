@@ -307,12 +307,19 @@ func TestNonResumingRuntimeReloadWhileResuming(t *testing.T) {
 		t.Fatalf("the loss was reported before the reload (evictions %s); the test needs it not yet known", st.Evictions)
 	}
 	tb.reload()
-	tb.waitFor("the loss reported", `__chat.evictions.some(e => e.reason === "not_resumed")`)
 	shown := goneShowing(tb)
 	if ranges(shown.numbers) == ranges(countTo(len(shown.numbers))) {
 		t.Fatalf("the page went away showing the count without a jump (%s): nothing was lost while it reconnected, the test tested nothing", ranges(shown.numbers))
 	}
+	// The reader has scrolled up to the jump: the mark goes in above the
+	// view, which stays where it is.
+	after := firstAfterJump(shown)
+	top := scrollTo(tb, after)
+	tb.waitFor("the loss reported", `__chat.evictions.some(e => e.reason === "not_resumed")`)
 	waitJumpsMarked(tb, shown)
+	if now := viewTop(tb, after); now < top-2 || now > top+2 {
+		t.Errorf("the reader had scrolled to %d, %.1f px below the view's top; once the jump before it is marked, it is %.1f px below it", after, top, now)
+	}
 	got, unmarked := countAcrossLoss(tb, n, shown, true)
 	t.Logf("after the reload the page shows %d of the %d numbers (%s when it went away, jumps unmarked then at %v, marked now)", got, n, ranges(shown.numbers), unmarked)
 
@@ -321,6 +328,58 @@ func TestNonResumingRuntimeReloadWhileResuming(t *testing.T) {
 	if again, _ := countAcrossLoss(tb, n, shown, true); again != got {
 		t.Fatalf("after a second reload the page shows %d numbers, %d before it", again, got)
 	}
+}
+
+// firstAfterJump is the first number after the first jump in the count
+// shown that is not marked.
+func firstAfterJump(shown shownCount) int {
+	for i := 1; i < len(shown.numbers); i++ {
+		if shown.numbers[i] != shown.numbers[i-1]+1 && !slices.Contains(shown.marks, i) {
+			return shown.numbers[i]
+		}
+	}
+	return 0
+}
+
+// chunkOf is a JavaScript expression: the span that shows number k of a
+// count.
+func chunkOf(k int) string {
+	return fmt.Sprintf(`[...document.querySelectorAll("#transcript > li[data-role=agent] [data-seq]")].find((s) => s.textContent === %q)`, strconv.Itoa(k)+"\n")
+}
+
+// scrollTo scrolls the transcript, as a reader would, to number k of a
+// count, while enough of the count has come after it for the view to leave
+// the end, and before the loss is reported. It returns where k is then,
+// below the view's top (viewTop), once the page has had two frames to
+// follow the stream, had it not left the end.
+func scrollTo(tb *tab, k int) float64 {
+	t := tb.t
+	t.Helper()
+	tb.waitFor(fmt.Sprintf("a screenful of the count after %d", k), `(() => {
+		const s = document.getElementById("scroller"), c = `+chunkOf(k)+`;
+		return c && s.scrollHeight - s.scrollTop - (c.getBoundingClientRect().top - s.getBoundingClientRect().top) > 3 * s.clientHeight;
+	})()`)
+	var scrolled bool
+	tb.eval(`__chat.evictions.length === 0 && (`+chunkOf(k)+`.scrollIntoView({ block: "start" }), true)`, &scrolled)
+	if !scrolled {
+		t.Fatalf("the loss was reported before the reader scrolled up (state %s); the test needs it not yet known", tb.snapshot())
+	}
+	var settled bool
+	tb.eval(`new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(() => r(true))))`, &settled)
+	top := viewTop(tb, k)
+	if top < -2 || top > 100 { // Firefox leaves it a few pixels down
+		t.Fatalf("scrolled to %d, the page shows it %.1f px below the view's top, not at it: it went on following the stream", k, top)
+	}
+	return top
+}
+
+// viewTop is how far below the transcript view's top the page shows number
+// k of a count, in CSS pixels.
+func viewTop(tb *tab, k int) float64 {
+	tb.t.Helper()
+	var top float64
+	tb.eval(chunkOf(k)+`.getBoundingClientRect().top - document.getElementById("scroller").getBoundingClientRect().top`, &top)
+	return top
 }
 
 // waitJumpsMarked waits for the page that reported the loss to mark each
@@ -334,8 +393,7 @@ func waitJumpsMarked(tb *tab, shown shownCount) {
 			continue
 		}
 		tb.waitFor(fmt.Sprintf("the jump from %d to %d, shown unmarked before the reload, to be marked", shown.numbers[i-1], shown.numbers[i]),
-			fmt.Sprintf(`[...document.querySelectorAll("#transcript > li[data-role=agent] [data-seq]")].find((s) => s.textContent === %q)?.previousElementSibling?.hasAttribute("data-gap")`,
-				strconv.Itoa(shown.numbers[i])+"\n"))
+			chunkOf(shown.numbers[i])+`?.previousElementSibling?.hasAttribute("data-gap")`)
 	}
 }
 
