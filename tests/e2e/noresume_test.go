@@ -290,9 +290,25 @@ func countShown(it item) (numbers, marks []int, ok bool) {
 // replaces it, may connect again and show more of the count before it goes.
 func TestNonResumingRuntimeReloadWhileResuming(t *testing.T) {
 	t.Parallel()
+	reloadWhileResuming(t, mainThread)
+}
+
+// The same with relay.wasm in a Web Worker (?worker): the page reads its
+// transcript again through the worker, its deliveries held meanwhile.
+func TestNonResumingRuntimeReloadWhileResumingInWorker(t *testing.T) {
+	t.Parallel()
+	reloadWhileResuming(t, inWorker)
+}
+
+func reloadWhileResuming(t *testing.T, m pageMode) {
 	// The wait for the resume's answer (10 s, not 3) outlasts the time
 	// from the relay's restart to the reload on a loaded machine.
-	s, tb := nonResumingChat(t, "?resumeTimeout=10000")
+	query := "?resumeTimeout=10000"
+	if m.query != "" {
+		query = m.query + "&" + query[1:]
+	}
+	s, tb := nonResumingChat(t, query)
+	m.check(tb)
 	n := countLasting(10 * time.Second)
 	goOn := startCountHeld(tb, s, n)
 	recordGoing(tb)
