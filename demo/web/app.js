@@ -629,7 +629,10 @@ function lostHere(info) {
 // reading without it is tried again after a while, deliveries going on.
 function placeLosses() {
   if (!att) return;
-  if (placing) return void (placeAgain = true); // a loss told on a later connection
+  if (placing) {
+    placeAgain = true; // a loss told on a later connection: read again after
+    return;
+  }
   placing = true;
   const since = openedAt;
   const read = async (tries) => {
@@ -710,7 +713,8 @@ function unmarkedAfter(at, prompts) {
     if (!t || seen.has(t)) continue;
     seen.add(t);
     const span = shown[i];
-    if ((t.firstAt < at || prompts.has(t.promptId)) && !span.previousElementSibling?.hasAttribute("data-gap")) out.push(span);
+    const open = t.firstAt < at || prompts.has(t.promptId);
+    if (open && !span.previousElementSibling?.hasAttribute("data-gap")) out.push(span);
   }
   return out;
 }
