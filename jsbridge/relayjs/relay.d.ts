@@ -361,7 +361,18 @@ export interface Attachment {
    *   request (a previous page's, before a reload) goes to onMessage and
    *   history(), never to the stream. Requests and notifications from the
    *   agent (session/update, session/request_permission, fs reads) go to the
-   *   stream, and the SDK answers them through it.
+   *   stream, and the SDK answers them through it. The agent's requests
+   *   reach the SDK under ids of the stream's own too, and the app's
+   *   answer goes out with the request's wire id only while no new request
+   *   with that id has come from the runtime (a JSON-RPC peer does not
+   *   reuse an id while its request is pending): a runtime that restarted
+   *   while the stream went on numbers its requests afresh. Once one has,
+   *   the SDK gets a $/cancel_request for the old request (its dialog goes
+   *   away), and an answer the app gives it is dropped with a console.warn
+   *   rather than answering the new request, a permission the user never
+   *   gave (the SDK's own answer to that cancel, an error or the
+   *   "cancelled" outcome, without one). The runtime's $/cancel_request
+   *   for a request reaches the SDK with the stream's id.
    * - Delivery: what arrives from the moment the stream opens; what came
    *   before is in history(). While it is open the stream takes the
    *   messages instead of onMessage. It keeps no queue: a message is handed
@@ -392,16 +403,9 @@ export interface Attachment {
    *   answer to the old request would answer its new one of the same id.
    *   The agent's turn may then wait, and the app can cancel it. A page
    *   loaded after that cannot tell, and offers it, and neither can a page
-   *   that was offline while a new process took the runtime's place. So a
-   *   request offered again reaches the SDK under an id of the stream's
-   *   own, and the answer goes out with the request's wire id only while
-   *   no new request with that id has come from the runtime; once one has,
-   *   the SDK gets a $/cancel_request for the old one (its dialog goes
-   *   away), and an answer the app gives it is dropped with a
-   *   console.warn rather than answering the new request (the SDK's own
-   *   answer to that cancel, an error or the "cancelled" outcome, without
-   *   one). The runtime's $/cancel_request for a request offered again
-   *   reaches the SDK with the stream's id.
+   *   that was offline while a new process took the runtime's place: a
+   *   request offered again goes stale, as a live one does (see Ids), once
+   *   a new request with its wire id comes from the runtime.
    * - A turn's end: once the response to a session/prompt arrives (this
    *   stream's, or an earlier stream's the transcript holds), the agent's
    *   requests of its turn the SDK has not answered are over (a turn

@@ -12,7 +12,12 @@
 //     SDK: it goes to the attachment's onMessage (and history()) instead.
 //     Requests and notifications from the agent (permission requests, file
 //     reads, session/update) go to the SDK, which answers them through the
-//     writable.
+//     writable. The agent's requests reach it under ids of the stream's
+//     own too, and the app's answer goes out with the request's wire id
+//     only while no new request of that id has come from the runtime (see
+//     requests): a runtime that restarted while the stream went on numbers
+//     its requests afresh, and an answer to an old dialog would answer a
+//     new request.
 //   - delivers what arrives from the moment it opens, one message per read:
 //     the readable has no queue of its own (highWaterMark 0), and the
 //     attachment's delivery of a message waits until the SDK has read it.
@@ -21,9 +26,8 @@
 //     Before anything live it offers the agent's requests the transcript
 //     holds unanswered (see unanswered): a request the SDK read but the
 //     app never answered is past the cursor, and would be lost with the
-//     stream that read it. It offers them under ids of its own, and sends
-//     the app's answer with the request's wire id only while no new
-//     request of that id has come from the runtime (see reoffers).
+//     stream that read it. It offers them under ids of its own, as it
+//     hands over live ones.
 //   - tells the SDK a request of the runtime's is cancelled when its prompt
 //     turn ends (the response arrives to the session/prompt of its session
 //     that was the newest unanswered one when the request came) while the
@@ -156,18 +160,36 @@ export function openStream(att, options) {
   // next turn (see expire), nor the stream's end.
   const moot = new Map();
   const cancelled = new Map();
+  // handed records m, a message of the runtime's the SDK reads now, and
+  // returns it as the SDK gets it: a request under an id of the stream's
+  // own (see requests), the runtime's $/cancel_request naming that id, a
+  // response to the SDK's request with the SDK's id (see restore).
   const handed = (m, turn) => {
-    if (isRequest(m)) {
-      open.set(m.id, JSON.stringify(m));
-      if (turn === undefined) turns.delete(m.id);
-      else turns.set(m.id, turn);
-      // A new request of that id: the runtime is past the one the stream
-      // cancelled (see turnOver), and a cancel of the id is this one's;
-      // so is the SDK's answer with it, where the SDK had both by the id.
-      if (moot.get(m.id)?.wire === m.id) moot.delete(m.id);
-      cancelled.delete(m.id);
-    } else if (m.method === CANCEL_REQUEST) settled(m.params?.requestId);
-    return m;
+    if (!isRequest(m)) {
+      if (m.method === CANCEL_REQUEST) settled(m.params?.requestId);
+      return restore(m);
+    }
+    open.set(m.id, JSON.stringify(m));
+    if (turn === undefined) turns.delete(m.id);
+    else turns.set(m.id, turn);
+    // A new request of that id: the runtime is past the one the stream
+    // cancelled (see turnOver), and a cancel of the id is this one's.
+    unwait(m.id);
+    return ask(m, false);
+  };
+  // unwait stops waiting for the runtime's $/cancel_request of the request
+  // of wire id id the stream cancelled at its turn's end (see settle): a
+  // new request of that id has come, which such a cancel would name. An
+  // answer held for it is dropped; one the SDK has yet to give is dropped
+  // when it comes.
+  const unwait = (id) => {
+    if (!cancelled.has(id)) return;
+    const sdk = cancelled.get(id);
+    cancelled.delete(id);
+    const r = moot.get(sdk);
+    if (r === undefined) return;
+    if (r.answer === undefined) r.expired = true;
+    else moot.delete(sdk);
   };
   // settled forgets the runtime's request of wire id id: answered or
   // cancelled, it is open no more.
@@ -181,60 +203,69 @@ export function openStream(att, options) {
     for (const [text, id] of offered) if (id === m.id) offered.delete(text);
   };
 
-  // reoffers: the transcript's requests offered again, by the id the SDK
-  // has them under, one of the stream's own (local id -> {wire,
-  // stale}); reoffered: those whose runtime may still wait for the answer
-  // (wire id -> local id). The SDK gets a local id rather than the wire id
-  // because the request may no longer be pending at the runtime: against a
-  // runtime that does not resume, a page that was offline while a new
-  // process took the runtime's place never heard runtime_gone (see
-  // staleOf), and the new process numbers its requests afresh. Its request
-  // of the same id would take the app's answer to the old dialog for its
-  // own (a permission the user never gave). A JSON-RPC peer does not reuse
-  // an id while its request is pending, so a request of the same wire id
-  // from the runtime proves the old one is not pending any more: the
-  // re-offer goes stale (superseded), the SDK is told it is cancelled, and
-  // its answer is dropped. Until then the answer goes out with the wire
-  // id, which is what the transcript records (see unanswered).
-  const reoffers = new Map();
-  const reoffered = new Map();
+  // requests: the runtime's requests handed to the SDK and not answered by
+  // it yet, by the id the SDK has them under, one of the stream's own
+  // (local id -> {wire, stale, again: offered from the transcript});
+  // localOf: those whose runtime may still wait for the answer (wire id ->
+  // local id). The SDK never gets the wire id because the request may no
+  // longer be pending at the runtime when the app answers it: a runtime
+  // that restarted while the stream went on (its new process resumed the
+  // stream, or not_resumed is yet to come), or took the place of one
+  // while the page was offline (a page that never heard runtime_gone, see
+  // staleOf), numbers its requests afresh. Its request of the same id
+  // would take the app's answer to the old dialog for its own (a
+  // permission the user never gave). A JSON-RPC peer does not reuse an id
+  // while its request is pending, so a request of the same wire id from
+  // the runtime proves the old one is not pending any more: the old one
+  // goes stale (superseded), the SDK is told it is cancelled, and its
+  // answer is dropped. Until then the answer goes out with the wire id,
+  // which is what the transcript records (see unanswered).
+  const requests = new Map();
+  const localOf = new Map();
+  // ask gives the runtime's request m an id of the stream's own, and
+  // returns it as the SDK gets it.
+  const ask = (m, again) => {
+    const local = prefix + next++;
+    requests.set(local, { wire: m.id, stale: false, again });
+    localOf.set(m.id, local);
+    return { ...m, id: local };
+  };
   const reoffer = (m, turn) => {
     const text = JSON.stringify(m);
-    const local = prefix + next++;
     offered.set(text, m.id);
     open.set(m.id, text);
     if (turn !== undefined) turns.set(m.id, turn);
-    reoffers.set(local, { wire: m.id, stale: false });
-    reoffered.set(m.id, local);
-    own.push({ ...m, id: local });
+    own.push(ask(m, true));
   };
-  // superseded makes stale the re-offer a request from the runtime (m, a
-  // new one, not one delivered again) reuses the wire id of, and tells the
-  // SDK its request is cancelled: the app's dialog for it goes away.
+  // superseded makes stale the request handed to the SDK that a request
+  // from the runtime (m, a new one, not one delivered again) reuses the
+  // wire id of, and tells the SDK its request is cancelled: the app's
+  // dialog for it goes away.
   const superseded = (m) => {
-    if (!isRequest(m) || !reoffered.has(m.id)) return;
-    const local = reoffered.get(m.id);
-    reoffered.delete(m.id);
-    reoffers.get(local).stale = true;
+    if (!isRequest(m) || !localOf.has(m.id)) return;
+    const local = localOf.get(m.id);
+    localOf.delete(m.id);
+    requests.get(local).stale = true;
+    settled(m.id);
     for (const [text, id] of offered) if (id === m.id) offered.delete(text);
     own.push({ jsonrpc: "2.0", method: CANCEL_REQUEST, params: { requestId: local } });
   };
-  // toWire gives the SDK's answer to a re-offered request its wire id, or
-  // returns undefined for one gone stale, which must not go out, or one
-  // whose turn ended (see settle). Only an answer the app gave is worth a
-  // warning: the SDK answers a request the stream cancelled toward it on
-  // its own (an error, or the app's "cancelled" outcome).
+  // toWire gives the SDK's answer to a request of the runtime's its wire
+  // id, or returns undefined for one gone stale, which must not go out, or
+  // one whose turn ended (see settle). Only an answer the app gave is
+  // worth a warning: the SDK answers a request the stream cancelled toward
+  // it on its own (an error, or the app's "cancelled" outcome).
   const toWire = (m) => {
     if (m === null || typeof m !== "object" || "method" in m) return m;
     if (moot.has(m.id)) return settle(m);
-    if (!reoffers.has(m.id)) return m;
-    const r = reoffers.get(m.id);
-    reoffers.delete(m.id);
+    if (!requests.has(m.id)) return m;
+    const r = requests.get(m.id);
+    requests.delete(m.id);
     if (r.stale) {
-      if (given(m)) console.warn(`relaywasm: att.stream() dropped the app's answer to a request offered again (wire id ${JSON.stringify(r.wire)}): the runtime has since sent a new request with that id, which it would have answered`);
+      if (given(m)) console.warn(`relaywasm: att.stream() dropped the app's answer to a request${r.again ? " offered again" : ""} (wire id ${JSON.stringify(r.wire)}): the runtime has since sent a new request with that id, which it would have answered`);
       return undefined;
     }
-    reoffered.delete(r.wire);
+    if (localOf.get(r.wire) === m.id) localOf.delete(r.wire);
     return { ...m, id: r.wire };
   };
 
@@ -256,12 +287,9 @@ export function openStream(att, options) {
       if (turns.get(id) !== m.id) continue;
       settled(id);
       for (const [t, w] of offered) if (w === id) offered.delete(t);
-      let sdk = id;
-      if (reoffered.has(id)) {
-        sdk = reoffered.get(id);
-        reoffered.delete(id);
-        reoffers.delete(sdk);
-      }
+      const sdk = localOf.get(id);
+      localOf.delete(id);
+      requests.delete(sdk);
       moot.set(sdk, { wire: id, session, asked: false, answer: undefined, expired: false });
       cancelled.set(id, sdk);
       own.push({ jsonrpc: "2.0", method: CANCEL_REQUEST, params: { requestId: sdk } });
@@ -345,7 +373,7 @@ export function openStream(att, options) {
     const dup = again(h.raw) || recancel(h.raw);
     if (!dup) {
       superseded(h.raw);
-      readCtl.enqueue(restore(handed(h.raw, h.turn)));
+      readCtl.enqueue(handed(h.raw, h.turn));
     }
     h.resolve();
     return !dup;
@@ -365,10 +393,10 @@ export function openStream(att, options) {
 
   // restore gives a response the SDK's id back (only responses to this
   // stream's requests are ever held: ours), and the runtime's
-  // $/cancel_request of a re-offered request the id the SDK has it under.
+  // $/cancel_request of a request the id the SDK has it under.
   const restore = (m) => {
-    if (m.method === CANCEL_REQUEST && reoffered.has(m.params?.requestId)) {
-      return { ...m, params: { ...m.params, requestId: reoffered.get(m.params.requestId) } };
+    if (m.method === CANCEL_REQUEST && localOf.has(m.params?.requestId)) {
+      return { ...m, params: { ...m.params, requestId: localOf.get(m.params.requestId) } };
     }
     if ("method" in m || !sent.has(m.id)) return m;
     const id = sent.get(m.id);
@@ -542,7 +570,7 @@ export function openStream(att, options) {
         // goes on at once.
         const w = wanted;
         wanted = null;
-        readCtl.enqueue(restore(handed(raw, turn)));
+        readCtl.enqueue(handed(raw, turn));
         w();
         return undefined;
       }

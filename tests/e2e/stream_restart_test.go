@@ -1,0 +1,100 @@
+package e2e
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/relaywasm/relaywasm/demo/devruntime"
+	"github.com/relaywasm/relaywasm/demo/stack"
+)
+
+// The runtime restarts while the page's stream goes on: the page hears
+// runtime_gone, redials, and no loss ends its stream (here the new process
+// resumes the page's stream, which the old one, not resuming, never
+// numbered, so there is nothing it could have missed; against two
+// processes that do not resume the same holds until not_resumed comes,
+// resumeTimeoutMs after the redial). The old process's permission request
+// is still open in the app. The app starts a new session (the new process
+// knows none) and asks again: the new process numbers its requests
+// afresh, so its permission request comes with the old one's wire id. The
+// user answers Allow on the old dialog, still on screen: that answer must
+// not reach the new process as the answer to its request (a permission the
+// user never gave); the new dialog is answered Reject, and that is what the
+// new process hears, the only answer that goes out with the id.
+func TestStreamLiveAnswerAfterRuntimeRestart(t *testing.T) {
+	t.Parallel()
+	// deaf: the old dialog stays on screen, answerable, even once
+	// cancelled (the user's click racing the cancel).
+	tb, id := restartedRuntimeReusesID(t, true)
+	sdkWait(tb, "both dialogs", `__acp.holding.length === 2`)
+	tb.eval(`__acp.holding[0]({outcome: {outcome: "selected", optionId: "allow"}}), __acp.holding[1]({outcome: {outcome: "selected", optionId: "reject"}})`, nil)
+	newTurnHeard(tb, "permission reject")
+	var answers int
+	tb.eval(fmt.Sprintf(`__acp.att.history().then(h => {
+		const asked = h.findLastIndex(e => !e.out && e.message?.method === "session/request_permission");
+		return h.slice(asked).filter(e => e.out && !e.message?.method && JSON.stringify(e.message?.id) === %q).length;
+	})`, id), &answers)
+	if answers != 1 {
+		t.Fatalf("%d responses went out with the reused id %s after the new process's request, want 1 (the new dialog's)", answers, id)
+	}
+	if w := warnings(tb); len(w) != 1 || !strings.Contains(w[0], "new request with that id") {
+		t.Fatalf("the console warned %q, want one warning that the app's answer (Allow) was dropped", w)
+	}
+}
+
+// The same, the app closing a dialog when its request is cancelled: once
+// the new process's request of the same id comes, the old dialog goes away
+// (the SDK is told the old request is cancelled), the SDK's own answer to
+// that cancel goes nowhere, and the new dialog is the only one left.
+func TestStreamLiveCancelledAfterRuntimeRestart(t *testing.T) {
+	t.Parallel()
+	tb, _ := restartedRuntimeReusesID(t, false)
+	sdkWait(tb, "the old dialog to go away, the new one left", `__acp.holding.length === 1`)
+	tb.eval(`__acp.answer("reject")`, nil)
+	newTurnHeard(tb, "permission reject")
+	if w := warnings(tb); len(w) != 0 {
+		t.Fatalf("the console warned %q, want nothing: the app gave no answer to the old request", w)
+	}
+}
+
+// restartedRuntimeReusesID runs the scenario up to the new process's
+// permission request, asked through the page's stream that read the old
+// process's, unanswered; it returns the tab and the wire id both requests
+// had (JSON).
+func restartedRuntimeReusesID(t *testing.T, deaf bool) (*tab, string) {
+	t.Helper()
+	needSDK(t)
+	resumes := false // the restarted runtime resumes; the first does not
+	s := startFreshStack(t, stack.Config{
+		WebDir: sdkDir, ModuleDir: moduleDir, Logger: logger(),
+		EditRuntime: func(c *devruntime.Config) { c.NoResume = !resumes },
+	})
+	t.Cleanup(func() { s.Close() })
+	tb := openTab(t, newBrowser(t), "sdk", s.PageURL())
+	tb.page = allowing{tb.page, refusedDial}
+	sdkReady(tb)
+	tb.eval(warnCapture, nil)
+	tb.eval(fmt.Sprintf(`__acp.hold = true, __acp.deaf = %t, __acp.promptLater("permission to DELETE the production database")`, deaf), nil)
+	sdkWait(tb, "the permission request", `__acp.asked.length === 1 && __acp.holding.length === 1`)
+
+	resumes = true
+	restartRuntime(t, s)
+	sdkWait(tb, "the page to be back after runtime_gone", `__acp.states.some(s => s.code === "runtime_gone") && __acp.att.state === "open"`)
+
+	// The new process knows no session: the app starts one on the same
+	// SDK connection and asks again.
+	tb.eval(`__acp.newSession().then(() => __acp.promptLater("permission to read README"))`, nil)
+	sdkWait(tb, "the new process's request", `__acp.asked.length === 2`)
+	var closed string
+	tb.eval(`JSON.stringify(__acp.closed)`, &closed)
+	if closed != "null" {
+		t.Fatalf("the SDK's connection ended (%s): the test would not see the stream go on across the restart", closed)
+	}
+	var ids []string
+	tb.eval(`__acp.att.history().then(h => h.filter(e => !e.out && e.message?.method === "session/request_permission").map(e => JSON.stringify(e.message.id)))`, &ids)
+	if len(ids) != 2 || ids[0] != ids[1] {
+		t.Fatalf("the runtimes' permission requests had wire ids %v, want two equal ones: the test would not see an id reused", ids)
+	}
+	return tb, ids[1]
+}
