@@ -413,7 +413,10 @@ export interface Attachment {
    *   with $/cancel_request; a request is of the turn of the newest
    *   session/prompt of its params.sessionId unanswered when it came, so a
    *   second prompt's request that came before the first prompt's response
-   *   stays open): the stream sends the SDK a
+   *   stays open; requests name no prompt, so a first turn's request that
+   *   came after the second prompt went out is taken for the second turn's
+   *   too, and its dialog stays until that turn ends unless the runtime
+   *   cancels it): the stream sends the SDK a
    *   $/cancel_request for each (the dialog goes away), and the SDK's
    *   answer reaches the runtime only if the runtime cancels the request
    *   itself after all, before the session's next turn ends (its

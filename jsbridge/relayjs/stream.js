@@ -145,6 +145,15 @@ export function openStream(att, options) {
   // that turn alone: a session/prompt sent while a turn runs starts the
   // next one (an agent ends the first, as the dev agent does), and that
   // turn's requests may come before the first prompt's response.
+  // The newest prompt, not the oldest: ACP requests name no prompt, and a
+  // request that comes after the second prompt went out and before the
+  // first one's response may be of either turn (sent before the agent read
+  // the second prompt, or by the second turn, as above). Taken for the
+  // first turn's, a second turn's request would be cancelled toward the
+  // SDK while the agent waits for it, and its turn would hang; taken for
+  // the second's, a first turn's request keeps its dialog until the second
+  // turn ends (or the runtime cancels it), and an answer the app gives it
+  // meanwhile reaches a runtime no longer waiting for it.
   const turns = new Map();
   const turnOf = (m) => newestPrompt(prompts, m);
   // moot: the runtime's requests the stream told the SDK were cancelled
