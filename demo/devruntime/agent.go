@@ -40,6 +40,9 @@ type devAgent struct {
 	// loadForgets is Config.LoadForgets: session/load of a session not
 	// held answered as if loaded.
 	loadForgets bool
+	// refuseOverlap is Config.RefuseOverlap: a prompt while a turn runs is
+	// refused, not started.
+	refuseOverlap bool
 
 	mu       sync.Mutex
 	sessions map[acp.SessionId]*turn // running turn of each session, or nil
@@ -84,7 +87,8 @@ func (a *devAgent) NewSession(ctx context.Context, _ acp.NewSessionRequest) (acp
 }
 
 // Prompt streams the answer as agent_message_chunk updates and ends the turn.
-// A prompt while a turn runs cancels that turn first, as a chat client expects.
+// A prompt while a turn runs cancels that turn first, as a chat client expects
+// (or is refused, under Config.RefuseOverlap).
 func (a *devAgent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResponse, error) {
 	text := promptText(p.Prompt)
 	chunks, err := plan(text)
@@ -92,6 +96,9 @@ func (a *devAgent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptR
 		return acp.PromptResponse{}, acp.NewInvalidParams(map[string]any{"error": err.Error()})
 	}
 	ctx, done, err := a.startTurn(ctx, p.SessionId)
+	if errors.Is(err, errOverlap) {
+		return acp.PromptResponse{StopReason: acp.StopReasonRefusal}, nil
+	}
 	if err != nil {
 		return acp.PromptResponse{}, err
 	}
@@ -137,14 +144,29 @@ func (a *devAgent) readFile(ctx context.Context, id acp.SessionId) chunkPlan {
 	return chunkPlan{n: 1, text: func(int) string { return msg }}
 }
 
+// errOverlap is startTurn's refusal of a turn while one runs
+// (Config.RefuseOverlap).
+var errOverlap = errors.New("a turn of the session is running")
+
 // startTurn registers a cancellable turn for the session, cancelling the one
-// before it; done unregisters it unless a later turn has replaced it.
+// before it (or refusing, with errOverlap, under Config.RefuseOverlap);
+// done unregisters it unless a later turn has replaced it.
 func (a *devAgent) startTurn(parent context.Context, id acp.SessionId) (context.Context, func(), error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	prev, ok := a.sessions[id]
 	if !ok {
 		return nil, nil, acp.NewInvalidParams(map[string]any{"error": "unknown session " + string(id)})
+	}
+	if prev != nil && a.refuseOverlap {
+		return nil, nil, errOverlap
+	}
+	if a.refuseOverlap {
+		// The ACP SDK cancels a session's running prompt when another
+		// comes; an agent that refuses the other keeps the running one:
+		// its turn ends by session/cancel, or with the connection (the
+		// client requests and updates it waits on fail then).
+		parent = context.WithoutCancel(parent)
 	}
 	if prev != nil {
 		prev.cancel()

@@ -57,6 +57,7 @@ type agentPeer struct {
 	in    io.Writer
 	out   *bufio.Scanner
 	pause *pause // the agent's, as a runtime's Pause holds it
+	agent *devAgent
 }
 
 func newAgentPeer(t *testing.T, rate float64) *agentPeer {
@@ -70,7 +71,7 @@ func newAgentPeer(t *testing.T, rate float64) *agentPeer {
 	t.Cleanup(func() { inW.Close(); outR.Close() })
 	sc := bufio.NewScanner(outR)
 	sc.Buffer(nil, 1<<20) // the browser leg's limit: larger messages fail the test
-	return &agentPeer{t: t, in: inW, out: sc, pause: held}
+	return &agentPeer{t: t, in: inW, out: sc, pause: held, agent: agent}
 }
 
 type rpc struct {
@@ -260,6 +261,31 @@ func TestAgentNewPromptCancelsTurn(t *testing.T) {
 	}
 	if answered[3] != `{"stopReason":"cancelled"}` || answered[4] != `{"stopReason":"end_turn"}` {
 		t.Fatalf("answers %v", answered)
+	}
+}
+
+// Under Config.RefuseOverlap a prompt on a session with a running turn is
+// refused at once, and the running turn goes on: its permission request
+// is still awaited, and its answer ends the turn.
+func TestAgentRefuseOverlap(t *testing.T) {
+	p := newAgentPeer(t, 1000)
+	p.agent.refuseOverlap = true
+	p.chat()
+	p.send(`{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":` + prompt("permission to write") + `}`)
+	asked := p.read()
+	if asked.Method != "session/request_permission" || asked.ID == nil {
+		t.Fatalf("the permission turn sent %s %s first", asked.Method, asked.Params)
+	}
+	// until fails on anything but a chunk before the refusal: a
+	// $/cancel_request, or the first turn's end.
+	p.send(`{"jsonrpc":"2.0","id":4,"method":"session/prompt","params":` + prompt("ping") + `}`)
+	if _, m := p.until(4); string(m.Result) != `{"stopReason":"refusal"}` {
+		t.Fatalf("the overlapping prompt answered %s %s", m.Result, m.Error)
+	}
+	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"result":{"outcome":{"outcome":"selected","optionId":"allow"}}}`, *asked.ID))
+	chunks, m := p.until(3)
+	if string(m.Result) != `{"stopReason":"end_turn"}` || len(chunks) != 1 || chunks[0] != "permission allow" {
+		t.Fatalf("the first turn said %q and ended %s %s, want \"permission allow\" and end_turn", chunks, m.Result, m.Error)
 	}
 }
 

@@ -57,6 +57,13 @@ type Config struct {
 	// forgotten session: they must not load and send again for ever.
 	LoadForgets bool
 
+	// RefuseOverlap answers a session/prompt that comes while a turn of its
+	// session runs with stopReason "refusal" at once, the running turn
+	// going on, as agents that hold ACP to one prompt at a time per session
+	// do; by default the new prompt cancels the running turn. For tests of
+	// clients: the newer prompt's response then comes before the older's.
+	RefuseOverlap bool
+
 	// RetainFrames and RetainBytes bound what each session keeps for resume
 	// (default 8192 frames, 8 MiB). At the ~150 B of a `count` chunk the
 	// frame bound binds first; at 1 KiB frames they meet.

@@ -49,6 +49,7 @@ func newSession(cfg *Config, id string, p *pause, out func([]byte), log *slog.Lo
 	s.touch()
 	agent := newDevAgent(cfg.AgentRate, p)
 	agent.loadForgets = cfg.LoadForgets
+	agent.refuseOverlap = cfg.RefuseOverlap
 	conn := acp.NewAgentSideConnection(agent, s, pr)
 	conn.SetLogger(log)
 	agent.conn = conn
