@@ -385,10 +385,10 @@ export interface Attachment {
    *   permission request, a file read) that nothing has made moot since: no
    *   response with its id sent after it, no $/cancel_request for it, no
    *   cursor_evicted or session_replaced loss after it, and no end of its
-   *   turn: the response to the session/prompt of its params.sessionId
-   *   that was the newest unanswered one when it came, arrived after it (a
-   *   turn cancelled while its dialog was open; nothing waits for the
-   *   answer then). The response to an older prompt does not end it (a
+   *   turn: the responses to the session/prompts of its params.sessionId
+   *   unanswered when it came (its turn is one of theirs) arrived after it
+   *   (a turn cancelled while its dialog was open; nothing waits for the
+   *   answer then). The response to one of them alone does not end it (a
    *   prompt sent over a running turn starts a turn of its own). A request
    *   without a sessionId, or of no turn, is not ended that way. So a request a
    *   previous page's SDK (or this page's previous stream's) read and never
@@ -410,13 +410,15 @@ export interface Attachment {
    *   stream's, or an earlier stream's the transcript holds), the agent's
    *   requests of its turn the SDK has not answered are over (a turn
    *   cancelled while its dialog was open, which a runtime need not follow
-   *   with $/cancel_request; a request is of the turn of the newest
-   *   session/prompt of its params.sessionId unanswered when it came, so a
-   *   second prompt's request that came before the first prompt's response
-   *   stays open; requests name no prompt, so a first turn's request that
-   *   came after the second prompt went out is taken for the second turn's
-   *   too, and its dialog stays until that turn ends unless the runtime
-   *   cancels it): the stream sends the SDK a
+   *   with $/cancel_request; requests name no prompt, so a request is of
+   *   the turn of one of the session/prompts of its params.sessionId
+   *   unanswered when it came, and is over once all of them are answered:
+   *   a second prompt's request that came before the first prompt's
+   *   response stays open, as does a first turn's request when an agent
+   *   refuses the second prompt, answering it first; a first turn's
+   *   request that came after the second prompt went out keeps its dialog
+   *   until the second turn ends, unless the runtime cancels it): the
+   *   stream sends the SDK a
    *   $/cancel_request for each (the dialog goes away), and the SDK's
    *   answer reaches the runtime only if the runtime cancels the request
    *   itself after all, before the session's next turn ends (its

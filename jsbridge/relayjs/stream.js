@@ -29,11 +29,12 @@
 //     stream that read it. It offers them under ids of its own, as it
 //     hands over live ones.
 //   - tells the SDK a request of the runtime's is cancelled when its prompt
-//     turn ends (the response arrives to the session/prompt of its session
-//     that was the newest unanswered one when the request came) while the
-//     SDK has not answered it, which a runtime need not say with
-//     $/cancel_request; the answer does not go out then (see turnOver).
-//     A request of a later prompt's turn is not touched.
+//     turn ends (the responses have arrived to all the session/prompts of
+//     its session unanswered when the request came: it may be of any of
+//     their turns) while the SDK has not answered it, which a runtime need
+//     not say with $/cancel_request; the answer does not go out then (see
+//     turnOver). A request that may be of a turn still running is not
+//     touched.
 //   - errors the readable with the RelayError that ended the attachment
 //     (unauthorized, superseded, detached, closed) or that says content is
 //     gone (an eviction's reason), so the SDK's connection closes with that
@@ -139,23 +140,23 @@ export function openStream(att, options) {
   // earlier streams the transcript holds (see unanswered), whose responses
   // go to onMessage. The response to one ends its turn.
   const prompts = new Map();
-  // turns: the runtime's requests by the turn they belong to (wire id ->
-  // the wire id of a prompt), the newest prompt of their session still
-  // unanswered when they arrived (see turnOf). A prompt's response ends
-  // that turn alone: a session/prompt sent while a turn runs starts the
-  // next one (an agent ends the first, as the dev agent does), and that
-  // turn's requests may come before the first prompt's response.
-  // The newest prompt, not the oldest: ACP requests name no prompt, and a
-  // request that comes after the second prompt went out and before the
-  // first one's response may be of either turn (sent before the agent read
-  // the second prompt, or by the second turn, as above). Taken for the
-  // first turn's, a second turn's request would be cancelled toward the
-  // SDK while the agent waits for it, and its turn would hang; taken for
-  // the second's, a first turn's request keeps its dialog until the second
-  // turn ends (or the runtime cancels it), and an answer the app gives it
+  // turns: the runtime's requests by the turns they may belong to (wire
+  // id -> a Set of the wire ids of prompts): the prompts of their session
+  // still unanswered when they arrived (see turnOf). A request's turn is
+  // over once all of them are answered, and not before: ACP requests name
+  // no prompt, and with two prompts of a session unanswered a request may
+  // be of either turn. An agent that ends the running turn when a prompt
+  // comes (the dev agent does) may send the second turn's requests before
+  // the first prompt's response; one that refuses a prompt while a turn
+  // runs (stopReason "refusal") answers the second prompt first while the
+  // first turn waits for its request. Ending the request with either
+  // prompt's response would take its dialog from a turn that waits for it,
+  // which would then hang; so a first turn's request that came after the
+  // second prompt went out keeps its dialog until the second turn ends too
+  // (unless the runtime cancels it), and an answer the app gives it
   // meanwhile reaches a runtime no longer waiting for it.
   const turns = new Map();
-  const turnOf = (m) => newestPrompt(prompts, m);
+  const turnOf = (m) => openPrompts(prompts, m);
   // moot: the runtime's requests the stream told the SDK were cancelled
   // because their turn ended (the id the SDK has them under -> {wire,
   // session, asked, answer, expired}); cancelled: the same by wire id (->
@@ -283,17 +284,20 @@ export function openStream(att, options) {
   // open (see turns). A runtime need not say so with $/cancel_request (one
   // that did, before its response, left none open): the SDK is told each
   // is cancelled (the app's dialog goes away), and its answer goes out
-  // only if the runtime cancels the request too (see settle). A request of
-  // a later turn of the session (a prompt sent while this one ran), or of
-  // none (no sessionId, or none of its prompts open when it came), is
-  // kept.
+  // only if the runtime cancels the request too (see settle). A request
+  // that may be of a turn still running (a prompt of the session sent
+  // while this one ran was unanswered when it came), or of none (no
+  // sessionId, or none of its prompts open when it came), is kept.
   const turnOver = (m) => {
     if (!isResponse(m) || !prompts.has(m.id)) return;
     const session = prompts.get(m.id);
     prompts.delete(m.id);
     expire(session);
     for (const [id] of open) {
-      if (turns.get(id) !== m.id) continue;
+      const of = turns.get(id);
+      if (!of?.has(m.id)) continue;
+      of.delete(m.id);
+      if (of.size > 0) continue; // a turn it may be of still runs
       settled(id);
       for (const [t, w] of offered) if (w === id) offered.delete(t);
       const sdk = localOf.get(id);
@@ -687,21 +691,20 @@ const GONE = new Set(["cursor_evicted", "session_replaced"]);
 // after them says the runtime's side is gone, and the prompt turn they
 // belong to has not ended. In ACP the agent's requests to the client
 // (session/request_permission, fs/*, terminal/*) belong to a turn of their
-// params.sessionId, the newest session/prompt of it unanswered when they
-// arrived (see newestPrompt): once the response to that prompt arrived
+// params.sessionId, one of the session/prompts of it unanswered when they
+// arrived (see openPrompts): once the responses to all of those arrived
 // after them, nothing waits for their answer, and asking the app again
 // would show a dialog for a turn that is over (one cancelled while the
 // dialog was open, which a runtime need not follow with $/cancel_request).
-// The response to an older prompt does not end them: a prompt sent while
-// a turn ran started a turn of its own, whose requests may come before the
-// older prompt's response. A request without a sessionId, or of no turn,
-// is kept. One pass: prompts maps each session/prompt sent (by the id it
-// went out with, the stream's own) to its session until its response;
-// those still unanswered are returned too, for the stream to end their
-// turns when their responses come, and each request with its turn's
-// prompt ({m, turn}).
+// The response to one of them alone does not end them (see turns in
+// openStream). A request without a sessionId, or of no turn, is kept. One
+// pass: prompts maps each session/prompt sent (by the id it went out with,
+// the stream's own) to its session until its response; those still
+// unanswered are returned too, for the stream to end their turns when
+// their responses come, and each request with the prompts of the turns it
+// may be of ({m, turn}).
 function unanswered(entries) {
-  const open = new Map(); // id -> {m: the request, turn: its prompt's id}
+  const open = new Map(); // id -> {m: the request, turn: the ids of the prompts it may be of}
   const prompts = new Map(); // a sent session/prompt's id -> its sessionId, oldest first
   for (const { out, message: m, lost } of entries) {
     if (lost) {
@@ -714,7 +717,7 @@ function unanswered(entries) {
     if (m === null || typeof m !== "object" || Array.isArray(m)) continue;
     if (!out && isRequest(m)) {
       open.delete(m.id);
-      open.set(m.id, { m, turn: newestPrompt(prompts, m) });
+      open.set(m.id, { m, turn: openPrompts(prompts, m) });
     } else if (!out && m.method === CANCEL_REQUEST) open.delete(m.params?.requestId);
     else if (out && !("method" in m)) open.delete(m.id);
     else if (out && m.method === PROMPT && isRequest(m) && typeof m.params?.sessionId === "string") prompts.set(m.id, m.params.sessionId);
@@ -726,21 +729,26 @@ function unanswered(entries) {
   return { requests: [...open.values()], prompts };
 }
 
-// turnEnded drops from open the requests of the turn of the prompt whose
-// id is prompt, which ended.
+// turnEnded notes in open that the turn of the prompt whose id is prompt
+// ended, and drops the requests whose turns may all have ended.
 function turnEnded(open, prompt) {
-  for (const [id, r] of open) if (r.turn === prompt) open.delete(id);
+  for (const [id, r] of open) {
+    if (!r.turn?.has(prompt)) continue;
+    r.turn.delete(prompt);
+    if (r.turn.size === 0) open.delete(id);
+  }
 }
 
-// newestPrompt returns the id of the newest prompt in prompts (id ->
-// sessionId, oldest first) of request m's params.sessionId: the turn m
-// belongs to, if it came now. Undefined when m has no sessionId or none of
-// its session's prompts is unanswered.
-function newestPrompt(prompts, m) {
+// openPrompts returns the ids of the prompts in prompts (id -> sessionId)
+// of request m's params.sessionId, as a Set: the turns m may belong to, if
+// it came now. Undefined when m has no sessionId or none of its session's
+// prompts is unanswered.
+function openPrompts(prompts, m) {
   const session = m.params?.sessionId;
-  let turn;
-  if (typeof session === "string") for (const [id, s] of prompts) if (s === session) turn = id;
-  return turn;
+  if (typeof session !== "string") return undefined;
+  const of = new Set();
+  for (const [id, s] of prompts) if (s === session) of.add(id);
+  return of.size > 0 ? of : undefined;
 }
 
 // lossText says what an eviction lost, for the stream's error. fromSeq 0
