@@ -137,9 +137,9 @@ func parseFlags(fs *flag.FlagSet, args []string) (options, error) {
 	fs.DurationVar(&l.HeartbeatTimeout, "heartbeat-timeout", 0, "drop a peer that leaves a probe unanswered this long (0: 10s)")
 	fs.IntVar(&l.BrowserFrameBytes, "frame-limit", 0, "largest browser-leg frame in bytes (0: 1 MiB)")
 	fs.IntVar(&l.AttachmentsPerInstance, "max-attachments", 0, "attachment ids per instance, and the runtime's sessions (0: 256)")
-	fs.IntVar(&l.PendingConns, "max-pending-conns", 0, "connections not yet upgraded to either leg (any request counts until then); past it HTTP 503 (0: 1024)")
+	fs.IntVar(&l.PendingConns, "max-pending-conns", 0, "connections not yet upgraded to either leg (any request counts until then); past it HTTP 503, or over TLS closed unanswered (0: 1024)")
 	fs.IntVar(&l.PendingConnsPerAddress, "max-pending-conns-per-address", 0,
-		"connections not yet upgraded from one client address (an IPv6 client's /64); past it HTTP 503. "+
+		"connections not yet upgraded from one client address (an IPv6 client's /64); past it HTTP 503, or over TLS closed unanswered. "+
 			"Behind a reverse proxy every client has the proxy's address: raise it to -max-pending-conns there "+
 			"(0: max-pending-conns/16, at least 8; never above max-pending-conns)")
 	fs.IntVar(&l.PendingHellos, "max-pending-hellos", 0, "browser sockets awaiting their hello; past it HTTP 503 (0: 1024)")

@@ -113,7 +113,8 @@ type Limits struct {
 	// 16 KiB is what Node.js allows by default and twice what nginx does per
 	// line: a browser's upgrade request is well under 1 KiB plus its cookies.
 	// Past HeaderBytes net/http answers 431; past PendingConns a connection
-	// is answered 503 with Retry-After: 1 and closed unread. HeaderTimeout
+	// is answered 503 with Retry-After: 1 and closed unread (over TLS it is
+	// closed unanswered: the answer would need a handshake). HeaderTimeout
 	// also bounds a request that is not upgraded: its body, from when its
 	// headers are read (neither leg reads one, and net/http drains what a
 	// handler left unread before it answers), and each 32 KiB of its
