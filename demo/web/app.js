@@ -126,14 +126,20 @@ let opens = 0; // how many times the connection has opened
 // them.
 const shown = [];
 const shownIn = [];
-let lastIn; // the last message received, to check that lining up
+// recentIn are the last LINE_UP messages received, oldest first, to check
+// that lining up: contenox numbers none, and one chunk's text may repeat.
+const recentIn = [];
+const LINE_UP = 4;
 let openedAt = 0; // shown.length when the connection last opened
 // hold is what deliveries and losses wait behind while the page reads its
 // transcript again (placeLosses), so that each is in what it reads or
 // handled after it; null otherwise.
 let hold = null;
 let placing = false; // placeLosses is under way
-let placeAgain = false; // and a loss was told meanwhile: it reads again after
+let placeAgain = -1; // and a loss was told meanwhile (its toldAt): it reads again after
+// READ_AGAIN_MS bounds each reading of placeLosses: deliveries wait behind
+// it, and a store that never answers must not stop the stream.
+const READ_AGAIN_MS = 10000;
 
 // applyOut handles one message this page sent, live or from the transcript.
 function applyOut(msg) {
@@ -186,7 +192,7 @@ function applyOut(msg) {
 function applyIn(msg, seq, live) {
   const at = shown.push(null) - 1;
   shownIn.push(null);
-  lastIn = msg;
+  if (recentIn.push(msg) > LINE_UP) recentIn.shift();
   if (msg?.method === "session/update") {
     const p = msg.params ?? {};
     const u = p.update ?? {};
@@ -627,10 +633,12 @@ function lostHere(info) {
 // streaming and the prompts on their way stay as they are. relay.wasm
 // stores the loss after the messages it was delivering when it told it: a
 // reading without it is tried again after a while, deliveries going on.
-function placeLosses() {
+// toldAt is shown's length when the loss was told: no chunk shown since
+// can follow a place of it.
+function placeLosses(toldAt) {
   if (!att) return;
   if (placing) {
-    placeAgain = true; // a loss told on a later connection: read again after
+    placeAgain = toldAt; // a loss told on a later connection: read again after
     return;
   }
   placing = true;
@@ -641,7 +649,7 @@ function placeLosses() {
     hold = new Promise((r) => (release = r));
     let done;
     try {
-      done = markPlaces(await att.history(), since);
+      done = markPlaces(await withinTime(att.history(), READ_AGAIN_MS), since, toldAt);
     } finally {
       hold = null;
       release();
@@ -655,9 +663,10 @@ function placeLosses() {
     })
     .finally(() => {
       placing = false;
-      if (placeAgain) {
-        placeAgain = false;
-        placeLosses();
+      if (placeAgain >= 0) {
+        const at = placeAgain;
+        placeAgain = -1;
+        placeLosses(at);
       }
     });
 }
@@ -667,18 +676,14 @@ function placeLosses() {
 // open there. It lines entries up with what was shown by their received
 // messages, counted from the end (the oldest may have been trimmed since),
 // and says whether they hold all the page has received, and the loss told
-// on the connection that opened at shown index since.
-function markPlaces(entries, since) {
-  let n = 0;
-  let last;
-  for (const e of entries) {
-    if (!e.out && !e.lost) {
-      n++;
-      last = e;
-    }
-  }
+// on the connection that opened at shown index since. A loss goes before
+// no chunk shown from toldAt on (one PlaceLosses left where it was told,
+// its place trimmed away, would otherwise mark the next chunk to come).
+function markPlaces(entries, since, toldAt) {
+  const received = entries.filter((e) => !e.out && !e.lost);
+  const n = received.length;
   const from = shown.length - n;
-  if (from < 0 || n === 0 || JSON.stringify(last.message) !== JSON.stringify(lastIn)) {
+  if (from < 0 || n === 0 || !endsWithRecent(received)) {
     chat.placed.push({ entries: entries.length, received: n, shown: shown.length, lined: false });
     return false;
   }
@@ -691,7 +696,7 @@ function markPlaces(entries, since) {
     if (e.out && e.message?.method === "session/prompt") prompts.add(e.message.id);
     else if (!e.out && !e.lost) at++;
     else if (e.lost?.reason === "not_resumed") {
-      marks.push(...unmarkedAfter(at, prompts));
+      marks.push(...unmarkedAfter(at, Math.min(toldAt, shown.length), prompts));
       told ||= at >= since;
     }
   }
@@ -702,13 +707,30 @@ function markPlaces(entries, since) {
   return told;
 }
 
+// endsWithRecent says whether received, the transcript's received entries,
+// end with the messages last received (recentIn).
+function endsWithRecent(received) {
+  const k = Math.min(received.length, recentIn.length);
+  const tail = received.slice(received.length - k);
+  return k > 0 && tail.every((e, i) => JSON.stringify(e.message) === JSON.stringify(recentIn[recentIn.length - k + i]));
+}
+
+// withinTime is p, or a rejection once ms have passed without it settling.
+function withinTime(p, ms) {
+  let timer;
+  const late = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer in ${ms} ms`)), ms);
+  });
+  return Promise.race([p, late]).finally(() => clearTimeout(timer));
+}
+
 // unmarkedAfter is, for each answer open at shown index at (its prompt in
-// prompts, or a chunk shown before at), its first chunk from at on, unless
-// a loss is marked before it already.
-function unmarkedAfter(at, prompts) {
+// prompts, or a chunk shown before at), its first chunk from at on, before
+// index end, unless a loss is marked before it already.
+function unmarkedAfter(at, end, prompts) {
   const seen = new Set();
   const out = [];
-  for (let i = at; i < shown.length; i++) {
+  for (let i = at; i < end; i++) {
     const t = shownIn[i];
     if (!t || seen.has(t)) continue;
     seen.add(t);
@@ -956,7 +978,7 @@ function evicted(info) {
     for (const t of liveTurns) if (t.mayHaveLost()) t.markGap();
     for (const t of [...openTurns.values()]) if (!liveTurns.has(t) && t.mayHaveLost()) t.finish("interrupted");
     liveTurns.clear();
-    placeLosses();
+    placeLosses(shown.length);
     if (retireLostSetup()) ensureSession();
     showBanner(
       "evicted",
@@ -1155,6 +1177,9 @@ async function main() {
     if (previewed) forget();
     redraw(entries);
   }
+  // The connection may have opened before the transcript was drawn: its
+  // place is after it, deliveries having waited behind it.
+  if (chat.state === "open") openedAt = shown.length;
   loaded = true;
   updateReady();
   release();
@@ -1209,7 +1234,8 @@ function continues(entries, drawn) {
 function forget() {
   ui.transcript.replaceChildren();
   for (const m of [pending, retired, openTurns]) m.clear();
-  shown.length = shownIn.length = 0;
+  shown.length = shownIn.length = recentIn.length = 0;
+  openedAt = 0;
   nextId = 1;
   initializes = 0;
   restarting = false;

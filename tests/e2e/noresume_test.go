@@ -616,3 +616,54 @@ func ranges(numbers []int) string {
 	}
 	return b.String()
 }
+
+// A loss whose places History's keep has trimmed from the transcript by the
+// time it is told (more than the keep came while the resume's answer was
+// awaited) is marked where the page's connection opened, and nowhere after.
+// Before, the page, reading its transcript again to mark the loss in every
+// place (placeLosses), found it where relay.wasm records it when no place
+// is left, where it was told, and marked the next chunk to come: a loss
+// between two numbers in a row.
+func TestNonResumingRuntimeTrimmedPlaceMarksNothingLater(t *testing.T) {
+	t.Parallel()
+	s, tb := nonResumingChat(t, "?resumeTimeout=6000&history=150")
+	n := countLasting(10 * time.Second)
+	goOn := startCountHeld(tb, s, n)
+	goOn()
+	restartRelay(tb, s)
+	tb.waitFor("the count to go on over the new connection", `(() => {
+		const s = __chat.states, i = s.findIndex((x) => x.state === "reconnecting");
+		const back = i < 0 ? undefined : s.slice(i).find((x) => x.state === "open");
+		return back !== undefined && __chat.chunks > back.chunks + 3;
+	})()`)
+	tb.reload()
+	tb.waitFor("the loss reported", `__chat.evictions.some((e) => e.reason === "not_resumed")`)
+	tb.waitFor("the page to have read its transcript again", `__chat.placed.some((p) => p.told || p.error) || __chat.placed.length >= 6`)
+	tb.waitFor("the count to end", `![...document.querySelectorAll("#transcript [data-role=agent]")].some(li => li.dataset.done !== "true")`)
+	var placed string
+	tb.eval(`JSON.stringify(__chat.placed)`, &placed)
+	t.Logf("the page's readings of its transcript: %s", placed)
+	jumps := 0
+	for _, it := range tb.transcript() {
+		if it.Role != "agent" {
+			continue
+		}
+		numbers, marks, ok := countShown(it)
+		if !ok {
+			continue // ping's answer
+		}
+		for _, i := range marks {
+			if i > 0 && numbers[i] == numbers[i-1]+1 {
+				t.Errorf("the page marks a loss between %d and %d, numbers in a row (marks at %v of %s; its readings of the transcript %s)", numbers[i-1], numbers[i], marks, ranges(numbers), placed)
+			}
+		}
+		for i := 1; i < len(numbers); i++ {
+			if numbers[i] != numbers[i-1]+1 {
+				jumps++
+			}
+		}
+	}
+	if jumps == 0 {
+		t.Fatalf("the count shows no jump: nothing was lost at the reload, the test tested nothing")
+	}
+}
