@@ -417,8 +417,11 @@ export interface Attachment {
    *   response stays open, as does a first turn's request when an agent
    *   refuses the second prompt, answering it first; a first turn's
    *   request that came after the second prompt went out keeps its dialog
-   *   until the second turn ends, unless the runtime cancels it): the
-   *   stream sends the SDK a
+   *   until the second turn ends, unless the runtime cancels it; a
+   *   session/prompt unanswered at a loss, whose response may be gone,
+   *   counts for no request that came after the loss, and one that came
+   *   before stays open unless that response does come): the stream
+   *   sends the SDK a
    *   $/cancel_request for each (the dialog goes away), and the SDK's
    *   answer reaches the runtime only if the runtime cancels the request
    *   itself after all, before the session's next turn ends (its

@@ -34,7 +34,9 @@
 //     their turns) while the SDK has not answered it, which a runtime need
 //     not say with $/cancel_request; the answer does not go out then (see
 //     turnOver). A request that may be of a turn still running is not
-//     touched.
+//     touched. A prompt unanswered at a loss (its response may be gone:
+//     not_resumed after a turn ended offline) counts for none of the
+//     requests that come after the loss (see dead).
 //   - errors the readable with the RelayError that ended the attachment
 //     (unauthorized, superseded, detached, closed) or that says content is
 //     gone (an eviction's reason), so the SDK's connection closes with that
@@ -140,6 +142,19 @@ export function openStream(att, options) {
   // earlier streams the transcript holds (see unanswered), whose responses
   // go to onMessage. The response to one ends its turn.
   const prompts = new Map();
+  // dead: the prompts in prompts that were unanswered at a loss after
+  // they went out (see lose): their responses may be gone for good (a
+  // turn that ended while the page was offline, against a runtime that
+  // does not resume). A request that comes later is not taken for one of
+  // their turns: it would stay open until a response that never comes,
+  // its dialog left on screen after its own turn ended. The requests that
+  // came before the loss keep them: their turns may still run (the
+  // runtime only reconnected), and the response, should it come, still
+  // ends them.
+  const dead = new Set();
+  // lost: a loss was told before the transcript's prompts were known
+  // (ready): they all went out before it.
+  let lost = false;
   // turns: the runtime's requests by the turns they may belong to (wire
   // id -> a Set of the wire ids of prompts): the prompts of their session
   // still unanswered when they arrived (see turnOf). A request's turn is
@@ -156,7 +171,15 @@ export function openStream(att, options) {
   // (unless the runtime cancels it), and an answer the app gives it
   // meanwhile reaches a runtime no longer waiting for it.
   const turns = new Map();
-  const turnOf = (m) => openPrompts(prompts, m);
+  const turnOf = (m) => openPrompts(prompts, m, dead);
+  // lose notes a loss that may have eaten responses to the prompts sent
+  // before it, those of earlier streams (the transcript's): this stream's
+  // writes, with nothing gone out yet (see tap.evicted), wait for the
+  // loss to be told.
+  const lose = () => {
+    lost ||= !ready;
+    for (const id of prompts.keys()) if (!sent.has(id)) dead.add(id);
+  };
   // moot: the runtime's requests the stream told the SDK were cancelled
   // because their turn ended (the id the SDK has them under -> {wire,
   // session, asked, answer, expired}); cancelled: the same by wire id (->
@@ -292,6 +315,7 @@ export function openStream(att, options) {
     if (!isResponse(m) || !prompts.has(m.id)) return;
     const session = prompts.get(m.id);
     prompts.delete(m.id);
+    dead.delete(m.id);
     expire(session);
     for (const [id] of open) {
       const of = turns.get(id);
@@ -605,7 +629,7 @@ export function openStream(att, options) {
     // SDK connection a reloaded page opens. The engine tells a loss before
     // it lets the waiting sends out, so spoke is still false then.
     evicted(info) {
-      if (!spoke) return;
+      if (!spoke) return lose();
       const e = new RelayError(info.reason, lossText(info));
       e.eviction = info;
       end(e, true);
@@ -622,8 +646,8 @@ export function openStream(att, options) {
   att
     .history()
     .then(unanswered)
-    .catch(() => ({ requests: [], prompts: new Map() })) // the attachment ended meanwhile, and the stream with it
-    .then(({ requests, prompts: earlier }) => {
+    .catch(() => ({ requests: [], prompts: new Map(), dead: new Set() })) // the attachment ended meanwhile, and the stream with it
+    .then(({ requests, prompts: earlier, dead: lostEarlier }) => {
       const gone = staleOf(att);
       for (const { m, turn } of requests) if (!gone.has(JSON.stringify(m))) reoffer(m, turn);
       // The transcript's prompts are older than those this stream sent
@@ -631,6 +655,8 @@ export function openStream(att, options) {
       const mine = [...prompts];
       prompts.clear();
       for (const [id, session] of [...earlier, ...mine]) prompts.set(id, session);
+      for (const id of lostEarlier) dead.add(id);
+      if (lost) for (const id of earlier.keys()) dead.add(id);
       for (const m of ends.splice(0)) turnOver(m);
       // A request delivered meanwhile came after those responses, and
       // before anything the SDK writes from now on.
@@ -697,36 +723,41 @@ const GONE = new Set(["cursor_evicted", "session_replaced"]);
 // would show a dialog for a turn that is over (one cancelled while the
 // dialog was open, which a runtime need not follow with $/cancel_request).
 // The response to one of them alone does not end them (see turns in
-// openStream). A request without a sessionId, or of no turn, is kept. One
+// openStream). A request without a sessionId, or of no turn, is kept. A
+// prompt unanswered at a loss (of any reason: each may have eaten its
+// response) is of no request after it (see dead in openStream). One
 // pass: prompts maps each session/prompt sent (by the id it went out with,
 // the stream's own) to its session until its response; those still
-// unanswered are returned too, for the stream to end their turns when
-// their responses come, and each request with the prompts of the turns it
-// may be of ({m, turn}).
+// unanswered are returned too (and which of them were at a loss: dead),
+// for the stream to end their turns when their responses come, and each
+// request with the prompts of the turns it may be of ({m, turn}).
 function unanswered(entries) {
   const open = new Map(); // id -> {m: the request, turn: the ids of the prompts it may be of}
   const prompts = new Map(); // a sent session/prompt's id -> its sessionId, oldest first
+  const dead = new Set(); // those of prompts unanswered at a loss after them
   for (const { out, message: m, lost } of entries) {
     if (lost) {
       if (GONE.has(lost.reason)) {
         open.clear();
         prompts.clear();
-      }
+        dead.clear();
+      } else for (const id of prompts.keys()) dead.add(id);
       continue;
     }
     if (m === null || typeof m !== "object" || Array.isArray(m)) continue;
     if (!out && isRequest(m)) {
       open.delete(m.id);
-      open.set(m.id, { m, turn: openPrompts(prompts, m) });
+      open.set(m.id, { m, turn: openPrompts(prompts, m, dead) });
     } else if (!out && m.method === CANCEL_REQUEST) open.delete(m.params?.requestId);
     else if (out && !("method" in m)) open.delete(m.id);
     else if (out && m.method === PROMPT && isRequest(m) && typeof m.params?.sessionId === "string") prompts.set(m.id, m.params.sessionId);
     else if (!out && !("method" in m) && prompts.has(m.id)) {
       turnEnded(open, m.id);
       prompts.delete(m.id);
+      dead.delete(m.id);
     }
   }
-  return { requests: [...open.values()], prompts };
+  return { requests: [...open.values()], prompts, dead };
 }
 
 // turnEnded notes in open that the turn of the prompt whose id is prompt
@@ -742,12 +773,14 @@ function turnEnded(open, prompt) {
 // openPrompts returns the ids of the prompts in prompts (id -> sessionId)
 // of request m's params.sessionId, as a Set: the turns m may belong to, if
 // it came now. Undefined when m has no sessionId or none of its session's
-// prompts is unanswered.
-function openPrompts(prompts, m) {
+// prompts is unanswered. The prompts in dead, unanswered at a loss that
+// may have eaten their responses, are left out: a turn that ended unheard
+// would keep m open for good.
+function openPrompts(prompts, m, dead) {
   const session = m.params?.sessionId;
   if (typeof session !== "string") return undefined;
   const of = new Set();
-  for (const [id, s] of prompts) if (s === session) of.add(id);
+  for (const [id, s] of prompts) if (s === session && !dead.has(id)) of.add(id);
   return of.size > 0 ? of : undefined;
 }
 
