@@ -425,7 +425,8 @@ export interface Attachment {
    *   $/cancel_request for each (the dialog goes away), and the SDK's
    *   answer reaches the runtime only if the runtime cancels the request
    *   itself after all, before the session's next turn ends (its
-   *   $/cancel_request is not handed to the SDK a second time). An answer the app gave anyway (Allow on a dialog left
+   *   $/cancel_request is not handed to the SDK a second time), and
+   *   before a new request with its id comes from the runtime (see Ids). An answer the app gave anyway (Allow on a dialog left
    *   on screen) is dropped with a console.warn. A request without a
    *   sessionId, or of no turn, is kept.
    * - Errors: the readable errors with the RelayError that ended the

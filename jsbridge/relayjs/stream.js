@@ -190,7 +190,8 @@ export function openStream(att, options) {
   // the SDK a second time; it sends the SDK's answer to the stream's
   // cancel, held until then (answer), or has it sent when it comes
   // (asked). See settle. Neither waits beyond the end of the session's
-  // next turn (see expire), nor the stream's end.
+  // next turn (see expire), a new request of the same wire id (see
+  // unwait), nor the stream's end.
   const moot = new Map();
   const cancelled = new Map();
   // handed records m, a message of the runtime's the SDK reads now, and
@@ -210,19 +211,20 @@ export function openStream(att, options) {
     unwait(m.id);
     return ask(m, false);
   };
-  // unwait stops waiting for the runtime's $/cancel_request of the request
-  // of wire id id the stream cancelled at its turn's end (see settle): a
-  // new request of that id has come, which such a cancel would name. An
-  // answer held for it is dropped; one the SDK has yet to give is dropped
-  // when it comes.
+  // unwait gives up on every request of wire id id the stream cancelled
+  // at its turn's end (see settle): a new request of that id has come, so
+  // the runtime is past them, and a cancel of the id would be the new
+  // one's. An answer held for one is dropped; one the SDK has yet to give
+  // is dropped when it comes. That holds too for one whose cancel the
+  // runtime sent already (asked, no longer in cancelled): its answer,
+  // late, would go out under the id and answer the new request.
   const unwait = (id) => {
-    if (!cancelled.has(id)) return;
-    const sdk = cancelled.get(id);
     cancelled.delete(id);
-    const r = moot.get(sdk);
-    if (r === undefined) return;
-    if (r.answer === undefined) r.expired = true;
-    else moot.delete(sdk);
+    for (const [sdk, r] of moot) {
+      if (r.wire !== id) continue;
+      if (r.answer === undefined) r.expired = true;
+      else moot.delete(sdk);
+    }
   };
   // settled forgets the runtime's request of wire id id: answered or
   // cancelled, it is open no more.

@@ -98,3 +98,58 @@ func restartedRuntimeReusesID(t *testing.T, deaf bool) (*tab, string) {
 	}
 	return tb, ids[1]
 }
+
+// A request whose turn ended (the user cancelled, the dialog left on
+// screen), which the runtime then cancelled itself ($/cancel_request after
+// its response, as the dev runtime does) while the app had yet to answer
+// the stream's cancel of it; then the runtime restarts, its new process's
+// request comes with the same wire id, and only then does the app answer
+// the old dialog: "cancelled", the answer the runtime's cancel asked for.
+// The runtime is past the old request by then: that answer must not go out
+// under the id, where it answered the new request (and the new dialog's
+// own answer went out a second time); only the new dialog's answer does.
+func TestStreamLateCancelAnswerAfterRuntimeRestart(t *testing.T) {
+	t.Parallel()
+	needSDK(t)
+	resumes := false // the restarted runtime resumes; the first does not
+	s := startFreshStack(t, stack.Config{
+		WebDir: sdkDir, ModuleDir: moduleDir, Logger: logger(),
+		EditRuntime: func(c *devruntime.Config) { c.NoResume = !resumes },
+	})
+	t.Cleanup(func() { s.Close() })
+	tb := openTab(t, newBrowser(t), "sdk", s.PageURL())
+	tb.page = allowing{tb.page, refusedDial}
+	sdkReady(tb)
+	tb.eval(warnCapture, nil)
+	tb.eval(`__acp.hold = true, __acp.deaf = true, __acp.promptLater("permission to write")`, nil)
+	sdkWait(tb, "the permission request", `__acp.asked.length === 1 && __acp.holding.length === 1`)
+	tb.eval(`__acp.opened.then(c => c.notify("session/cancel", {sessionId: __acp.sessionId}))`, nil)
+	sdkWait(tb, "the cancelled turn's answer", `__acp.answers.length === 1`)
+	sdkWait(tb, "the runtime's own $/cancel_request", `__acp.att.history().then(h => h.some(e => !e.out && e.message?.method === "$/cancel_request"))`)
+
+	resumes = true
+	restartRuntime(t, s)
+	sdkWait(tb, "the page to be back after runtime_gone", `__acp.states.some(s => s.code === "runtime_gone") && __acp.att.state === "open"`)
+	tb.eval(`__acp.newSession().then(() => __acp.promptLater("permission to read README"))`, nil)
+	sdkWait(tb, "the new process's request", `__acp.asked.length === 2 && __acp.holding.length === 2`)
+	var ids []string
+	tb.eval(`__acp.att.history().then(h => h.filter(e => !e.out && e.message?.method === "session/request_permission").map(e => JSON.stringify(e.message.id)))`, &ids)
+	if len(ids) != 2 || ids[0] != ids[1] {
+		t.Fatalf("the runtimes' permission requests had wire ids %v, want two equal ones: the test would not see an id reused", ids)
+	}
+
+	// The SDK writes in order: the old dialog's answer goes first.
+	tb.eval(`__acp.holding[0]({outcome: {outcome: "cancelled"}}), __acp.holding[1]({outcome: {outcome: "selected", optionId: "reject"}})`, nil)
+	newTurnHeard(tb, "permission reject")
+	var answers int
+	tb.eval(fmt.Sprintf(`__acp.att.history().then(h => {
+		const asked = h.findLastIndex(e => !e.out && e.message?.method === "session/request_permission");
+		return h.slice(asked).filter(e => e.out && !e.message?.method && JSON.stringify(e.message?.id) === %q).length;
+	})`, ids[1]), &answers)
+	if answers != 1 {
+		t.Fatalf("%d responses went out with the reused id %s after the new process's request, want 1 (the new dialog's)", answers, ids[1])
+	}
+	if w := warnings(tb); len(w) != 0 {
+		t.Fatalf("the console warned %q, want nothing: the app's answer to the old request was the cancelled outcome", w)
+	}
+}
