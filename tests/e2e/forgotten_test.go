@@ -39,7 +39,12 @@ func TestNonResumingRuntimeRestartStartsNewSessionInWorker(t *testing.T) {
 }
 
 func restartStartsNewSession(t *testing.T, m pageMode) {
-	s, tb := nonResumingChat(t, m.query)
+	// The runtime never answers a resume, so every connection after the
+	// first (two restarts, four reloads) waits out resumeTimeout before the
+	// loss is reported and the prompts queued meanwhile go out; the test
+	// acts on nothing during that wait. 1 s, not the default 3 s, ends the
+	// same waits the same way sooner.
+	s, tb := nonResumingChat(t, withQuery(m.query, "resumeTimeout=1000"))
 	m.check(tb)
 
 	// The runtime restarts while the page stays.

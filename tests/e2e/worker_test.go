@@ -29,6 +29,14 @@ var (
 	inWorker   = pageMode{"worker", "?worker"}
 )
 
+// withQuery is query (empty, or "?" and parameters) with param added.
+func withQuery(query, param string) string {
+	if query == "" {
+		return "?" + param
+	}
+	return query + "&" + param
+}
+
 // inModes runs test once in each mode, as subtests.
 func inModes(t *testing.T, test func(*testing.T, pageMode)) {
 	for _, m := range []pageMode{mainThread, inWorker} {
