@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/relaywasm/relaywasm/demo/devruntime"
+	"github.com/relaywasm/relaywasm/demo/relay"
 	"github.com/relaywasm/relaywasm/demo/relay/relaytest"
 	"github.com/relaywasm/relaywasm/demo/stack"
 )
@@ -54,12 +55,16 @@ func TestAppAfterRuntimeTakeover(t *testing.T) {
 // stackBehindHop starts a stack serving web whose runtime dials the relay
 // through hop, which the test freezes to make the runtime's connection go
 // silent; noResume makes it a runtime that does not resume (contenox as it
-// ships).
+// ships). The relay waits 1 s, not its default 5 s, for the frozen runtime
+// to answer its probe before a newcomer takes the instance over: frozen, it
+// never answers, so the takeover comes the same way, sooner (every test
+// here freezes the hop before the newcomer's hello).
 func stackBehindHop(t *testing.T, web string, noResume bool) (*relaytest.Proxy, *stack.Stack) {
 	t.Helper()
 	hop := relaytest.NewProxy(t, "127.0.0.1:1") // pointed at the relay once it listens
 	s := startFreshStack(t, stack.Config{
 		WebDir: web, ModuleDir: moduleDir, Logger: logger(),
+		EditRelay: func(c *relay.Config) { c.Limits.TakeoverWait = time.Second },
 		EditRuntime: func(c *devruntime.Config) {
 			c.AgentRate, c.NoResume = streamRate, noResume
 			u, err := url.Parse(c.Relay)
