@@ -22,6 +22,7 @@ import (
 // fresh runtime numbered its stream from 1, and the client dropped it all
 // as already seen.
 func TestPageAfterRuntimeTakeover(t *testing.T) {
+	t.Parallel()
 	hop, s := stackBehindHop(t, webDir, false)
 	tb := openChat(t, newBrowser(t), "tab", s.PageURL())
 	tb.prompt("count 20")
@@ -39,6 +40,7 @@ func TestPageAfterRuntimeTakeover(t *testing.T) {
 // conversation up again on the new runtime, and the next prompt is
 // answered. Before, the prompt waited for ever.
 func TestAppAfterRuntimeTakeover(t *testing.T) {
+	t.Parallel()
 	hop, s := stackBehindHop(t, builtApp(t), false)
 	tb := openTab(t, newBrowser(t), "app", s.PageURL())
 	appReady(tb)
