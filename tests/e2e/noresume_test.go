@@ -91,8 +91,10 @@ func nonResumingChatAndReload(t *testing.T, m pageMode) {
 	// whole while it is cut. A jump the page showed unmarked before the
 	// first reload (Firefox's, above) is marked now, and is left out of
 	// the comparison.
+	// That reload acts on nothing before the report: its wait for the
+	// resume's answer, which never comes, is 1 s, not the default 3 s.
 	drawn := tb.transcript()
-	tb.reload()
+	reloadWith(tb, "resumeTimeout", "1000")
 	tb.waitFor("the second reload's loss reported", `__chat.evictions.some(e => e.reason === "not_resumed")`)
 	if n3, _ := countAcrossLoss(tb, n, shown, true); n3 != n2 {
 		t.Fatalf("after a second reload the page shows %d numbers, %d before it", n3, n2)
@@ -340,21 +342,21 @@ func reloadWhileResuming(t *testing.T, m pageMode) {
 	t.Logf("after the reload the page shows %d of the %d numbers (%s when it went away, jumps unmarked then at %v, marked now)", got, n, ranges(shown.numbers), unmarked)
 
 	// The second reload acts on nothing before the loss is reported, so its
-	// wait for the resume's answer is the default (3 s), not 10 s: the
-	// count has ended, and that wait only delays the report.
-	reloadWithout(tb, "resumeTimeout")
+	// wait for the resume's answer, which never comes, is 1 s, not 10 s:
+	// the count has ended, and that wait only delays the report.
+	reloadWith(tb, "resumeTimeout", "1000")
 	tb.waitFor("the second reload's loss reported", `__chat.evictions.some(e => e.reason === "not_resumed")`)
 	if again, _ := countAcrossLoss(tb, n, shown, true); again != got {
 		t.Fatalf("after a second reload the page shows %d numbers, %d before it", again, got)
 	}
 }
 
-// reloadWithout reloads the tab at its address without the query parameter
-// param (history.replaceState first, so the reload is a reload, of the same
-// document's history entry).
-func reloadWithout(tb *tab, param string) {
+// reloadWith reloads the tab at its address with the query parameter param
+// set to value (history.replaceState first, so the reload is a reload, of
+// the same document's history entry).
+func reloadWith(tb *tab, param, value string) {
 	tb.t.Helper()
-	tb.eval(`(() => { const u = new URL(location.href); u.searchParams.delete(`+strconv.Quote(param)+`); history.replaceState(history.state, "", u) })()`, nil)
+	tb.eval(`(() => { const u = new URL(location.href); u.searchParams.set(`+strconv.Quote(param)+`, `+strconv.Quote(value)+`); history.replaceState(history.state, "", u) })()`, nil)
 	tb.reload()
 }
 
