@@ -316,11 +316,7 @@ func reloadWhileResuming(t *testing.T, m pageMode) {
 	recordGoing(tb)
 	goOn()
 	restartRelay(tb, s)
-	tb.waitFor("the count to go on over the new connection", `(() => {
-		const s = __chat.states, i = s.findIndex((x) => x.state === "reconnecting");
-		const back = i < 0 ? undefined : s.slice(i).find((x) => x.state === "open");
-		return back !== undefined && __chat.chunks > back.chunks + 3;
-	})()`)
+	tb.waitFor("the count to go on over the new connection", countGoesOnAfterReconnect)
 	if st := tb.chat(); len(st.Evictions) != 0 {
 		t.Fatalf("the loss was reported before the reload (evictions %s); the test needs it not yet known", st.Evictions)
 	}
@@ -359,6 +355,14 @@ func reloadWith(tb *tab, param, value string) {
 	tb.eval(`(() => { const u = new URL(location.href); u.searchParams.set(`+strconv.Quote(param)+`, `+strconv.Quote(value)+`); history.replaceState(history.state, "", u) })()`, nil)
 	tb.reload()
 }
+
+// countGoesOnAfterReconnect is a JavaScript expression: the page has
+// connected again after a drop and shown more than 3 chunks since.
+const countGoesOnAfterReconnect = `(() => {
+	const s = __chat.states, i = s.findIndex((x) => x.state === "reconnecting");
+	const back = i < 0 ? undefined : s.slice(i).find((x) => x.state === "open");
+	return back !== undefined && __chat.chunks > back.chunks + 3;
+})()`
 
 // firstAfterJump is the first number after the first jump in the count
 // shown that is not marked.
@@ -645,11 +649,7 @@ func TestNonResumingRuntimeTrimmedPlaceMarksNothingLater(t *testing.T) {
 	goOn := startCountHeld(tb, s, n)
 	goOn()
 	restartRelay(tb, s)
-	tb.waitFor("the count to go on over the new connection", `(() => {
-		const s = __chat.states, i = s.findIndex((x) => x.state === "reconnecting");
-		const back = i < 0 ? undefined : s.slice(i).find((x) => x.state === "open");
-		return back !== undefined && __chat.chunks > back.chunks + 3;
-	})()`)
+	tb.waitFor("the count to go on over the new connection", countGoesOnAfterReconnect)
 	tb.reload()
 	tb.waitFor("the loss reported", `__chat.evictions.some((e) => e.reason === "not_resumed")`)
 	tb.waitFor("the page to have read its transcript again", `__chat.placed.some((p) => p.told || p.error) || __chat.placed.length >= 6`)

@@ -30,12 +30,7 @@ func TestStreamLiveAnswerAfterRuntimeRestart(t *testing.T) {
 	sdkWait(tb, "both dialogs", `__acp.holding.length === 2`)
 	tb.eval(`__acp.holding[0]({outcome: {outcome: "selected", optionId: "allow"}}), __acp.holding[1]({outcome: {outcome: "selected", optionId: "reject"}})`, nil)
 	newTurnHeard(tb, "permission reject")
-	var answers int
-	tb.eval(fmt.Sprintf(`__acp.att.history().then(h => {
-		const asked = h.findLastIndex(e => !e.out && e.message?.method === "session/request_permission");
-		return h.slice(asked).filter(e => e.out && !e.message?.method && JSON.stringify(e.message?.id) === %q).length;
-	})`, id), &answers)
-	if answers != 1 {
+	if answers := answersWithID(tb, id); answers != 1 {
 		t.Fatalf("%d responses went out with the reused id %s after the new process's request, want 1 (the new dialog's)", answers, id)
 	}
 	if w := warnings(tb); len(w) != 1 || !strings.Contains(w[0], "new request with that id") {
@@ -64,6 +59,27 @@ func TestStreamLiveCancelledAfterRuntimeRestart(t *testing.T) {
 // had (JSON).
 func restartedRuntimeReusesID(t *testing.T, deaf bool) (*tab, string) {
 	t.Helper()
+	tb, restart := askedBeforeRestart(t, deaf, "permission to DELETE the production database")
+	restart()
+	// The new process knows no session: the app starts one on the same
+	// SDK connection and asks again.
+	tb.eval(`__acp.newSession().then(() => __acp.promptLater("permission to read README"))`, nil)
+	sdkWait(tb, "the new process's request", `__acp.asked.length === 2`)
+	var closed string
+	tb.eval(`JSON.stringify(__acp.closed)`, &closed)
+	if closed != "null" {
+		t.Fatalf("the SDK's connection ended (%s): the test would not see the stream go on across the restart", closed)
+	}
+	return tb, reusedID(tb)
+}
+
+// askedBeforeRestart opens the SDK page on a runtime that does not resume,
+// console warnings captured, and has it prompt, the app holding the
+// runtime's permission request (deaf: answerable even once cancelled). It
+// returns the tab, and restart: it restarts the runtime as one that
+// resumes and waits for the page to be back after runtime_gone.
+func askedBeforeRestart(t *testing.T, deaf bool, prompt string) (*tab, func()) {
+	t.Helper()
 	needSDK(t)
 	resumes := false // the restarted runtime resumes; the first does not
 	s := startFreshStack(t, stack.Config{
@@ -75,28 +91,37 @@ func restartedRuntimeReusesID(t *testing.T, deaf bool) (*tab, string) {
 	tb.page = allowing{tb.page, refusedDial}
 	sdkReady(tb)
 	tb.eval(warnCapture, nil)
-	tb.eval(fmt.Sprintf(`__acp.hold = true, __acp.deaf = %t, __acp.promptLater("permission to DELETE the production database")`, deaf), nil)
+	tb.eval(fmt.Sprintf(`__acp.hold = true, __acp.deaf = %t, __acp.promptLater(%q)`, deaf, prompt), nil)
 	sdkWait(tb, "the permission request", `__acp.asked.length === 1 && __acp.holding.length === 1`)
-
-	resumes = true
-	restartRuntime(t, s)
-	sdkWait(tb, "the page to be back after runtime_gone", `__acp.states.some(s => s.code === "runtime_gone") && __acp.att.state === "open"`)
-
-	// The new process knows no session: the app starts one on the same
-	// SDK connection and asks again.
-	tb.eval(`__acp.newSession().then(() => __acp.promptLater("permission to read README"))`, nil)
-	sdkWait(tb, "the new process's request", `__acp.asked.length === 2`)
-	var closed string
-	tb.eval(`JSON.stringify(__acp.closed)`, &closed)
-	if closed != "null" {
-		t.Fatalf("the SDK's connection ended (%s): the test would not see the stream go on across the restart", closed)
+	return tb, func() {
+		resumes = true
+		restartRuntime(t, s)
+		sdkWait(tb, "the page to be back after runtime_gone", `__acp.states.some(s => s.code === "runtime_gone") && __acp.att.state === "open"`)
 	}
+}
+
+// reusedID is the wire id (JSON) of the two runtimes' permission requests,
+// which must be the same.
+func reusedID(tb *tab) string {
+	tb.t.Helper()
 	var ids []string
 	tb.eval(`__acp.att.history().then(h => h.filter(e => !e.out && e.message?.method === "session/request_permission").map(e => JSON.stringify(e.message.id)))`, &ids)
 	if len(ids) != 2 || ids[0] != ids[1] {
-		t.Fatalf("the runtimes' permission requests had wire ids %v, want two equal ones: the test would not see an id reused", ids)
+		tb.t.Fatalf("the runtimes' permission requests had wire ids %v, want two equal ones: the test would not see an id reused", ids)
 	}
-	return tb, ids[1]
+	return ids[1]
+}
+
+// answersWithID counts the responses that went out with wire id (JSON)
+// after the last permission request.
+func answersWithID(tb *tab, id string) int {
+	tb.t.Helper()
+	var answers int
+	tb.eval(fmt.Sprintf(`__acp.att.history().then(h => {
+		const asked = h.findLastIndex(e => !e.out && e.message?.method === "session/request_permission");
+		return h.slice(asked).filter(e => e.out && !e.message?.method && JSON.stringify(e.message?.id) === %q).length;
+	})`, id), &answers)
+	return answers
 }
 
 // A request whose turn ended (the user cancelled, the dialog left on
@@ -110,44 +135,21 @@ func restartedRuntimeReusesID(t *testing.T, deaf bool) (*tab, string) {
 // own answer went out a second time); only the new dialog's answer does.
 func TestStreamLateCancelAnswerAfterRuntimeRestart(t *testing.T) {
 	t.Parallel()
-	needSDK(t)
-	resumes := false // the restarted runtime resumes; the first does not
-	s := startFreshStack(t, stack.Config{
-		WebDir: sdkDir, ModuleDir: moduleDir, Logger: logger(),
-		EditRuntime: func(c *devruntime.Config) { c.NoResume = !resumes },
-	})
-	t.Cleanup(func() { s.Close() })
-	tb := openTab(t, newBrowser(t), "sdk", s.PageURL())
-	tb.page = allowing{tb.page, refusedDial}
-	sdkReady(tb)
-	tb.eval(warnCapture, nil)
-	tb.eval(`__acp.hold = true, __acp.deaf = true, __acp.promptLater("permission to write")`, nil)
-	sdkWait(tb, "the permission request", `__acp.asked.length === 1 && __acp.holding.length === 1`)
+	tb, restart := askedBeforeRestart(t, true, "permission to write")
 	tb.eval(`__acp.opened.then(c => c.notify("session/cancel", {sessionId: __acp.sessionId}))`, nil)
 	sdkWait(tb, "the cancelled turn's answer", `__acp.answers.length === 1`)
 	sdkWait(tb, "the runtime's own $/cancel_request", `__acp.att.history().then(h => h.some(e => !e.out && e.message?.method === "$/cancel_request"))`)
 
-	resumes = true
-	restartRuntime(t, s)
-	sdkWait(tb, "the page to be back after runtime_gone", `__acp.states.some(s => s.code === "runtime_gone") && __acp.att.state === "open"`)
+	restart()
 	tb.eval(`__acp.newSession().then(() => __acp.promptLater("permission to read README"))`, nil)
 	sdkWait(tb, "the new process's request", `__acp.asked.length === 2 && __acp.holding.length === 2`)
-	var ids []string
-	tb.eval(`__acp.att.history().then(h => h.filter(e => !e.out && e.message?.method === "session/request_permission").map(e => JSON.stringify(e.message.id)))`, &ids)
-	if len(ids) != 2 || ids[0] != ids[1] {
-		t.Fatalf("the runtimes' permission requests had wire ids %v, want two equal ones: the test would not see an id reused", ids)
-	}
+	id := reusedID(tb)
 
 	// The SDK writes in order: the old dialog's answer goes first.
 	tb.eval(`__acp.holding[0]({outcome: {outcome: "cancelled"}}), __acp.holding[1]({outcome: {outcome: "selected", optionId: "reject"}})`, nil)
 	newTurnHeard(tb, "permission reject")
-	var answers int
-	tb.eval(fmt.Sprintf(`__acp.att.history().then(h => {
-		const asked = h.findLastIndex(e => !e.out && e.message?.method === "session/request_permission");
-		return h.slice(asked).filter(e => e.out && !e.message?.method && JSON.stringify(e.message?.id) === %q).length;
-	})`, ids[1]), &answers)
-	if answers != 1 {
-		t.Fatalf("%d responses went out with the reused id %s after the new process's request, want 1 (the new dialog's)", answers, ids[1])
+	if answers := answersWithID(tb, id); answers != 1 {
+		t.Fatalf("%d responses went out with the reused id %s after the new process's request, want 1 (the new dialog's)", answers, id)
 	}
 	if w := warnings(tb); len(w) != 0 {
 		t.Fatalf("the console warned %q, want nothing: the app's answer to the old request was the cancelled outcome", w)
