@@ -120,7 +120,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (options, error) {
 	fs.StringVar(&o.readyFile, "ready-file", "", "write KEY=VALUE lines here once ready")
 	fs.StringVar(&o.relayURL, "relay-url", "", "-mode runtime: the relay's base URL")
 	fs.StringVar(&o.relayKey, "relay-key", "", "-mode runtime: the relay's public key to pin")
-	fs.StringVar(&o.natsURL, "nats", "", "route through this NATS server or cluster (nats://host:port), as one node of several")
+	fs.StringVar(&o.natsURL, "nats", "", "route through this NATS server or cluster (nats://host:port, or tls://host:port to encrypt the link: -tls-cert does not cover it), as one node of several")
 	fs.IntVar(&o.nodes, "nodes", 1, "relay nodes to run, on -addr's port and the ones after it; more than one starts NATS in-process unless -nats names one")
 	fs.StringVar(&o.idKeyFile, "id-key-file", "", "attachment-id key file (hex), shared by every node; created when missing; empty derives it from the relay key")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")

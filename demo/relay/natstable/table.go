@@ -17,7 +17,9 @@ import (
 // Config configures one node's Table.
 type Config struct {
 	// URL is the NATS server or cluster (nats://host:port, several
-	// comma-separated). Required.
+	// comma-separated). Required. Frames cross the bus as they are, so
+	// the link is encrypted only with tls:// URLs or a server that
+	// requires TLS; user:password@ in the URL authenticates the node.
 	URL string
 	// Name names the node in logs and in its NATS connection.
 	Name string
