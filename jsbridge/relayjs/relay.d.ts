@@ -372,7 +372,14 @@ export interface Attachment {
    *   rather than answering the new request, a permission the user never
    *   gave (the SDK's own answer to that cancel, an error or the
    *   "cancelled" outcome, without one). The runtime's $/cancel_request
-   *   for a request reaches the SDK with the stream's id.
+   *   for a request reaches the SDK with the stream's id; the SDK's answer
+   *   to it goes out as any other. What the stream keeps for a request
+   *   that is over (the runtime cancelled it, its turn ended, or a new
+   *   request took its id) goes once a turn begun after that has ended
+   *   (the response to a session/prompt the SDK sent since), answered or
+   *   not, so that dialogs the app never answers do not add up over a
+   *   long-lived stream: an answer the SDK gives after that is dropped,
+   *   with a console.warn if the app gave it.
    * - Delivery: what arrives from the moment the stream opens; what came
    *   before is in history(). While it is open the stream takes the
    *   messages instead of onMessage. It keeps no queue: a message is handed
@@ -426,7 +433,8 @@ export interface Attachment {
    *   answer reaches the runtime only if the runtime cancels the request
    *   itself after all, before the session's next turn ends (its
    *   $/cancel_request is not handed to the SDK a second time), and
-   *   before a new request with its id comes from the runtime (see Ids). An answer the app gave anyway (Allow on a dialog left
+   *   before a new request with its id comes from the runtime or a turn
+   *   begun after the cancel ends (see Ids). An answer the app gave anyway (Allow on a dialog left
    *   on screen) is dropped with a console.warn. A request without a
    *   sessionId, or of no turn, is kept.
    * - Errors: the readable errors with the RelayError that ended the

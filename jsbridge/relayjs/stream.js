@@ -17,7 +17,9 @@
 //     only while no new request of that id has come from the runtime (see
 //     requests): a runtime that restarted while the stream went on numbers
 //     its requests afresh, and an answer to an old dialog would answer a
-//     new request.
+//     new request. What it keeps for a request that is over (cancelled,
+//     stale) goes once a turn begun after that ends, answered or not (see
+//     sweep): an app may never answer a dialog that was cancelled.
 //   - delivers what arrives from the moment it opens, one message per read:
 //     the readable has no queue of its own (highWaterMark 0), and the
 //     attachment's delivery of a message waits until the SDK has read it.
@@ -182,7 +184,7 @@ export function openStream(att, options) {
   };
   // moot: the runtime's requests the stream told the SDK were cancelled
   // because their turn ended (the id the SDK has them under -> {wire,
-  // session, asked, answer, expired}); cancelled: the same by wire id (->
+  // session, asked, answer, since}); cancelled: the same by wire id (->
   // the SDK's id). The SDK's answer to one does not go out unless the
   // runtime asks for it: a runtime may send its own $/cancel_request after
   // the turn's end (the dev runtime, on the Go ACP SDK, does), and ACP has
@@ -190,8 +192,10 @@ export function openStream(att, options) {
   // the SDK a second time; it sends the SDK's answer to the stream's
   // cancel, held until then (answer), or has it sent when it comes
   // (asked). See settle. Neither waits beyond the end of the session's
-  // next turn (see expire), a new request of the same wire id (see
-  // unwait), nor the stream's end.
+  // next turn (see expire; once the runtime asked, see sweep), a new
+  // request of the same wire id (see unwait), nor the stream's end: what
+  // is kept for one goes then, answered or not, and an answer the SDK
+  // gives later is dropped (see toWire).
   const moot = new Map();
   const cancelled = new Map();
   // handed records m, a message of the runtime's the SDK reads now, and
@@ -200,7 +204,10 @@ export function openStream(att, options) {
   // response to the SDK's request with the SDK's id (see restore).
   const handed = (m, turn) => {
     if (!isRequest(m)) {
-      if (m.method === CANCEL_REQUEST) settled(m.params?.requestId);
+      if (m.method === CANCEL_REQUEST) {
+        settled(m.params?.requestId);
+        over(localOf.get(m.params?.requestId));
+      }
       return restore(m);
     }
     open.set(m.id, JSON.stringify(m));
@@ -215,27 +222,23 @@ export function openStream(att, options) {
   // at its turn's end (see settle): a new request of that id has come, so
   // the runtime is past them, and a cancel of the id would be the new
   // one's. An answer held for one is dropped; one the SDK has yet to give
-  // is dropped when it comes. That holds too for one whose cancel the
-  // runtime sent already (asked, no longer in cancelled): its answer,
-  // late, would go out under the id and answer the new request.
+  // is dropped when it comes (see toWire). That holds too for one whose
+  // cancel the runtime sent already (asked, no longer in cancelled): its
+  // answer, late, would go out under the id and answer the new request.
   const unwait = (id) => {
     cancelled.delete(id);
-    for (const [sdk, r] of moot) {
-      if (r.wire !== id) continue;
-      if (r.answer === undefined) r.expired = true;
-      else moot.delete(sdk);
-    }
+    for (const [sdk, r] of moot) if (r.wire === id) moot.delete(sdk);
   };
   // settled forgets the runtime's request of wire id id: answered or
-  // cancelled, it is open no more.
+  // cancelled, it is open no more, and is not offered again.
   const settled = (id) => {
     open.delete(id);
     turns.delete(id);
+    for (const [text, w] of offered) if (w === id) offered.delete(text);
   };
   const answered = (m) => {
     if (m === null || typeof m !== "object" || "method" in m || !("id" in m)) return;
     settled(m.id);
-    for (const [text, id] of offered) if (id === m.id) offered.delete(text);
   };
 
   // requests: the runtime's requests handed to the SDK and not answered by
@@ -254,16 +257,45 @@ export function openStream(att, options) {
   // the runtime proves the old one is not pending any more: the old one
   // goes stale (superseded), the SDK is told it is cancelled, and its
   // answer is dropped. Until then the answer goes out with the wire id,
-  // which is what the transcript records (see unanswered).
+  // which is what the transcript records (see unanswered). A request
+  // that is over (the runtime cancelled it, or it went stale) is kept
+  // only until a turn begun after that ends (since, see sweep), not until
+  // the app answers: an app may never answer a dialog the SDK was told is
+  // cancelled, and a long-lived stream would keep it for good.
   const requests = new Map();
   const localOf = new Map();
   // ask gives the runtime's request m an id of the stream's own, and
   // returns it as the SDK gets it.
   const ask = (m, again) => {
     const local = prefix + next++;
-    requests.set(local, { wire: m.id, stale: false, again });
+    requests.set(local, { wire: m.id, stale: false, again, since: undefined });
     localOf.set(m.id, local);
     return { ...m, id: local };
+  };
+  // over notes that the request the SDK has under id local is over: from
+  // now on, a session/prompt that goes out begins a turn after it.
+  const over = (local) => {
+    const r = requests.get(local);
+    if (r !== undefined) r.since ??= next;
+  };
+  // sweep lets go of what is kept for the requests that were over before
+  // the session/prompt whose response m is went out (see since): the SDK's
+  // answer to one is not coming now, or comes too late to go anywhere (the
+  // runtime may have restarted since and reused the id), and is dropped
+  // when it comes (see toWire). Only this stream's prompts count: an
+  // earlier stream's went out before anything this one handed over.
+  const sweep = (m) => {
+    const n = typeof m.id === "string" && m.id.startsWith(prefix) ? Number(m.id.slice(prefix.length)) : -1;
+    for (const [local, r] of requests) {
+      if (r.since === undefined || r.since > n) continue;
+      requests.delete(local);
+      if (localOf.get(r.wire) === local) localOf.delete(r.wire);
+    }
+    for (const [sdk, r] of moot) {
+      if (r.since > n) continue;
+      moot.delete(sdk);
+      if (cancelled.get(r.wire) === sdk) cancelled.delete(r.wire);
+    }
   };
   const reoffer = (m, turn) => {
     const text = JSON.stringify(m);
@@ -281,19 +313,24 @@ export function openStream(att, options) {
     const local = localOf.get(m.id);
     localOf.delete(m.id);
     requests.get(local).stale = true;
+    over(local);
     settled(m.id);
-    for (const [text, id] of offered) if (id === m.id) offered.delete(text);
     own.push({ jsonrpc: "2.0", method: CANCEL_REQUEST, params: { requestId: local } });
   };
   // toWire gives the SDK's answer to a request of the runtime's its wire
-  // id, or returns undefined for one gone stale, which must not go out, or
-  // one whose turn ended (see settle). Only an answer the app gave is
-  // worth a warning: the SDK answers a request the stream cancelled toward
-  // it on its own (an error, or the app's "cancelled" outcome).
+  // id, or returns undefined for one gone stale, which must not go out, one
+  // whose turn ended (see settle), or one the stream let go of (an id of
+  // its own it keeps nothing for: see sweep). Only an answer the app gave
+  // is worth a warning: the SDK answers a request the stream cancelled
+  // toward it on its own (an error, or the app's "cancelled" outcome).
   const toWire = (m) => {
     if (m === null || typeof m !== "object" || "method" in m) return m;
     if (moot.has(m.id)) return settle(m);
-    if (!requests.has(m.id)) return m;
+    if (!requests.has(m.id)) {
+      if (typeof m.id !== "string" || !m.id.startsWith(prefix)) return m;
+      if (given(m)) console.warn(`relaywasm: att.stream() dropped the app's answer to a request that was over (the runtime cancelled it, its turn ended, or a new request with that id came from the runtime), given after a later turn ended: nothing waits for it`);
+      return undefined;
+    }
     const r = requests.get(m.id);
     requests.delete(m.id);
     if (r.stale) {
@@ -319,17 +356,17 @@ export function openStream(att, options) {
     prompts.delete(m.id);
     dead.delete(m.id);
     expire(session);
+    sweep(m);
     for (const [id] of open) {
       const of = turns.get(id);
       if (!of?.has(m.id)) continue;
       of.delete(m.id);
       if (of.size > 0) continue; // a turn it may be of still runs
       settled(id);
-      for (const [t, w] of offered) if (w === id) offered.delete(t);
       const sdk = localOf.get(id);
       localOf.delete(id);
       requests.delete(sdk);
-      moot.set(sdk, { wire: id, session, asked: false, answer: undefined, expired: false });
+      moot.set(sdk, { wire: id, session, asked: false, answer: undefined, since: next });
       cancelled.set(id, sdk);
       own.push({ jsonrpc: "2.0", method: CANCEL_REQUEST, params: { requestId: sdk } });
     }
@@ -339,30 +376,24 @@ export function openStream(att, options) {
   // not come by the end of the session's next turn is not coming (a
   // runtime that sends none, as ACP allows), and moot and cancelled would
   // keep them for the stream's life. An answer held for one is dropped;
-  // one the SDK has yet to give is dropped when it comes (expired).
+  // one the SDK has yet to give is dropped when it comes (see toWire).
   const expire = (session) => {
     for (const [sdk, r] of moot) {
-      if (r.session !== session || r.asked) continue; // the SDK's answer goes out when it comes
+      if (r.session !== session || r.asked) continue; // the SDK's answer goes out if it comes before sweep
       if (cancelled.get(r.wire) === sdk) cancelled.delete(r.wire);
-      if (r.answer === undefined) r.expired = true;
-      else moot.delete(sdk);
+      moot.delete(sdk);
     }
   };
   // settle takes the SDK's answer m to a request the stream cancelled at
   // its turn's end: it goes out (returned with the wire id) if the runtime
-  // has cancelled the request too, else it waits for that (unless that
-  // wait is over: expired). An answer the app gave (Allow on a dialog
-  // still on screen) never goes: the runtime ended the turn without it,
-  // and it is no answer to a cancel.
+  // has cancelled the request too, else it waits for that. An answer the
+  // app gave (Allow on a dialog still on screen) never goes: the runtime
+  // ended the turn without it, and it is no answer to a cancel.
   const settle = (m) => {
     const r = moot.get(m.id);
     if (given(m)) {
       moot.delete(m.id);
       console.warn(`relaywasm: att.stream() dropped the app's answer to a request whose turn had ended (wire id ${JSON.stringify(r.wire)}): the runtime answered the turn's session/prompt without waiting for it`);
-      return undefined;
-    }
-    if (r.expired) {
-      moot.delete(m.id);
       return undefined;
     }
     if (!r.asked) {
