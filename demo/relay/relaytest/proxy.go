@@ -1,9 +1,12 @@
 package relaytest
 
 import (
+	"bytes"
 	"net"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Proxy is a TCP hop between a peer and a relay, as a load balancer or a
@@ -11,7 +14,8 @@ import (
 // through it, Freeze holds their bytes and new dials without closing
 // anything (a half-open socket), Down refuses new ones, and Repoint sends new
 // ones to another relay node or a restarted relay. It forwards bytes and
-// knows nothing of what they mean.
+// knows nothing of what they mean, except, with RecordLines, where the
+// peer's lines end.
 type Proxy struct {
 	ln net.Listener
 
@@ -22,18 +26,37 @@ type Proxy struct {
 	conns    map[net.Conn]struct{}
 	thaw     chan struct{} // closed by Thaw
 	accepted int
+
+	record bool          // RecordLines
+	lines  []string      // the peers' lines passed on, in the order they went
+	more   chan struct{} // closed when a line is added to lines
 }
+
+// ProxyOption is an option of NewProxy.
+type ProxyOption func(*Proxy)
+
+// RecordLines has the proxy keep every line a peer sends through it (the
+// bytes from the side that dials, up to and with each newline), once it
+// has passed the line on: a runtime's leg is an HTTP upgrade and then one
+// JSON frame a line, so a test can wait until the runtime has sent
+// something nothing else shows it, such as a response that goes to a page
+// that is offline and is lost (Lines, WaitLine). Bytes after a peer's last
+// newline are not kept.
+func RecordLines() ProxyOption { return func(p *Proxy) { p.record = true } }
 
 // NewProxy listens on a loopback port and forwards each connection to
 // upstream (host:port). The test's cleanup closes it, cuts what is left
 // and lets go of what a freeze still holds.
-func NewProxy(t testing.TB, upstream string) *Proxy {
+func NewProxy(t testing.TB, upstream string, opts ...ProxyOption) *Proxy {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &Proxy{ln: ln, upstream: upstream, conns: map[net.Conn]struct{}{}, thaw: make(chan struct{})}
+	p := &Proxy{ln: ln, upstream: upstream, conns: map[net.Conn]struct{}{}, thaw: make(chan struct{}), more: make(chan struct{})}
+	for _, o := range opts {
+		o(p)
+	}
 	go p.serve()
 	t.Cleanup(func() { ln.Close(); p.Cut(); p.Thaw() })
 	return p
@@ -72,8 +95,63 @@ func (p *Proxy) pipe(down net.Conn) {
 	if !p.track(down, up) {
 		return
 	}
-	go p.copy(up, down)
-	p.copy(down, up)
+	var keep func([]byte)
+	if p.record {
+		keep = p.lineKeeper()
+	}
+	go p.copy(up, down, keep)
+	p.copy(down, up, nil)
+}
+
+// lineKeeper returns what keeps the lines of one connection's peer,
+// given the bytes in the order they were passed on.
+func (p *Proxy) lineKeeper() func([]byte) {
+	var part []byte
+	return func(b []byte) {
+		part = append(part, b...)
+		for {
+			i := bytes.IndexByte(part, '\n')
+			if i < 0 {
+				return
+			}
+			p.mu.Lock()
+			p.lines = append(p.lines, string(part[:i+1]))
+			close(p.more)
+			p.more = make(chan struct{})
+			p.mu.Unlock()
+			part = part[i+1:]
+		}
+	}
+}
+
+// Lines returns the lines recorded so far (RecordLines), oldest first.
+func (p *Proxy) Lines() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.lines...)
+}
+
+// WaitLine waits until a recorded line (RecordLines) holds word, and says
+// whether one did before timeout.
+func (p *Proxy) WaitLine(word string, timeout time.Duration) bool {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for seen := 0; ; {
+		p.mu.Lock()
+		lines, more := p.lines[seen:], p.more
+		seen = len(p.lines)
+		p.mu.Unlock()
+		for _, l := range lines {
+			if strings.Contains(l, word) {
+				return true
+			}
+		}
+		select {
+		case <-more:
+		case <-deadline.C:
+			return false
+		}
+	}
 }
 
 // track notes the two ends of a connection so Cut can close them, or closes
@@ -98,8 +176,9 @@ func (p *Proxy) track(cs ...net.Conn) bool {
 // copy moves bytes from src to dst, holding them while the proxy is frozen,
 // until either side ends; then it closes and forgets both. An end while
 // frozen is held as bytes are: a relay that gives up on a peer behind a
-// frozen network closes a socket whose close never reaches the peer.
-func (p *Proxy) copy(dst, src net.Conn) {
+// frozen network closes a socket whose close never reaches the peer. keep,
+// if not nil, gets the bytes once they are written.
+func (p *Proxy) copy(dst, src net.Conn, keep func([]byte)) {
 	defer func() {
 		dst.Close()
 		src.Close()
@@ -115,6 +194,9 @@ func (p *Proxy) copy(dst, src net.Conn) {
 			p.waitThaw()
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return
+			}
+			if keep != nil {
+				keep(buf[:n])
 			}
 		}
 		if err != nil {
