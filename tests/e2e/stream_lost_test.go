@@ -1,16 +1,11 @@
 package e2e
 
 import (
-	"bufio"
-	"io"
-	"net"
 	"net/url"
-	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/relaywasm/relaywasm/demo/devruntime"
+	"github.com/relaywasm/relaywasm/demo/relay/relaytest"
 	"github.com/relaywasm/relaywasm/demo/stack"
 )
 
@@ -31,13 +26,20 @@ import (
 func lostPromptThenCancel(t *testing.T) *tab {
 	t.Helper()
 	needSDK(t)
-	var tap *lineTap
+	// The runtime dials the relay through a hop that keeps the lines it
+	// sends (one JSON frame a line), for the test to see it send a
+	// response that is lost.
+	var tap *relaytest.Proxy
 	s := startFreshStack(t, stack.Config{
 		WebDir: sdkDir, ModuleDir: moduleDir, Logger: logger(),
 		EditRuntime: func(c *devruntime.Config) {
 			c.NoCancelRequest, c.NoResume = true, true
-			tap = newLineTap(t, c.Relay)
-			c.Relay = "http://" + tap.addr()
+			u, err := url.Parse(c.Relay)
+			if err != nil || u.Scheme != "http" {
+				t.Fatalf("the runtime dials %q, want a plain http relay for the hop", c.Relay)
+			}
+			tap = relaytest.NewProxy(t, u.Host, relaytest.RecordLines())
+			c.Relay = "http://" + tap.Addr()
 		},
 	})
 	t.Cleanup(func() { s.Close() })
@@ -49,7 +51,9 @@ func lostPromptThenCancel(t *testing.T) *tab {
 	p.Down()
 	sdkWait(tb, "the page to see the drop", `__acp.att.state !== "open"`)
 	release() // the turn ends while the page is offline
-	tap.wait(t, `"stopReason"`, "the runtime's response to the prompt")
+	if !tap.WaitLine(`"stopReason"`, waitLimit) {
+		t.Fatalf("still waiting for the runtime's response to the prompt: it sent %d lines, none holding a stopReason", len(tap.Lines()))
+	}
 	p.Up()
 	sdkWait(tb, "the SDK's connection to end with the loss", `__acp.closed`)
 	var answered, lost bool
@@ -98,98 +102,5 @@ func TestStreamReloadLostPromptResponse(t *testing.T) {
 	tb.eval(`__acp.asked.length`, &asked)
 	if asked != 0 {
 		t.Fatalf("the reloaded page's SDK was asked %d permissions, want none: their turns had ended", asked)
-	}
-}
-
-// lineTap is a TCP hop between the runtime and the relay that keeps the
-// lines the runtime sends (the runtime leg is an HTTP upgrade, then one
-// JSON frame a line, cargo as raw JSON), so that a test can wait until the
-// runtime has sent something it cannot see otherwise: a response that goes
-// to a page that is offline, and is lost.
-type lineTap struct {
-	ln    net.Listener
-	up    string
-	mu    sync.Mutex
-	lines []string
-}
-
-// newLineTap listens on a loopback port and forwards to the relay at
-// relayURL (the runtime's Config.Relay, plain http).
-func newLineTap(t *testing.T, relayURL string) *lineTap {
-	t.Helper()
-	u, err := url.Parse(relayURL)
-	if err != nil || u.Scheme != "http" {
-		t.Fatalf("lineTap: the runtime dials %q, want a plain http relay", relayURL)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	lt := &lineTap{ln: ln, up: u.Host}
-	t.Cleanup(func() { ln.Close() })
-	go lt.serve()
-	return lt
-}
-
-func (lt *lineTap) addr() string { return lt.ln.Addr().String() }
-
-func (lt *lineTap) serve() {
-	for {
-		c, err := lt.ln.Accept()
-		if err != nil {
-			return
-		}
-		go lt.pipe(c)
-	}
-}
-
-// pipe forwards one connection both ways, reading the runtime's bytes
-// line by line as they go up.
-func (lt *lineTap) pipe(down net.Conn) {
-	defer down.Close()
-	up, err := net.Dial("tcp", lt.up)
-	if err != nil {
-		return
-	}
-	defer up.Close()
-	go func() {
-		io.Copy(down, up)
-		down.Close()
-	}()
-	r := bufio.NewReaderSize(down, 64<<10)
-	for {
-		line, err := r.ReadBytes('\n')
-		if len(line) > 0 {
-			if _, werr := up.Write(line); werr != nil {
-				return
-			}
-			lt.mu.Lock()
-			lt.lines = append(lt.lines, string(line))
-			lt.mu.Unlock()
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
-// wait waits until the runtime has sent (and the tap passed on) a line
-// holding word.
-func (lt *lineTap) wait(t *testing.T, word, what string) {
-	t.Helper()
-	for deadline := time.Now().Add(waitLimit); ; time.Sleep(pollEvery) {
-		lt.mu.Lock()
-		n := len(lt.lines)
-		found := false
-		for _, l := range lt.lines {
-			found = found || strings.Contains(l, word)
-		}
-		lt.mu.Unlock()
-		if found {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("still waiting for %s: the runtime sent %d lines, none holding %s", what, n, word)
-		}
 	}
 }
