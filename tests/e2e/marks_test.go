@@ -1,0 +1,210 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+	"testing"
+	"time"
+
+	cdppage "github.com/chromedp/cdproto/page"
+	"github.com/chromedp/chromedp"
+)
+
+// The demo page in worker mode (?worker) against a runtime that does not
+// resume, reloaded after the relay restarted and the count went on over the
+// new connection, before the worker's commits of what it delivered since
+// reached the page: WebKit ends a page's worker before the worker hears of
+// the pagehide, and on a loaded machine the commits of the last batches
+// may still be on their way in any engine. The page then stores those
+// messages itself (remote.js _commitTail), and the place where the new
+// connection took the stream up (the engine's keepLossPlace) must be
+// stored with them, before them: the next page's not_resumed loss goes
+// there too, and the jump the first page showed unmarked is marked, as it
+// is on the main thread (TestNonResumingRuntimeReloadWhileResuming).
+//
+// The worker's commits are held back from the page, from its reconnection
+// on, by a wrapper of Worker the tab runs before the page's own scripts
+// (Chromium's DevTools protocol: the test runs there only).
+func TestWorkerPlaceStoredWhenThePageCommitsItself(t *testing.T) {
+	t.Parallel()
+	t.Skip("known, not fixed yet: remote.js commitTail stores the tail without the place the engine recorded before it, and entries.js unwritten keeps that place in the worker's later commit, after the messages (the jump stays unmarked: fails without the fix)")
+	skipUnless(t, "a script run before the page's (Page.addScriptToEvaluateOnNewDocument)")
+	s := startNonResumingStack(t, webDir, streamRate)
+	tb := openTab(t, newBrowser(t), "tab", "about:blank")
+	tb.run(chromedp.ActionFunc(func(ctx context.Context) error {
+		_, err := cdppage.AddScriptToEvaluateOnNewDocument(holdWorkerCommits).Do(ctx)
+		return err
+	}))
+	// The first page's wait for the resume's answer outlasts the relay's
+	// restart and the reload (as in reloadWhileResuming).
+	url := s.PageURL() + "?worker&resumeTimeout=30000"
+	tb.eval(`setTimeout(() => location.assign(`+strconv.Quote(url)+`), 0), true`, nil)
+	tb.waitReady()
+	inWorker.check(tb)
+	tb.prompt("ping")
+	tb.waitFor("the answer to ping", lastAgentDone)
+	tb.waitFor("the page to learn the runtime does not resume", `__chat.resumable === false`)
+
+	n := countLasting(10 * time.Second)
+	goOn := startCountHeld(tb, s, n)
+	recordGoing(tb)
+	goOn()
+	restartRelay(tb, s)
+	tb.waitFor("the count to go on over the new connection", countGoesOnAfterReconnect)
+	tb.waitFor("the worker's commits since the reconnection held back", `window.__e2eHeldCommits > 0`)
+	if st := tb.chat(); len(st.Evictions) != 0 {
+		t.Fatalf("the loss was reported before the reload (evictions %s); the test needs it not yet known", st.Evictions)
+	}
+	reloadWith(tb, "resumeTimeout", "10000")
+	shown := goneShowing(tb)
+	if ranges(shown.numbers) == ranges(countTo(len(shown.numbers))) {
+		t.Fatalf("the page went away showing the count without a jump (%s): nothing was lost while it reconnected, the test tested nothing", ranges(shown.numbers))
+	}
+	tb.waitFor("the loss reported", `__chat.evictions.some(e => e.reason === "not_resumed")`)
+	waitJumpsMarked(tb, shown)
+	got, unmarked := countAcrossLoss(tb, n, shown, true)
+	t.Logf("after the reload the page shows %d of the %d numbers (%s when it went away, jumps unmarked then at %v, marked now)", got, n, ranges(shown.numbers), unmarked)
+}
+
+// holdWorkerCommits wraps Worker so that the page's handler of its
+// messages never gets the worker's store commits ({t: "store", op:
+// "commit"}) once the worker said its attachment is open again after
+// reconnecting: as if they were still on their way when the page went
+// away. window.__e2eHeldCommits counts them.
+const holdWorkerCommits = `(() => {
+	const Real = globalThis.Worker;
+	if (typeof Real !== "function") return;
+	window.__e2eHeldCommits = 0;
+	let away = false, holding = false;
+	const wrap = (fn) => fn && function (ev) {
+		const m = ev.data;
+		if (m && m.t === "state") {
+			if (m.state === "reconnecting") away = true;
+			else if (m.state === "open" && away) holding = true;
+		}
+		if (holding && m && m.t === "store" && m.op === "commit") {
+			window.__e2eHeldCommits++;
+			return;
+		}
+		return fn.call(this, ev);
+	};
+	class HeldWorker extends Real {
+		set onmessage(fn) { super.onmessage = wrap(fn); }
+		get onmessage() { return super.onmessage; }
+	}
+	globalThis.Worker = HeldWorker;
+})()`
+
+// The demo page against the dev runtime, which numbers its messages and
+// answers session.resume: a page whose connection opened again (the relay
+// restarted) and delivered part of an answer before its resume was
+// answered leaves a place open in the transcript when it goes away then.
+// The next page's resume is answered, and nothing was lost there: the
+// count shows every number. A loss a later page is told (not_resumed: its
+// resume was not answered in time) must not be drawn at that old place:
+// the page would mark a loss in the middle of a count it shows whole.
+//
+// The first and third pages never get the runtime's session.resumed (a
+// wrapper of WebSocket the tab runs before the page's own scripts drops it
+// while window.__e2eDropResumed is set): the first stands for a page gone
+// before the answer came, the third for one whose answer came too late.
+func TestResumingRuntimeOpenPlaceLeftByAPageGoneMarksNothingLater(t *testing.T) {
+	t.Parallel()
+	t.Skip("known, not fixed yet: a page's runner does not know of a place an earlier page left open (client.Saved does not carry it), so its answered resume does not close it (a stray mark: fails without the fix)")
+	skipUnless(t, "a script run before the page's (Page.addScriptToEvaluateOnNewDocument)")
+	s := startStackServing(t, webDir, streamRate)
+	tb := openTab(t, newBrowser(t), "tab", "about:blank")
+	tb.run(chromedp.ActionFunc(func(ctx context.Context) error {
+		_, err := cdppage.AddScriptToEvaluateOnNewDocument(dropResumed).Do(ctx)
+		return err
+	}))
+	url := s.PageURL() + "?resumeTimeout=30000"
+	tb.eval(`setTimeout(() => location.assign(`+strconv.Quote(url)+`), 0), true`, nil)
+	tb.waitReady()
+	tb.prompt("ping")
+	tb.waitFor("the answer to ping", lastAgentDone)
+
+	n := countLasting(10 * time.Second)
+	goOn := startCountHeld(tb, s, n)
+	tb.eval(`window.__e2eDropResumed = true`, nil)
+	restartRelay(tb, s)
+	tb.waitFor("the page to connect again", `(() => {
+		const s = __chat.states, i = s.findIndex((x) => x.state === "reconnecting");
+		return i >= 0 && s.slice(i).some((x) => x.state === "open");
+	})()`)
+	goOn()
+	tb.waitFor("the count to go on over the new connection", countGoesOnAfterReconnect)
+	tb.waitFor("the runtime's answer to the resume dropped", `window.__e2eDroppedResumed > 0`)
+	if st := tb.chat(); len(st.Evictions) != 0 {
+		t.Fatalf("a loss was reported before the reload (evictions %s); the test needs the resume unanswered", st.Evictions)
+	}
+
+	// The second page's resume is answered: the count goes on whole.
+	tb.reload()
+	tb.waitFor("the count to end", lastAgentDone)
+	checkCountWhole(tb, n, "after a reload whose resume was answered")
+
+	// The third page's resume goes unanswered: not_resumed.
+	setQuery(tb, map[string]string{"resumeTimeout": "1000", "e2eDropResumed": "1"})
+	tb.reload()
+	tb.waitFor("the loss reported", `__chat.evictions.some(e => e.reason === "not_resumed")`)
+	tb.waitFor("the transcript read again for the loss", `__chat.placed.some(p => p.told)`)
+	checkCountWhole(tb, n, "once the third page was told of a loss")
+
+	// A page drawn from the transcript since.
+	setQuery(tb, map[string]string{"resumeTimeout": "30000", "e2eDropResumed": ""})
+	tb.reload()
+	checkCountWhole(tb, n, "drawn from the transcript after that loss")
+}
+
+// checkCountWhole checks that the page shows the count of n whole, each
+// number once and in order, with no loss marked in it.
+func checkCountWhole(tb *tab, n int, when string) {
+	t := tb.t
+	t.Helper()
+	got := tb.transcript()
+	if len(got) < 4 || got[2].Text != "count "+strconv.Itoa(n) {
+		t.Fatalf("%s: the page shows %s", when, roles(got))
+	}
+	numbers, marks, ok := countShown(got[3])
+	if !ok {
+		t.Fatalf("%s: the page shows %s as the count's answer", when, describe(got[3].Text))
+	}
+	if ranges(numbers) != ranges(countTo(n)) {
+		t.Fatalf("%s: the page shows %s of the count of %d", when, ranges(numbers), n)
+	}
+	for _, m := range marks {
+		t.Errorf("%s: the page marks a loss before %d in the count it shows whole (marks before indexes %v); stored: %s", when, numbers[m], marks, storedNow(tb))
+	}
+}
+
+// setQuery sets (or, with "", removes) query parameters of the tab's
+// address without navigating (history.replaceState), for the next reload.
+func setQuery(tb *tab, params map[string]string) {
+	tb.t.Helper()
+	js, _ := json.Marshal(params)
+	tb.eval(`(() => { const u = new URL(location.href); for (const [k, v] of Object.entries(`+string(js)+`)) v === "" ? u.searchParams.delete(k) : u.searchParams.set(k, v); history.replaceState(history.state, "", u) })()`, nil)
+}
+
+// dropResumed wraps WebSocket so that the page's handler of its messages
+// never gets a session.resumed frame while window.__e2eDropResumed is set
+// (from the address's e2eDropResumed parameter at load, or by the test).
+const dropResumed = `(() => {
+	const Real = globalThis.WebSocket;
+	window.__e2eDroppedResumed = 0;
+	window.__e2eDropResumed = new URLSearchParams(location.search).get("e2eDropResumed") === "1";
+	const wrap = (fn) => fn && function (ev) {
+		if (window.__e2eDropResumed && typeof ev.data === "string" && ev.data.includes('"session.resumed"')) {
+			try {
+				if (JSON.parse(ev.data).type === "session.resumed") return void window.__e2eDroppedResumed++;
+			} catch {}
+		}
+		return fn.call(this, ev);
+	};
+	class DroppingSocket extends Real {
+		set onmessage(fn) { super.onmessage = wrap(fn); }
+		get onmessage() { return super.onmessage; }
+	}
+	globalThis.WebSocket = DroppingSocket;
+})()`
