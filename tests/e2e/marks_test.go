@@ -68,10 +68,11 @@ func TestWorkerPlaceStoredWhenThePageCommitsItself(t *testing.T) {
 }
 
 // holdWorkerCommits wraps Worker so that the page's handler of its
-// messages never gets the worker's store commits ({t: "store", op:
+// messages does not get the worker's store commits ({t: "store", op:
 // "commit"}) once the worker said its attachment is open again after
 // reconnecting: as if they were still on their way when the page went
-// away. window.__e2eHeldCommits counts them.
+// away. window.__e2eHeldCommits counts them; window.__e2eReleaseCommits()
+// hands them to the page, in order, and holds no more.
 const holdWorkerCommits = `(() => {
 	const Real = globalThis.Worker;
 	if (typeof Real !== "function") return;
@@ -85,9 +86,16 @@ const holdWorkerCommits = `(() => {
 		}
 		if (holding && m && m.t === "store" && m.op === "commit") {
 			window.__e2eHeldCommits++;
+			held.push(() => fn.call(this, ev));
 			return;
 		}
 		return fn.call(this, ev);
+	};
+	const held = [];
+	window.__e2eReleaseCommits = () => {
+		holding = false;
+		for (const f of held.splice(0)) f();
+		return true;
 	};
 	class HeldWorker extends Real {
 		set onmessage(fn) { super.onmessage = wrap(fn); }
@@ -208,3 +216,61 @@ const dropResumed = `(() => {
 	}
 	globalThis.WebSocket = DroppingSocket;
 })()`
+
+// The same, but the worker's commits held back come after all, once the
+// page has stored the tail itself at a pagehide and goes on (as a page
+// shown again from the back/forward cache does, or one whose worker's
+// commits Chromium runs as it goes into the cache): the place those
+// commits carry must stay before the messages the page stored, not land
+// after them. The next page's not_resumed then marks the jump the first
+// page showed, and nothing in the count it showed whole after the jump.
+func TestWorkerPlaceKeptBeforeTheTailThePageStored(t *testing.T) {
+	t.Parallel()
+	t.Skip("known, not fixed yet: entries.js unwritten keeps the place of the worker's commit and drops the messages the page stored, so the place lands after them (the mark goes there: fails without the fix)")
+	skipUnless(t, "a script run before the page's (Page.addScriptToEvaluateOnNewDocument)")
+	s := startNonResumingStack(t, webDir, streamRate)
+	tb := openTab(t, newBrowser(t), "tab", "about:blank")
+	tb.run(chromedp.ActionFunc(func(ctx context.Context) error {
+		_, err := cdppage.AddScriptToEvaluateOnNewDocument(holdWorkerCommits).Do(ctx)
+		return err
+	}))
+	url := s.PageURL() + "?worker&resumeTimeout=30000"
+	tb.eval(`setTimeout(() => location.assign(`+strconv.Quote(url)+`), 0), true`, nil)
+	tb.waitReady()
+	inWorker.check(tb)
+	tb.prompt("ping")
+	tb.waitFor("the answer to ping", lastAgentDone)
+	tb.waitFor("the page to learn the runtime does not resume", `__chat.resumable === false`)
+
+	n := countLasting(10 * time.Second)
+	goOn := startCountHeld(tb, s, n)
+	goOn()
+	restartRelay(tb, s)
+	tb.waitFor("the count to go on over the new connection", countGoesOnAfterReconnect)
+	tb.waitFor("the worker's commits since the reconnection held back", `window.__e2eHeldCommits > 0`)
+	// The page stores what it took since itself (pagehide), and the
+	// worker's commits of it come after.
+	tb.eval(`dispatchEvent(new PageTransitionEvent("pagehide", { persisted: false })), __e2eReleaseCommits()`, nil)
+	if st := tb.chat(); len(st.Evictions) != 0 {
+		t.Fatalf("the loss was reported before the reload (evictions %s); the test needs it not yet known", st.Evictions)
+	}
+	tb.waitFor("more of the count after the page stored its tail", lastAgentChunks+" > "+strconv.Itoa(countShownNow(tb)+3))
+	recordGoing(tb)
+	reloadWith(tb, "resumeTimeout", "10000")
+	shown := goneShowing(tb)
+	if ranges(shown.numbers) == ranges(countTo(len(shown.numbers))) {
+		t.Fatalf("the page went away showing the count without a jump (%s): nothing was lost while it reconnected, the test tested nothing", ranges(shown.numbers))
+	}
+	tb.waitFor("the loss reported", `__chat.evictions.some(e => e.reason === "not_resumed")`)
+	waitJumpsMarked(tb, shown)
+	got, unmarked := countAcrossLoss(tb, n, shown, true)
+	t.Logf("after the reload the page shows %d of the %d numbers (%s when it went away, jumps unmarked then at %v, marked now)", got, n, ranges(shown.numbers), unmarked)
+}
+
+// countShownNow is how many chunks the page shows of its last answer.
+func countShownNow(tb *tab) int {
+	tb.t.Helper()
+	var k int
+	tb.eval(lastAgentChunks, &k)
+	return k
+}
