@@ -176,7 +176,8 @@ func (s *Store) Load(ctx context.Context, k client.Key) (client.Saved, error) {
 	}
 	session, _ := v.Index(0)
 	cursor, _ := v.Index(1)
-	return client.Saved{Session: jsString(session), Cursor: jsSeq(cursor)}, nil
+	open, _ := v.Index(2) // undefined (false) in a record written before it was kept
+	return client.Saved{Session: jsString(session), Cursor: jsSeq(cursor), PlaceOpen: jsBool(open)}, nil
 }
 
 // Commit implements client.Store. It queues the write and returns; see Store.
@@ -209,7 +210,7 @@ func (s *Store) Commit(ctx context.Context, k client.Key, saved client.Saved, en
 	if cap(data) <= maxKeptEntries {
 		s.entries.b = data
 	}
-	_, err = withOut(data, "storeCommit", s.h, stream, session, float64(saved.Cursor), keep, len(entries), len(data), held)
+	_, err = withOut(data, "storeCommit", s.h, stream, session, float64(saved.Cursor), keep, len(entries), len(data), held, saved.PlaceOpen)
 	return err
 }
 

@@ -127,10 +127,11 @@ function makeBridge() {
     // storeCommit's entries are the len bytes Go put in the out buffer,
     // which the store copies during the call; held of them are ENTRY_HELD,
     // whose payloads relay.js holds (held.js) and puts in first.
-    storeCommit(h, stream, session, cursor, keep, n, len, held) {
+    // open is client.Saved.PlaceOpen.
+    storeCommit(h, stream, session, cursor, keep, n, len, held, open) {
       let bytes = len > 0 ? outbuf.bytes.subarray(0, len) : null;
       if (bytes !== null && held > 0) bytes = unhold(bytes);
-      b.stores.commit(h, stream, session, cursor, keep, n, bytes);
+      b.stores.commit(h, stream, session, cursor, keep, n, bytes, open === true);
     },
     storeLoad: (h, id, stream) => b.stores.run(h, id, "load", stream),
     storeHistory: (h, id, stream) => b.stores.run(h, id, "history", stream),

@@ -577,7 +577,7 @@ function commitTail(stores, h, stream, keep, tail) {
     if (keep > 0 && (seq === 0 || !replay)) parts.push(packEntry(seq, payload));
   }
   const entries = parts.slice(Math.max(0, parts.length - keep));
-  stores.commit(h, stream, session, cursor, keep, entries.length, concat(entries));
+  stores.commit(h, stream, session, cursor, keep, entries.length, concat(entries), known?.open === true); // the engine's commits say whether a place is open
   return { session, cursor };
 }
 
@@ -729,11 +729,11 @@ class RemoteAttachment extends BaseAttachment {
     const mine = this.#wrote.filter((w) => w.waitID <= after);
     if (mine.length === 0) return args;
     this.#wrote = this.#wrote.filter((w) => w.waitID > after);
-    let [h, stream, session, cursor, keep, n, bytes] = args;
+    let [h, stream, session, cursor, keep, n, bytes, ...rest] = args;
     if (bytes) [bytes, n] = unwritten(bytes, mine.flatMap((w) => w.seqs));
     const at = this.#wroteAt;
     if (at !== null && at.session === session) cursor = Math.max(cursor, at.cursor);
-    return [h, stream, session, cursor, keep, n, bytes];
+    return [h, stream, session, cursor, keep, n, bytes, ...rest];
   }
 
   get name() {

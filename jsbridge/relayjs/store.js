@@ -5,7 +5,7 @@
 //
 // Schema (names in jsbridge/boundary):
 //
-//   STORE_STATE:  [url, instance, name]        -> {session, cursor, total, keep}
+//   STORE_STATE:  [url, instance, name]        -> {session, cursor, total, keep, open?}
 //   STORE_CHUNKS: [url, instance, name, start] -> packed entries, a Blob or a Uint8Array
 //
 // A chunk is the transcript entries one write appended to a stream, packed
@@ -225,14 +225,14 @@ export class Stores {
     return s ? [s.backend, s.fallback] : null;
   }
 
-  /** state is what store h has been told of stream last ({session, cursor}), or null. */
+  /** state is what store h has been told of stream last ({session, cursor, open}), or null. */
   state(h, stream) {
     const rec = this.m.get(h)?.known.get(stream);
-    return rec ? { session: rec.session, cursor: rec.cursor } : null;
+    return rec ? { session: rec.session, cursor: rec.cursor, open: rec.open === true } : null;
   }
 
-  commit(h, stream, session, cursor, keep, n, bytes) {
-    this.#get(h).commit(stream, session, cursor, keep, n, bytes);
+  commit(h, stream, session, cursor, keep, n, bytes, open) {
+    this.#get(h).commit(stream, session, cursor, keep, n, bytes, open === true);
   }
 
   /** run starts op (load, history, clear or flush) and reports its outcome to id. */
@@ -314,7 +314,7 @@ export class Store {
     await this.#readable();
     if (this.mem) {
       const st = this.mem.get(stream);
-      return st ? [st.session, st.cursor] : ["", 0];
+      return st ? [st.session, st.cursor, st.open === true] : ["", 0, false];
     }
     const [db, era] = [this.db, this.era];
     try {
@@ -324,7 +324,7 @@ export class Store {
       this.mayReopen ||= era === this.era;
       // A queued write knows better, and reads the total itself.
       if (!this.#unsettled().some((c) => c.stream === stream)) this.known.set(stream, { ...rec, totalKnown: true, base: markOf(raw) });
-      return [rec.session, rec.cursor];
+      return [rec.session, rec.cursor, rec.open];
     } catch (e) {
       if (this.#severed(db, era)) return this.#load(stream, tries); // over the reopened connection
       if (await this.#again(e, tries)) return this.#load(stream, tries + 1);
@@ -339,15 +339,15 @@ export class Store {
    * or null). bytes is read during the call only: the store keeps a copy,
    * in its arena until it is written.
    */
-  commit(stream, session, cursor, keep, n, bytes) {
+  commit(stream, session, cursor, keep, n, bytes, open = false) {
     if (this.mem) {
-      memCommit(this.mem, { stream, session, cursor, keep, n, bytes: bytes && bytes.slice() });
+      memCommit(this.mem, { stream, session, cursor, keep, n, bytes: bytes && bytes.slice(), open });
       return;
     }
-    const c = { stream, session, cursor, keep, n, bytes: bytes && this.arena.copy(bytes) };
-    const rec = this.known.get(stream) ?? { session: "", cursor: 0, total: 0, keep: 0, totalKnown: false };
+    const c = { stream, session, cursor, keep, n, bytes: bytes && this.arena.copy(bytes), open };
+    const rec = this.known.get(stream) ?? { session: "", cursor: 0, total: 0, keep: 0, totalKnown: false, open: false };
     const newSession = rec.session !== session;
-    this.known.set(stream, { ...rec, session, cursor });
+    this.known.set(stream, { ...rec, session, cursor, open });
     this.pending.push(c);
     if (!this.writing) {
       this.writing = true;
@@ -416,7 +416,7 @@ export class Store {
       this.#fallBackFor(e);
       return this.#clear(stream, tries); // in memory, as it now is
     }
-    this.known.set(stream, { session: "", cursor: 0, total: 0, keep: 0, totalKnown: true, base: "" });
+    this.known.set(stream, { session: "", cursor: 0, total: 0, keep: 0, totalKnown: true, base: "", open: false });
   }
 
   /** flush resolves once every commit so far is written (or the store is in memory). */
@@ -533,10 +533,10 @@ export class Store {
     if (!storage || !this.spillKey) return;
     for (const c of streams) {
       const bytes = c.keep > 0 && c.n > 0 ? toBase64(c.chunk instanceof Uint8Array ? c.chunk : concat(c.parts)) : "";
-      const { session, cursor, keep, n } = c;
+      const { session, cursor, keep, n, open } = c;
       const start = c.total ?? -1;
       const base = this.known.get(c.stream)?.base ?? null;
-      this.spilled.set(c.stream, { mark, key: this.keys[c.stream], session, cursor, keep, start, n, bytes, base });
+      this.spilled.set(c.stream, { mark, key: this.keys[c.stream], session, cursor, keep, start, n, bytes, base, ...(open ? { open } : {}) });
     }
     this.#keepSpill(storage);
   }
@@ -762,7 +762,7 @@ export class Store {
     if (this.mem) return;
     this.mem = new Map();
     for (const [stream, rec] of this.known) {
-      this.mem.set(stream, { session: rec.session, cursor: rec.cursor, keep: 0, chunks: [] });
+      this.mem.set(stream, { session: rec.session, cursor: rec.cursor, keep: 0, chunks: [], open: rec.open === true });
     }
     for (const c of this.#unsettled()) memCommit(this.mem, { ...c, bytes: c.bytes && c.bytes.slice() });
     this.pending = [];
@@ -1003,7 +1003,7 @@ function coalesce(batch) {
       continue;
     }
     const m = out[i];
-    Object.assign(m, { session: c.session, cursor: c.cursor, keep: c.keep });
+    Object.assign(m, { session: c.session, cursor: c.cursor, keep: c.keep, open: c.open });
     if (c.keep <= 0) {
       m.parts = [];
       m.n = 0;
@@ -1093,7 +1093,7 @@ function writeStreams(db, keys, known, streams, bases, mark, final, blobs, done)
           total += c.n;
           if (!final) trim(chunks, key, total - c.keep, fail);
         }
-        states.put({ session: c.session, cursor: c.cursor, total, keep: c.keep, mark }, key);
+        states.put(stateRecord(c, total, mark), key);
       };
       if (c.total >= 0) {
         put(c.total);
@@ -1256,7 +1256,7 @@ function writeSpill(db, entries) {
         chunks.put(fromBase64(e.bytes), [...e.key, total]);
         total += e.n;
       }
-      states.put({ session: e.session, cursor: e.cursor, total, keep: e.keep, mark: e.mark }, e.key);
+      states.put(stateRecord(e, total, e.mark), e.key);
     };
   }
   return tx;
@@ -1424,6 +1424,7 @@ function memCommit(mem, c) {
   st.session = c.session;
   st.cursor = c.cursor;
   st.keep = c.keep;
+  st.open = c.open === true;
   if (c.keep <= 0) {
     st.chunks = [];
     return;
@@ -1435,8 +1436,18 @@ function memCommit(mem, c) {
 
 function readState(v) {
   const num = (x) => (typeof x === "number" ? x : 0);
-  if (v === null || typeof v !== "object") return { session: "", cursor: 0, total: 0, keep: 0 };
-  return { session: typeof v.session === "string" ? v.session : "", cursor: num(v.cursor), total: num(v.total), keep: num(v.keep) };
+  if (v === null || typeof v !== "object") return { session: "", cursor: 0, total: 0, keep: 0, open: false };
+  return { session: typeof v.session === "string" ? v.session : "", cursor: num(v.cursor), total: num(v.total), keep: num(v.keep), open: v.open === true };
+}
+
+// stateRecord is the state record of c (a commit, or a spilled one) at
+// total, written by mark. open (client.Saved.PlaceOpen) is there only when
+// set: a record without it, as every record written before it was kept,
+// reads as no place open.
+function stateRecord(c, total, mark) {
+  const rec = { session: c.session, cursor: c.cursor, total, keep: c.keep, mark };
+  if (c.open === true) rec.open = true;
+  return rec;
 }
 
 // transient tells whether a transaction's failure err, not of the store's

@@ -153,9 +153,9 @@ class PageStores {
     return this.info.get(h)?.[1] ?? null;
   }
 
-  commit(h, stream, session, cursor, keep, n, view) {
+  commit(h, stream, session, cursor, keep, n, view, open) {
     const bytes = view && view.slice(); // view is the out buffer's: a copy of its own crosses
-    const m = { t: "store", op: "commit", h, args: [h, stream, session, cursor, keep, n, bytes], after: this.answering };
+    const m = { t: "store", op: "commit", h, args: [h, stream, session, cursor, keep, n, bytes, open], after: this.answering };
     post(m, bytes ? [bytes.buffer] : []);
   }
 

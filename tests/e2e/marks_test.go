@@ -119,7 +119,6 @@ const holdWorkerCommits = `(() => {
 // before the answer came, the third for one whose answer came too late.
 func TestResumingRuntimeOpenPlaceLeftByAPageGoneMarksNothingLater(t *testing.T) {
 	t.Parallel()
-	t.Skip("known, not fixed yet: a page's runner does not know of a place an earlier page left open (client.Saved does not carry it), so its answered resume does not close it (a stray mark: fails without the fix)")
 	skipUnless(t, "a script run before the page's (Page.addScriptToEvaluateOnNewDocument)")
 	s := startStackServing(t, webDir, streamRate)
 	tb := openTab(t, newBrowser(t), "tab", "about:blank")

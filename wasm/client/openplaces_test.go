@@ -86,6 +86,32 @@ func TestAnswerClosesAPlaceOfAnEarlierConnection(t *testing.T) {
 	}
 }
 
+// A place a page left open when it went away unanswered is closed by the
+// next page's answered resume, though that page stored no place of its
+// own (the answer came before anything it delivered): a not_resumed loss a
+// later page is told marks only its own place, not that one, where the
+// answered resume lost nothing (the Store kept Saved.PlaceOpen).
+func TestAnswerClosesAPlaceAnEarlierPageLeft(t *testing.T) {
+	t.Parallel()
+	p := newPages(t)
+	p.unsequenced(t, 1, 2)
+	p.reload(t, guard)
+	p.expectResume(t)
+	p.unsequenced(t, 3, 4) // the place, stored; the page goes away unanswered
+	p.reload(t, guard)
+	_, id := p.expectResume(t)
+	p.resumed(t, id, 0, false)
+	p.sendAfterResume(t)
+	p.unsequenced(t, 5)
+	p.reload(t, resumeWait)
+	p.expectResume(t)
+	p.c.Wait(t, "the reload's loss reported", func(c *clienttest.Collector) bool { return evictions(c, "not_resumed") == 1 })
+	p.unsequenced(t, 9)
+	if got, want := p.history(t), "1 2 3 4 sent 5 [not_resumed] 9"; got != want {
+		t.Fatalf("History: %s, want %s", got, want)
+	}
+}
+
 // Messages a handler refused before the connection dropped are held and
 // delivered again on the next connection, before anything newer, and the
 // place where it opened is after them. A handler slow to take them then

@@ -43,9 +43,10 @@ type runner struct {
 	gapAt      uint64
 	gapRepeats int
 
-	// placesOpen: this attachment committed a place (keepLossPlace) that
-	// neither an answer nor a not_resumed loss followed since. An answered
-	// resume says so in the transcript then (resumeAnswered).
+	// placesOpen: this attachment, or a page before it (Saved.PlaceOpen),
+	// committed a place (keepLossPlace) that neither an answer nor a
+	// not_resumed loss followed since. An answered resume says so in the
+	// transcript then (resumeAnswered).
 	placesOpen bool
 
 	l *link // the current connection; nil between connections
@@ -71,16 +72,17 @@ type mark struct {
 func newRunner(a *Attachment, saved Saved, opened chan<- error, first <-chan dialed) *runner {
 	a.resumable.Store(true)
 	return &runner{
-		a:         a,
-		o:         &a.o,
-		ctx:       context.Background(),
-		opened:    opened,
-		first:     first,
-		pos:       newPosition(a, saved),
-		queue:     sendQueue{maxItems: a.o.SendQueue, maxBytes: a.o.SendQueueBytes},
-		d:         startDeliverer(a.o.OnMessages),
-		resumable: true,
-		gapAt:     noGap,
+		a:          a,
+		o:          &a.o,
+		ctx:        context.Background(),
+		opened:     opened,
+		first:      first,
+		pos:        newPosition(a, saved),
+		queue:      sendQueue{maxItems: a.o.SendQueue, maxBytes: a.o.SendQueueBytes},
+		d:          startDeliverer(a.o.OnMessages),
+		resumable:  true,
+		gapAt:      noGap,
+		placesOpen: saved.PlaceOpen, // a page before this one went away before its resume was answered
 	}
 }
 
@@ -314,7 +316,9 @@ func (r *runner) commit() {
 			r.placesOpen = false // PlaceLosses closes every place before it
 		}
 	}
-	_ = r.o.Store.Commit(r.ctx, r.a.key, r.pos.saved(), r.entries, r.o.History)
+	saved := r.pos.saved()
+	saved.PlaceOpen = r.placesOpen
+	_ = r.o.Store.Commit(r.ctx, r.a.key, saved, r.entries, r.o.History)
 	clear(r.entries)
 	r.entries = r.entries[:0]
 	r.pos.dirty = false
@@ -366,13 +370,11 @@ func (r *runner) keepLossPlace(session string) {
 // unanswered and put the next not_resumed loss there too.
 //
 // A place a page before this one left open (it went away before its
-// resume's wait ended) is not closed here: the runner does not read the
-// transcript to know of it, and an answer recorded on every reload, in
-// case, would cost a resuming runtime's transcript an entry each time
-// (History's keep counts it). Against such a runtime that place is rarely
-// stored (only what is delivered, or sent, before the answer stores it),
-// and a not_resumed loss that then follows it, one that runtime's resume
-// left unanswered after all, marks it too.
+// resume's wait ended) is closed too: the Store says so (Saved.PlaceOpen),
+// rather than the runner reading the transcript or recording an answer on
+// every reload, in case (History's keep counts each). Left open, a
+// not_resumed loss a later page is told would go there too, where the
+// resume answered here had lost nothing.
 func (r *runner) resumeAnswered() {
 	if r.o.History <= 0 || r.recordAfterHeld(Eviction{FromSeq: markAnswered}) {
 		return

@@ -15,10 +15,17 @@ type Key struct {
 }
 
 // Saved is what survives a reload: the attachment id to reclaim and the last
-// seq the application handled on it.
+// seq the application handled on it, and whether the transcript holds a
+// place (Entry.Lost) that neither an answer nor a not_resumed loss followed.
+// A page that went away before its resume was answered leaves one; the next
+// page's answered resume closes it (an answer recorded), or a not_resumed
+// loss that page is told later would go there too, where nothing was lost.
+// A Store keeps it as it keeps Cursor; one that does not reads false, as
+// before it was kept.
 type Saved struct {
-	Session string
-	Cursor  uint64
+	Session   string
+	Cursor    uint64
+	PlaceOpen bool
 }
 
 // Entry is one line of the local transcript. Received entries carry the seq
