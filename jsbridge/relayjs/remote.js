@@ -858,13 +858,17 @@ class RemoteAttachment extends BaseAttachment {
     else this.#over = true;
   }
 
+  // A state the worker sent before it heard close() (it was busy, or the
+  // message was on its way) reaches the page after the call: the
+  // application is not told it, as on the main thread, where close() ends
+  // the attachment within the call and onState hears only its "closed".
   _state(state, info, now) {
     this.#now = now ?? [state, this.#now[1], this.#now[2]];
     this.#now[0] = state;
     if (state === "closed") {
       this.#over = true;
       this.#c.attachments.delete(this._handle);
-    }
+    } else if (this.#closed) return;
     super._state(state, info);
   }
 }
