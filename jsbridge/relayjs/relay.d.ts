@@ -154,7 +154,9 @@ export interface Relay {
    *     await relay.forget({ url, instance, name: att.name });
    *
    * It rejects with a RelayError "bad_options", and deletes nothing, while
-   * an attachment holds the stream: one of this page or of another tab. It
+   * an attachment holds the stream: one of this page or of another tab (the
+   * message says which, and names another Relay of this page, one in
+   * worker mode beside one on the main thread, as such). It
    * does not wait for it: close() or detach() it first (both resolve once
    * the stream is free). It waits only for this page's attaches of the same
    * relay and instance that are still taking their slot, which is quick,

@@ -329,7 +329,9 @@ function refuse(who, name) {
 // holdSlot takes the slot lock of the stream forget is to delete, and
 // resolves to its release. The page's own attaches wait for the forget
 // (attach), so a lock that is not free is held elsewhere: another tab's
-// attachment. Where the page has no locks (tabs.js unlocked: a page of no
+// attachment, or one of another Relay of this page, one in worker mode
+// beside one on the main thread (two relay.wasm, each with attachments of
+// its own), which the page's locks tell (tabs.js heldHere). Where the page has no locks (tabs.js unlocked: a page of no
 // origin of its own), no other page shares its storage either.
 async function holdSlot(lock, name) {
   let release;
@@ -339,7 +341,7 @@ async function holdSlot(lock, name) {
     if (e?.name === "SecurityError" || e?.name === "NotSupportedError") return async () => {};
     throw e;
   }
-  if (release === null) refuse("an attachment in another tab", name);
+  if (release === null) refuse(tabEnv.heldHere(lock) ? "an attachment of another Relay of this page" : "an attachment in another tab", name);
   return release;
 }
 

@@ -23,7 +23,7 @@ import { RelayError, report, settling } from "./errors.js";
 import { wasmExecBeside } from "./load.js";
 import { concat, openEarly, Stores, writeAll } from "./store.js";
 import { PAUSED } from "./stream.js";
-import { lockHere, rememberSlots } from "./tabs.js";
+import { heldHere, lockHere, rememberSlots } from "./tabs.js";
 
 /**
  * DELIVERY is the attach option (worker.js's) that replaces an
@@ -358,7 +358,9 @@ class Connection {
   }
 
   // #lock takes a lock for the worker's slot (tabs.js lockHere), and lets
-  // it go when the worker says.
+  // it go when the worker says. One not free is said to be held here when
+  // the page holds it (a Relay of the page on the main thread, tabs.js
+  // heldHere), for the worker's forget to name the holder.
   #lock(m) {
     const reply = (a) => this.worker.postMessage({ t: "locked", id: m.id, ...a });
     lockHere(m.name, m.waitMs).then(
@@ -367,7 +369,7 @@ class Connection {
         // loaded relay.wasm): nothing would ever let it go for the page.
         if (release && this.ended) return void release();
         if (release) this.locks.set(m.id, { name: m.name, release });
-        reply({ ok: true, held: release !== null });
+        reply({ ok: true, held: release !== null, here: release === null && heldHere(m.name) });
       },
       (e) => reply({ ok: false, name: e?.name ?? "Error", message: String(e?.message ?? e) }),
     );

@@ -21,7 +21,24 @@ const RELOAD_WAIT_MS = 3000;
 // web-locks/windows.https.window.js), so a reload in worker mode would wait
 // RELOAD_WAIT_MS for its own slot and take name#2, while a page's locks go
 // with the page.
-export const tabEnv = { read: readSession, write: writeSession, reloading, lock: lockHere };
+// heldHere says whether a lock lock did not get is held by this page
+// (forget's refusal names the holder: relay.js holdSlot).
+export const tabEnv = { read: readSession, write: writeSession, reloading, lock: lockHere, heldHere };
+
+// The locks this context holds, by name: how many of tryLock's grants of
+// each are not let go yet. A page holds its worker's too (remote.js), so a
+// page with a Relay in worker mode and one on the main thread knows that
+// a lock one of them holds is not another tab's.
+const granted = new Map();
+
+/**
+ * heldHere says whether this context holds lockName (tryLock's): a lock it
+ * was refused that it holds is held by another Relay of this page, not by
+ * another tab.
+ */
+export function heldHere(lockName) {
+  return granted.has(lockName);
+}
 
 /**
  * lockHere takes lockName in this context: the request the page made for it
@@ -340,9 +357,13 @@ function tryLock(locks, lockName, waitMs) {
         return undefined;
       }
       let released = false;
+      granted.set(lockName, (granted.get(lockName) ?? 0) + 1);
       resolve(async () => {
         if (!released) {
           released = true;
+          const n = granted.get(lockName) - 1;
+          if (n > 0) granted.set(lockName, n);
+          else granted.delete(lockName);
           unlock();
         }
         await freed;

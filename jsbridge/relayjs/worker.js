@@ -27,7 +27,9 @@
 //                   {t: "lock", id, name, waitMs}  take a slot's lock on
 //                                              the page (tabs.js lockHere);
 //                                              answered by {t: "locked", id,
-//                                              ok, held | name, message}
+//                                              ok, held, here | name, message}
+//                                              (here: not held, but the page
+//                                              holds it: tabs.js heldHere)
 //                   {t: "unlock", id}          let it go; answered by
 //                                              {t: "unlocked", id} once free
 //                   {t: "store", op, h, args, after}  a call of Go's on
@@ -66,8 +68,10 @@ tabEnv.write = (key, value) => {
   post({ t: "session", key, value });
 };
 tabEnv.lock = lockOnPage;
+tabEnv.heldHere = (name) => heldByPage.has(name);
 
-const locking = new Map(); // lock request id -> {resolve, reject}, until the page answers
+const locking = new Map(); // lock request id -> {name, resolve, reject}, until the page answers
+const heldByPage = new Set(); // names of locks refused that the page said it holds (its last answer for each)
 const freeing = new Map(); // lock request id -> resolve, until the page has let it go
 let nextLock = 1;
 
@@ -76,7 +80,7 @@ let nextLock = 1;
 function lockOnPage(name, waitMs) {
   return new Promise((resolve, reject) => {
     const id = nextLock++;
-    locking.set(id, { resolve, reject });
+    locking.set(id, { name, resolve, reject });
     post({ t: "lock", id, name, waitMs });
   });
 }
@@ -84,6 +88,7 @@ function lockOnPage(name, waitMs) {
 function locked(m) {
   const w = locking.get(m.id);
   locking.delete(m.id);
+  if (w && m.ok) heldByPage[m.here ? "add" : "delete"](w.name);
   if (!m.ok) w?.reject(new DOMException(m.message, m.name));
   else if (!m.held) w?.resolve(null);
   else {
