@@ -864,6 +864,7 @@ class RemoteAttachment extends BaseAttachment {
   // message was on its way) reaches the page after the call: the
   // application is not told it, as on the main thread, where close() ends
   // the attachment within the call and onState hears only its "closed".
+  // Nor a loss told then (_evicted).
   _state(state, info, now) {
     this.#now = now ?? [state, this.#now[1], this.#now[2]];
     this.#now[0] = state;
@@ -872,5 +873,9 @@ class RemoteAttachment extends BaseAttachment {
       this.#c.attachments.delete(this._handle);
     } else if (this.#closed) return;
     super._state(state, info);
+  }
+
+  _evicted(info) {
+    if (!this.#closed) super._evicted(info);
   }
 }

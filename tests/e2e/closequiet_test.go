@@ -5,22 +5,30 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/relaywasm/relaywasm/demo/stack"
 )
 
 // quietPage is lifetimesPage with the page's worker able to hold back the
-// close() call: while X.holdClose is set, the page's message that asks the
-// worker to close waits until the worker has posted a state, and goes the
-// moment that state reaches the page, before relay.js reads it. That is
-// the race of a worker busy as close() is called: the state was sent
-// before the worker heard the close, and arrives after the app called it.
-var quietPage = strings.Replace(lifetimesPage, `    this.addEventListener("message", ({ data }) => data?.t === "reply" && X.replies.set(data.id, data));`,
+// close() call: while X.holdClose names a kind of the worker's messages
+// ("state", "evicted"), the page's message that asks the worker to close
+// waits until the worker has posted one, and goes the moment it reaches
+// the page, before relay.js reads it. That is the race of a worker busy as
+// close() is called: the message was sent before the worker heard the
+// close, and arrives after the app called it. The page counts onEvicted's
+// calls (X.evictions), and its resume waits 1 s for an answer the dev
+// runtime never gives (not_resumed).
+var quietPage = strings.NewReplacer(
+	`name: "lifetimes",`, `name: "lifetimes", resumeTimeoutMs: 1000, onEvicted: () => (X.evictions = (X.evictions ?? 0) + 1),`,
+	`    this.addEventListener("message", ({ data }) => data?.t === "reply" && X.replies.set(data.id, data));`,
 	`    this.addEventListener("message", ({ data }) => data?.t === "reply" && X.replies.set(data.id, data));
-    this.addEventListener("message", ({ data }) => data?.t === "state" && X.held?.());
+    this.addEventListener("message", ({ data }) => data?.t === X.holdFor && X.held?.());
   }
   postMessage(m, ...rest) {
     if (!X.holdClose || m?.t !== "call" || m.op !== "close") return super.postMessage(m, ...rest);
+    X.holdFor = X.holdClose;
     X.holdClose = false;
-    X.held = () => ((X.held = null), (X.released = true), super.postMessage(m, ...rest));`, 1)
+    X.held = () => ((X.held = null), (X.released = true), super.postMessage(m, ...rest));`).Replace(lifetimesPage)
 
 // After close(), the app's onState hears nothing but the attachment's
 // "closed", in either mode: a state the worker reported before it heard the
@@ -33,8 +41,8 @@ func TestNoStateAfterClose(t *testing.T) {
 	t.Parallel()
 	for _, mode := range []string{"main", "worker"} {
 		t.Run(mode, func(t *testing.T) {
-			tb := quietTab(t, mode)
-			tb.eval(`(__l.holdClose = __l.mode === "worker", dispatchEvent(new Event("offline")),
+			tb := quietTab(t, mode, false)
+			tb.eval(`(__l.holdClose = __l.mode === "worker" && "state", dispatchEvent(new Event("offline")),
 				__l.closedAt = __l.states.length, __l.closing = __l.att.close(),
 				__l.closing.then(() => (__l.closeDone = true)), null)`, nil)
 			tb.waitFor("close() to resolve", `__l.closeDone === true`)
@@ -53,14 +61,20 @@ func TestNoStateAfterClose(t *testing.T) {
 }
 
 // quietTab opens quietPage in mode ("main" or "worker") on a stack of its
-// own, once the attachment is open.
-func quietTab(t *testing.T, mode string) *tab {
+// own, its runtime one that does not resume if noResume, once the
+// attachment is open.
+func quietTab(t *testing.T, mode string, noResume bool) *tab {
 	t.Helper()
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "quiet.html"), []byte(quietPage), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	s := startStackServing(t, dir, 0)
+	var s *stack.Stack
+	if noResume {
+		s = startNonResumingStack(t, dir, 0)
+	} else {
+		s = startStackServing(t, dir, 0)
+	}
 	tb := openTab(t, newBrowser(t), "quiet", s.PageURL()+"quiet.html?"+mode)
 	tb.waitFor("the page to attach", `window.__l && (__l.ready || __l.error !== null)`)
 	var start struct {
@@ -73,4 +87,33 @@ func quietTab(t *testing.T, mode string) *tab {
 	}
 	tb.waitFor("the attachment to open", `__l.att.state === "open"`)
 	return tb
+}
+
+// After close(), onEvicted is not called, in either mode: a loss the
+// worker told before it heard the close (here not_resumed: a redial's
+// resume, to a runtime that does not resume, unanswered) is dropped on the page, as onState's states are.
+// Before, worker mode called onEvicted after close() had been called.
+func TestNoEvictionAfterClose(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []string{"main", "worker"} {
+		t.Run(mode, func(t *testing.T) {
+			tb := quietTab(t, mode, true)
+			tb.eval(`(__l.holdClose = __l.mode === "worker" && "evicted",
+				dispatchEvent(new Event("offline")), dispatchEvent(new Event("online")),
+				__l.evictedAt = __l.evictions ?? 0, __l.closing = __l.att.close(),
+				__l.closing.then(() => (__l.closeDone = true)), null)`, nil)
+			tb.waitFor("close() to resolve", `__l.closeDone === true`)
+			var got struct {
+				Released   bool
+				Before, At int
+			}
+			tb.eval(`({ released: __l.released === true, before: __l.evictedAt, at: __l.evictions ?? 0 })`, &got)
+			if mode == "worker" && !got.Released {
+				t.Fatal("the page's close() call was not held until the worker told a loss: the test did not race")
+			}
+			if got.At != got.Before {
+				t.Errorf("onEvicted was called %d times after close() was called, want none", got.At-got.Before)
+			}
+		})
+	}
 }
