@@ -650,5 +650,5 @@ export type ErrorCode =
   | "closed_by_relay" // a close code this client does not know
   // Loading.
   | "wasm_load_failed"
-  | "wasm_exited" // relay.wasm stopped (a Go panic; out of memory), or in worker mode its worker failed (a trap, an error it did not catch; relay.js ends it): every live attachment's onState hears "closed" with it, once, and every call waiting or made after rejects with it; the getters keep their last values. Load the page again
+  | "wasm_exited" // relay.wasm stopped (a Go panic; out of memory), or in worker mode its worker failed (a trap, an error it did not catch; relay.js ends it) or the browser ended it (seen by a Web Lock the worker held): every live attachment's onState hears "closed" with it, once, and every call waiting or made after rejects with it; the getters keep their last values. Load the page again
   | "error"; // anything else

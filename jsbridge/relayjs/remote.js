@@ -168,6 +168,7 @@ function connect(viaBlob = false) {
       clearTimeout(timer);
       made.started();
       const c = new Connection(w, made.fromBlob);
+      watch(c, data.alive);
       w.onerror = (ev) => {
         ev.preventDefault?.(); // c.failed reports it, once
         c.failed(errorOf(ev));
@@ -178,6 +179,21 @@ function connect(viaBlob = false) {
       resolve(c);
     };
   });
+}
+
+// watch tells the page a worker the browser ended without an event (out
+// of memory, its process gone): the worker holds the Web Lock alive while
+// it lives (worker.js up), so the page's request for it is granted once
+// the worker is gone, in all three engines. Granted after the page ended
+// it itself (Connection.end), or as the page goes away, it says nothing.
+// A hung worker still holds it: that is not seen.
+function watch(c, alive) {
+  if (typeof alive !== "string") return;
+  try {
+    navigator.locks.request(alive, () => c.failed("the browser ended it (no error event: out of memory, or its process went)", true)).catch(() => {});
+  } catch {
+    // no Web Locks on the page: the worker had none either
+  }
 }
 
 // errorOf is what a worker's error event says of the error the worker did
@@ -338,11 +354,11 @@ class Connection {
   // its last cursor and session; what its handlers accepted that the
   // worker had not committed is committed here, and written, as at
   // pagehide; the slots' locks the page held for the worker go, so that
-  // another tab may take the streams. A worker the browser ends without an
-  // event is not seen here (README.md).
-  failed(why) {
+  // another tab may take the streams. A worker the browser ended without an
+  // event (gone) is told so too, once its lock is let go (watch).
+  failed(why, gone = false) {
     if (this.ended) return;
-    const err = new RelayError(CODE_WASM_EXITED, `the worker running relay.wasm failed: ${why} (relay.js ended it): load the page again`);
+    const err = new RelayError(CODE_WASM_EXITED, `the worker running relay.wasm failed: ${why}${gone ? "" : " (relay.js ended it)"}: load the page again`);
     console.error(err);
     this.end(err);
     this.suspendLocks();

@@ -16,7 +16,9 @@
 //                   {t: "stored", id, kind, value, h, info}  a store's
 //                                              outcome for Go's wait id, and
 //                                              [backend, fallback] of store h
-//   worker -> page  {t: "up"}                  the module runs
+//   worker -> page  {t: "up", alive}          the module runs; alive: the
+//                                              name of the Web Lock it holds
+//                                              while it lives (up below)
 //                   (attach's reply: {name, now, place}, place being where
 //                   the stream is stored: [store handle, stream], or null)
 //                   {t: "batch", h, batch, replay, waitID, now}
@@ -340,4 +342,21 @@ self.onmessage = ({ data: m }) => {
   }
 };
 
-post({ t: "up" });
+// up tells the page the module runs, once it holds a Web Lock of its own
+// for as long as it lives: the engines fire no event on the page for a
+// worker they end themselves (out of memory, its process gone), but all
+// three let its locks go, and the page asks for this one (remote.js
+// watch). Without Web Locks (not a secure context; a page refused them) it
+// says so at once, and such an end goes unseen, as before.
+function up() {
+  const alive = `relaywasm-worker:${Date.now()}:${Math.random()}`;
+  let said = false;
+  const say = (m) => said || ((said = true), post(m));
+  try {
+    self.navigator.locks.request(alive, () => (say({ t: "up", alive }), new Promise(() => {}))).catch(() => say({ t: "up" }));
+  } catch {
+    say({ t: "up" });
+  }
+}
+
+up();
