@@ -127,7 +127,13 @@
 // The sockets attached to the instance then get relay.error runtime_gone
 // and close 4502, as when a runtime leaves: the newcomer numbers its
 // streams afresh and knows none of their attachments, so each client
-// redials and resumes, or learns it cannot.
+// redials and resumes, or learns it cannot. Behind a Table shared by
+// several nodes (natstable) the incumbent may be on another node: the
+// newcomer's node asks that one, which probes its connection the same way
+// and answers (Prober, Hooks.Probe), and the newcomer is refused
+// instance_taken or welcomed by the same rule. No answer in time (that node
+// gone, the bus in trouble) counts as not answered, and the incumbent is
+// then told superseded by its own node when the newcomer's hold reaches it.
 //
 // # Attachment ids
 //
@@ -163,7 +169,9 @@
 // On the runtime leg the same relay.error precedes closing the connection;
 // the runtime leg has one code of its own, instance_taken (see Two runtimes
 // for one instance), and sees superseded only when it is replaced from
-// another node sharing the Table, which cannot probe it.
+// another node sharing the Table after it did not answer that node's probe
+// (or by a node that does not probe: a Table that is not a Prober, or an
+// older node during a rolling upgrade).
 //
 // # Limits, and the numbers behind them
 //

@@ -2,6 +2,7 @@ package relay
 
 import (
 	"sync"
+	"time"
 
 	"github.com/relaywasm/relaywasm/librelay"
 	"github.com/relaywasm/relaywasm/librelay/relayleg"
@@ -66,6 +67,23 @@ type Hooks struct {
 	// removed it), runtime_gone when frames on the way to it were lost, so
 	// that its client resumes.
 	End func(ep Endpoint, code, message string)
+	// Probe: another node, before it takes over instance's runtime, asks
+	// whether ep, this node's runtime connection for it, is alive. The
+	// relay probes it as it probes a local incumbent (takeover.go) and
+	// reports whether it answered before deadline. It may wait that long.
+	Probe func(ep Endpoint, deadline time.Time) bool
+}
+
+// Prober is a shared table that can ask the node holding an instance's
+// runtime whether that runtime answers a probe (Hooks.Probe there), so that
+// a newcomer on this node settles with an incumbent on another as it would
+// with one on this node. rt is the endpoint Runtime returned; ProbeRuntime
+// reports false, and the newcomer takes the instance over, when the holder
+// does not answer by deadline (its node gone, its runtime frozen, the bus
+// in trouble), when rt is no longer the instance's runtime here, or when
+// the holder's node is of a version that does not answer probes.
+type Prober interface {
+	ProbeRuntime(instance string, rt Endpoint, deadline time.Time) bool
 }
 
 // Mover is a shared table that knows when an attachment that left this node
@@ -89,7 +107,14 @@ type Knocker interface {
 }
 
 func (r *Relay) hooks() Hooks {
-	return Hooks{RuntimeArrived: r.payOwed, RuntimeGone: r.runtimeGone, Knocked: r.restartGrace, End: endEndpoint}
+	return Hooks{RuntimeArrived: r.payOwed, RuntimeGone: r.runtimeGone, Knocked: r.restartGrace, End: endEndpoint, Probe: probeLocal}
+}
+
+// probeLocal answers another node's Probe for one of this relay's runtime
+// connections; it shares the probe of any takeover already under way here.
+func probeLocal(ep Endpoint, deadline time.Time) bool {
+	c, ok := ep.(*runtimeConn)
+	return ok && c.contest.answeredBy(c, deadline)
 }
 
 // endEndpoint closes one of the relay's own endpoints for a shared table.

@@ -30,8 +30,15 @@ import (
 //     that dropped it, a machine that slept): it is back within the wait,
 //     not after a heartbeat period.
 //
-// An incumbent the relay cannot probe (an endpoint of another node, behind
-// a shared Table) is replaced and told superseded, as before.
+// An incumbent on another node sharing the Table is probed the same way
+// through that node (Prober, Hooks.Probe): the contenox connectors of one
+// instance behind a load balancer land on different nodes as often as not,
+// and each swap used to end every browser of the instance runtime_gone.
+// Answered there: the newcomer here is refused instance_taken. Not answered
+// (that node gone, the runtime frozen, the bus in trouble): the newcomer is
+// welcomed, and the incumbent is told superseded by its node when this
+// node's hold reaches it. A table that cannot probe (not a Prober) has the
+// newcomer take over at once, as before.
 
 // claim installs c as its instance's runtime by the rule above, or refuses
 // it; it reports whether c was welcomed.
@@ -45,8 +52,9 @@ func (c *runtimeConn) claim(hello librelay.Frame, v int, sig []byte) bool {
 			return false
 		}
 		cur := c.r.table.Runtime(c.instance)
-		inc, local := cur.(*runtimeConn)
-		if cur == nil || cur == silent || !local {
+		_, local := cur.(*runtimeConn)
+		_, remote := c.r.table.(Prober)
+		if cur == nil || cur == silent || !local && !remote {
 			c.welcome(hello, v, sig, silent)
 			c.r.takeover.Unlock()
 			return true
@@ -54,13 +62,24 @@ func (c *runtimeConn) claim(hello librelay.Frame, v int, sig []byte) bool {
 		c.r.takeover.Unlock()
 		// Another newcomer may have won meanwhile: it has just been
 		// welcomed, so it gets a probe too, within what is left of the wait.
-		if time.Now().Before(deadline) && !inc.contest.answeredBy(inc, deadline) {
-			silent = inc
+		if time.Now().Before(deadline) && !c.answers(cur, deadline) {
+			silent = cur
 			continue
 		}
 		c.refuse(hello, relayleg.CodeInstanceTaken, "another connection holds this instance and answers heartbeats; redial later")
 		return false
 	}
+}
+
+// answers probes the incumbent cur, a connection of this relay or (through
+// a Prober table) of another node, and reports whether it answered before
+// deadline.
+func (c *runtimeConn) answers(cur Endpoint, deadline time.Time) bool {
+	if inc, ok := cur.(*runtimeConn); ok {
+		return inc.contest.answeredBy(inc, deadline)
+	}
+	p, ok := c.r.table.(Prober)
+	return ok && p.ProbeRuntime(c.instance, cur, deadline)
 }
 
 // challenge is a runtime connection's outstanding takeover probe: several
