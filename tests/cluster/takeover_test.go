@@ -1,12 +1,16 @@
 package cluster_test
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/relaywasm/relaywasm/demo/relay"
 	"github.com/relaywasm/relaywasm/demo/relay/relaytest"
+	"github.com/relaywasm/relaywasm/librelay"
+	"github.com/relaywasm/relaywasm/librelay/relayleg"
 	"github.com/relaywasm/relaywasm/wasm/client/clienttest"
 )
 
@@ -80,5 +84,80 @@ func TestKnockOnAnotherNodeKeepsGrace(t *testing.T) {
 	defer b.col.Unlock()
 	if len(b.col.Evicted) > 0 {
 		t.Fatalf("evicted after the outage: %+v", b.col.Evicted)
+	}
+}
+
+// Two live runtimes for one instance on two nodes, as two contenox
+// connectors behind a load balancer are: the one holding the instance on
+// node 0 keeps it, and a newcomer on node 1 is refused instance_taken, as
+// on a single relay, after node 1 asked node 0 whether its runtime answers.
+// Before, the newcomer took the instance at once, the two connectors took
+// it from each other for ever, and every swap ended all of the instance's
+// browsers runtime_gone. The browsers here (one per node) keep their
+// sockets and chats. Once the incumbent freezes (its machine lost power
+// behind its connection), it no longer answers node 0's probe, and a
+// runtime on node 1 takes the instance over; the browsers are then told, as
+// when a runtime leaves, and resume with it.
+func TestTwoRuntimesSettleAcrossNodes(t *testing.T) {
+	c := newCluster(t, func(_ int, c *relay.Config) { c.Limits.TakeoverWait = 2 * time.Second })
+	cfg := c.Config()
+	rtHop := relaytest.NewProxy(t, c.Node(0).Addr())
+	runRuntime(t, c, rtHop, 0)
+	waitRoutable(t, c, 1, 2)
+	var bs []*browser
+	var sids []string
+	for i := range 3 {
+		b := attach(t, c, relaytest.NewProxy(t, c.Node(i).Addr()))
+		sid := b.startChat()
+		b.prompt(3, sid, 5)
+		b.waitAnswered(3)
+		bs, sids = append(bs, b), append(sids, sid)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), guard)
+	defer cancel()
+	second, _, err := relaytest.DialRuntime(ctx, c.Node(1).HTTPURL(), cfg.RuntimeToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Conn.Close()
+	second.Timeout = guard
+	f, _, err := second.Hello(cfg.Instance, librelay.ProtocolVersion)
+	if err != nil {
+		t.Fatalf("the second runtime's hello on node 1: %v", err)
+	}
+	var e librelay.Error
+	if f.Type == librelay.TypeError {
+		json.Unmarshal(f.Payload, &e)
+	}
+	if e.Code != relayleg.CodeInstanceTaken {
+		t.Fatalf("the second runtime's hello on node 1 got %s %s, want relay.error %s", f.Type, f.Payload, relayleg.CodeInstanceTaken)
+	}
+	if f, err := second.Read(); err == nil {
+		t.Fatalf("the refused runtime's connection stayed open (read %s)", f.Type)
+	}
+
+	for i, b := range bs {
+		resp := b.call(4, "session/prompt", fmt.Sprintf(`{"sessionId":%q,"prompt":[{"type":"text","text":"ping"}]}`, sids[i]))
+		if resp.Error != nil {
+			t.Fatalf("the browser on node %d: its prompt after the refusal got an error: %s", i, resp.Error)
+		}
+		if n := b.hop.Accepted(); n != 1 {
+			t.Fatalf("the browser on node %d dialled %d times: it was told the runtime had gone", i, n)
+		}
+		b.col.Lock()
+		evicted := len(b.col.Evicted)
+		b.col.Unlock()
+		if evicted > 0 {
+			t.Fatalf("the browser on node %d was evicted", i)
+		}
+	}
+
+	rtHop.Freeze()
+	runRuntime(t, c, relaytest.NewProxy(t, c.Node(1).Addr()), 0)
+	for i, b := range bs {
+		b.col.Wait(t, fmt.Sprintf("the browser on node %d to learn its stream is gone", i),
+			func(c *clienttest.Collector) bool { return len(c.Evicted) > 0 })
+		b.call(5, "initialize", `{"protocolVersion":1}`)
 	}
 }

@@ -13,6 +13,7 @@
 //	relay.ctl                      holds, releases, claims and heartbeats; every node
 //	relay.ack.<node>               how far the streams a node publishes were taken
 //	relay.nr.<node>.…              the reply subject of a node's frames to runtimes: NATS says there when one reached nobody
+//	relay.probe.<node>             requests: does the node's runtime for an instance answer? (takeover probes)
 //
 // (instance names that are not plain tokens are "~" and their base64url).
 // A frame on the wire is a 25-byte header (the publishing node, its stream,
@@ -25,8 +26,13 @@
 // Which node holds each instance's runtime, and nothing else about other
 // nodes. A node taking a runtime announces a hold with an epoch (its clock
 // when it took it; a later hold wins, equal ones go to the larger node id),
-// and the node whose hold is older ends its runtime connection superseded,
-// as a second connection on one relay does. Every node beats on the control
+// and the node whose hold is older ends its runtime connection superseded.
+// Before a node takes a runtime another node holds, it asks that node on
+// its probe subject whether the runtime answers a probe (probe.go): a live
+// one keeps the instance and the newcomer is refused instance_taken, as a
+// second connection on one relay is; only one that does not answer within
+// the relay's TakeoverWait, or whose node does not reply, is superseded.
+// Every node beats on the control
 // subject every Heartbeat with the runtimes it holds, so a lost hold or
 // release is mended within one beat, a node that joins or reconnects asks
 // the others to beat at once, and a node not heard from within Lease is
@@ -89,7 +95,8 @@
 //     session.resume.
 //   - A runtime's connection is replaced (a new hold, on another node or on
 //     the same one with a new epoch: the runtime came back behind a
-//     connection that died unseen, or a second connection superseded it):
+//     connection that died unseen, or a second connection took over one
+//     that did not answer its probe):
 //     the instance's sockets on every node get runtime_gone, as on a single
 //     relay, since the new connection numbers its streams afresh.
 //   - This node loses NATS: the runtimes held elsewhere are unreachable, so

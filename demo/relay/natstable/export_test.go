@@ -115,3 +115,13 @@ func (t *Table) StallDispatcher(instance string) (release func()) {
 		})
 	}
 }
+
+// StopAnsweringProbes makes t a node of an earlier version as other nodes
+// see it when they would take its runtimes over: nothing answers on its
+// probe subject.
+func (t *Table) StopAnsweringProbes() error {
+	if err := t.probeSub.Unsubscribe(); err != nil {
+		return err
+	}
+	return t.nc.Flush()
+}

@@ -188,12 +188,16 @@ func TestRuntimeGoneOnEveryNode(t *testing.T) {
 	}
 }
 
-// A second runtime connection for the instance on another node supersedes
-// the first, as on one node: a browser attached before it is told
-// runtime_gone (the newcomer knows none of its streams), and, attached
-// again with its id, reaches the new runtime.
+// A second runtime connection for the instance on another node, while the
+// first does not answer (nothing reads it while the second says hello, so
+// the probe its node makes for the second's goes unanswered), takes the
+// instance over, as on one node: the first is told superseded, a browser
+// attached before is told runtime_gone (the newcomer knows none of its
+// streams), and, attached again with its id, reaches the new runtime. (A
+// first that answers keeps the instance: tests/cluster
+// TestTwoRuntimesSettleAcrossNodes.)
 func TestRuntimeSupersededAcrossNodes(t *testing.T) {
-	c := cluster(t, nil)
+	c := cluster(t, func(c *relay.Config) { c.Limits.TakeoverWait = 300 * time.Millisecond })
 	rt1 := env(c, 0).Connect(t)
 	waitRoutable(t, c, 1, 2)
 	b := env(c, 2).Attach(t, "")
@@ -217,6 +221,98 @@ func TestRuntimeSupersededAcrossNodes(t *testing.T) {
 	if f := readCargo(t, rt2); f.Session != b.Session || string(f.Payload) != `{"after":"takeover"}` {
 		t.Fatalf("new runtime got %+v", f)
 	}
+}
+
+// A second runtime connection for the instance on another node, while the
+// first answers, is refused instance_taken, as on one node: the node holding
+// the first probes it for the newcomer's node. The first keeps the
+// instance, and a browser attached before keeps its socket and reaches it.
+func TestLiveRuntimeKeepsInstanceAcrossNodes(t *testing.T) {
+	c := cluster(t, nil)
+	rt1 := env(c, 0).Connect(t)
+	cargo := answering(rt1)
+	waitRoutable(t, c, 1, 2)
+	b := env(c, 2).Attach(t, "")
+
+	rt2 := dialRuntime(t, c, 1)
+	if f, _, err := rt2.Hello("test", librelay.ProtocolVersion); err != nil || f.Type != librelay.TypeError || errCode(f) != relayleg.CodeInstanceTaken {
+		t.Fatalf("the second runtime's hello got %s %s (%v), want relay.error instance_taken", f.Type, f.Payload, err)
+	}
+	b.Send(msg(b, `{"after":"refusal"}`))
+	if f := next(t, cargo); f.Type != librelay.TypeACPMessage || f.Session != b.Session || string(f.Payload) != `{"after":"refusal"}` {
+		t.Fatalf("the first runtime got %s %s, want the browser's frame", f.Type, f.Payload)
+	}
+}
+
+// A live runtime whose node does not answer probes (a node of an earlier
+// version during a rolling upgrade) is taken over by a newcomer on another
+// node, as before probes: no reply is a runtime that did not answer, and
+// NATS says at once that nobody listens, so the newcomer does not wait out
+// TakeoverWait (set here past its hello's read guard).
+func TestNodeThatAnswersNoProbeIsTakenOver(t *testing.T) {
+	c := cluster(t, func(c *relay.Config) { c.Limits.TakeoverWait = 2 * relaytest.IOTimeout })
+	rt1 := env(c, 0).Connect(t)
+	cargo := answering(rt1)
+	waitRoutable(t, c, 1, 2)
+	if err := c.Node(0).Table().StopAnsweringProbes(); err != nil {
+		t.Fatal(err)
+	}
+	rt2 := dialRuntime(t, c, 1)
+	f, nonce, err := rt2.Hello("test", librelay.ProtocolVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := relaytest.CheckWelcome(f, c.PublicKey(), nonce, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if f := next(t, cargo); f.Type != librelay.TypeError || errCode(f) != relayleg.CodeSuperseded {
+		t.Fatalf("the first runtime got %s %s, want relay.error superseded", f.Type, f.Payload)
+	}
+}
+
+// answering reads rt on its own goroutine, answering the relay's heartbeats
+// (a live runtime), and hands on every other frame; the channel closes when
+// the connection ends.
+func answering(rt *relaytest.Runtime) <-chan librelay.Frame {
+	rt.Timeout = time.Hour // the relay's heartbeats and the test's guard bound the reads
+	cargo := make(chan librelay.Frame, 16)
+	go func() {
+		defer close(cargo)
+		for {
+			f, err := rt.ReadCargo()
+			if err != nil {
+				return
+			}
+			cargo <- f
+		}
+	}()
+	return cargo
+}
+
+// next is the next frame answering handed on.
+func next(t *testing.T, cargo <-chan librelay.Frame) librelay.Frame {
+	t.Helper()
+	select {
+	case f, ok := <-cargo:
+		if !ok {
+			t.Fatal("the runtime's connection ended")
+		}
+		return f
+	case <-time.After(guard):
+		t.Fatal("the runtime got nothing")
+	}
+	panic("unreachable")
+}
+
+// dialRuntime dials node i's runtime leg, to say hello by hand.
+func dialRuntime(t *testing.T, c *stack.Cluster, i int) *relaytest.Runtime {
+	t.Helper()
+	rt, _, err := relaytest.DialRuntime(context.Background(), c.Node(i).HTTPURL(), c.Config().RuntimeToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.Conn.Close() })
+	return rt
 }
 
 // The runtime's node dies and the runtime redials another node before the

@@ -120,6 +120,7 @@ type Table struct {
 	// unheardSub takes NATS's word that a frame to a runtime reached nobody
 	// (control.go, unheard).
 	unheardSub *nats.Subscription
+	probeSub   *nats.Subscription // other nodes' takeover probes (probe.go)
 }
 
 type route struct{ instance, session string }
@@ -207,11 +208,14 @@ func New(cfg Config) (*Table, error) {
 		t.ackSub.SetPendingLimits(-1, 64<<20)
 		t.unheardSub, err = nc.Subscribe(t.sub.unheardAll(t.id), t.unheard)
 	}
+	if err == nil {
+		t.unheardSub.SetPendingLimits(-1, 64<<20)
+		t.probeSub, err = nc.Subscribe(t.sub.probe(t.id), t.answerProbe)
+	}
 	if err != nil {
 		nc.Close()
 		return nil, err
 	}
-	t.unheardSub.SetPendingLimits(-1, 64<<20)
 	if nc.IsConnected() {
 		t.reconnected()
 	}

@@ -217,6 +217,10 @@ func (s subjects) parseAttachment(subject string) (route, bool) {
 // subscribes.
 func (s subjects) control() string { return s.prefix + ".ctl" }
 
+// probe is where other nodes ask node whether its runtime for an instance
+// is alive before they take it over (probe.go).
+func (s subjects) probe(node uint64) string { return s.prefix + ".probe." + nodeToken(node) }
+
 // ack is where a node's publishers hear how far their streams were taken.
 func (s subjects) ack(node uint64) string { return s.prefix + ".ack." + nodeToken(node) }
 
