@@ -194,9 +194,12 @@ type Limits struct {
 	// already has a runtime connected waits while the relay probes the
 	// connected one (default 5s). When it answers, the newcomer is refused
 	// with relay.error instance_taken; when it does not, it is closed with
-	// heartbeat_timeout and the newcomer gets the instance. 5s leaves the
-	// newcomer's own handshake timeout (10s in the contenox connector and
-	// the dev runtime) room for the welcome.
+	// heartbeat_timeout and the newcomer gets the instance. An incumbent on
+	// another node sharing the Table is probed by its node, asked over the
+	// bus (a Prober); one that does not answer is told superseded, and the
+	// newcomer may wait up to TakeoverWait plus 1s for the bus's round
+	// trip. 5s leaves the newcomer's own handshake timeout (10s in the
+	// contenox connector and the dev runtime) room for the welcome.
 	TakeoverWait time.Duration
 	// CloseTimeout bounds how long a closing socket may take to drain its
 	// last frames and close frame before it is cut (default 5s).
