@@ -583,7 +583,10 @@ function reloading() {
 // message not replayed, its payload as JSON text. The payload crossed from
 // the worker as an object, so its text is JSON.stringify's, the same JSON
 // as the runtime's though maybe not the same bytes. It returns the session
-// and cursor it committed, or null.
+// and cursor it committed, or null. A place the engine recorded before
+// those messages (where a connection opened again) is not among them: the
+// worker commits it before it delivers the batch after it, so it reached
+// the page's store first (wasm/client's commitPlaceFirst).
 function commitTail(stores, h, stream, keep, tail) {
   if (stores.info(h) === null) return null; // cannot happen: the place is the page's store
   const known = stores.state(h, stream);

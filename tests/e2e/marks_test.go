@@ -23,12 +23,15 @@ import (
 // there too, and the jump the first page showed unmarked is marked, as it
 // is on the main thread (TestNonResumingRuntimeReloadWhileResuming).
 //
-// The worker's commits are held back from the page, from its reconnection
-// on, by a wrapper of Worker the tab runs before the page's own scripts
-// (Chromium's DevTools protocol: the test runs there only).
+// The worker's commits are held back from the page, from the first batch
+// of messages over the new connection on, by a wrapper of Worker the tab
+// runs before the page's own scripts (Chromium's DevTools protocol: the
+// test runs there only). The engine commits the place before it delivers
+// that batch (client's commitPlaceFirst), and the worker's messages reach
+// the page in the order it posts them: no commit posted before a batch is
+// still on its way once the page has taken the batch.
 func TestWorkerPlaceStoredWhenThePageCommitsItself(t *testing.T) {
 	t.Parallel()
-	t.Skip("known, not fixed yet: remote.js commitTail stores the tail without the place the engine recorded before it, and entries.js unwritten keeps that place in the worker's later commit, after the messages (the jump stays unmarked: fails without the fix)")
 	skipUnless(t, "a script run before the page's (Page.addScriptToEvaluateOnNewDocument)")
 	s := startNonResumingStack(t, webDir, streamRate)
 	tb := openTab(t, newBrowser(t), "tab", "about:blank")
@@ -69,20 +72,25 @@ func TestWorkerPlaceStoredWhenThePageCommitsItself(t *testing.T) {
 
 // holdWorkerCommits wraps Worker so that the page's handler of its
 // messages does not get the worker's store commits ({t: "store", op:
-// "commit"}) once the worker said its attachment is open again after
-// reconnecting: as if they were still on their way when the page went
-// away. window.__e2eHeldCommits counts them; window.__e2eReleaseCommits()
-// hands them to the page, in order, and holds no more.
+// "commit"}) that come after the first batch of messages ({t: "batch"})
+// since the worker said its attachment is open again after reconnecting:
+// as if they were still on their way when the page went away.
+// window.__e2eHeldCommits counts them; window.__e2eReleaseCommits() hands
+// them to the page, in order, and holds no more.
 const holdWorkerCommits = `(() => {
 	const Real = globalThis.Worker;
 	if (typeof Real !== "function") return;
 	window.__e2eHeldCommits = 0;
-	let away = false, holding = false;
+	let away = false, reopened = false, holding = false;
 	const wrap = (fn) => fn && function (ev) {
 		const m = ev.data;
 		if (m && m.t === "state") {
 			if (m.state === "reconnecting") away = true;
-			else if (m.state === "open" && away) holding = true;
+			else if (m.state === "open" && away) reopened = true;
+		}
+		if (reopened && m && m.t === "batch") {
+			reopened = false;
+			holding = true;
 		}
 		if (holding && m && m.t === "store" && m.op === "commit") {
 			window.__e2eHeldCommits++;
@@ -219,13 +227,14 @@ const dropResumed = `(() => {
 // The same, but the worker's commits held back come after all, once the
 // page has stored the tail itself at a pagehide and goes on (as a page
 // shown again from the back/forward cache does, or one whose worker's
-// commits Chromium runs as it goes into the cache): the place those
-// commits carry must stay before the messages the page stored, not land
-// after them. The next page's not_resumed then marks the jump the first
-// page showed, and nothing in the count it showed whole after the jump.
+// commits Chromium runs as it goes into the cache): the place must stay
+// before the messages the page stored, not land after them, as it did
+// when the worker committed it with the first of those messages, which
+// the page drops from the commit (remote.js _unwritten). The next page's
+// not_resumed then marks the jump the first page showed, and nothing in
+// the count it showed whole after the jump.
 func TestWorkerPlaceKeptBeforeTheTailThePageStored(t *testing.T) {
 	t.Parallel()
-	t.Skip("known, not fixed yet: entries.js unwritten keeps the place of the worker's commit and drops the messages the page stored, so the place lands after them (the mark goes there: fails without the fix)")
 	skipUnless(t, "a script run before the page's (Page.addScriptToEvaluateOnNewDocument)")
 	s := startNonResumingStack(t, webDir, streamRate)
 	tb := openTab(t, newBrowser(t), "tab", "about:blank")

@@ -474,6 +474,7 @@ func (r *runner) deliver() (handled int, refused bool) {
 		}
 	}
 	if len(batch) > 0 {
+		r.commitPlaceFirst()
 		res := r.await(batch)
 		handled = min(max(res.handled, 0), len(batch))
 		refused = res.err != nil || handled < len(batch)

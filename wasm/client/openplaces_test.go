@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -314,4 +315,66 @@ func (p *pages) history(t *testing.T) string {
 		out = append(out, string(m.Params))
 	}
 	return strings.Join(out, " ")
+}
+
+// The place where a connection took the stream up again is in the Store
+// before the first message after it is delivered, not only in the commit
+// made once the handler took that message: where a Store's commits reach
+// it after the application has the batch (jsbridge's worker mode, the
+// worker's commits crossing to the page), a page gone in between stores
+// what it took itself, without the place (tests/e2e
+// TestWorkerPlaceStoredWhenThePageCommitsItself). Stored once, before the
+// messages.
+func TestPlaceStoredBeforeTheMessagesAfterIt(t *testing.T) {
+	t.Parallel()
+	var (
+		mu     sync.Mutex
+		placed = map[string]bool{} // message -> a place stored when it was delivered
+	)
+	c := clienttest.NewCollector()
+	p := newPagesWith(t, guard, c, func(o *client.Options) {
+		store, key := o.Store, client.Key{URL: o.URL, Instance: o.Instance, Name: client.DefaultName}
+		o.OnMessages = func(ctx context.Context, batch []client.Message) (int, error) {
+			h, err := store.History(ctx, key)
+			if err != nil {
+				return 0, err
+			}
+			had := slices.ContainsFunc(h, func(e client.Entry) bool { return e.Lost != nil && e.Lost.Reason == "" })
+			mu.Lock()
+			for _, m := range batch {
+				placed[string(m.Payload)] = had
+			}
+			mu.Unlock()
+			for i, m := range batch {
+				if err := c.OnMessage(m); err != nil {
+					return i, err
+				}
+			}
+			return len(batch), nil
+		}
+	})
+	p.unsequenced(t, 1, 2)
+	p.reload(t, guard) // the connection opens again; its resume is not answered
+	p.expectResume(t)
+	p.unsequenced(t, 3, 4)
+	mu.Lock()
+	first := placed[`{"jsonrpc":"2.0","method":"n","params":3}`]
+	mu.Unlock()
+	if !first {
+		t.Errorf("the first message after the place was delivered before the Store had the place")
+	}
+	var got []string
+	for _, e := range p.raw(t) {
+		switch {
+		case e.Lost != nil:
+			got = append(got, fmt.Sprintf("[place %d]", e.Lost.FromSeq))
+		default:
+			var m relaytest.RPC
+			_ = json.Unmarshal(e.Payload, &m)
+			got = append(got, string(m.Params))
+		}
+	}
+	if s, want := strings.Join(got, " "), "1 2 [place 1] 3 4"; s != want {
+		t.Fatalf("stored: %s, want %s", s, want)
+	}
 }

@@ -304,10 +304,40 @@ func (r *runner) writeSend(s *sendCmd) bool {
 // commit hands the Store what changed since the last commit. A place kept
 // for a loss (keepLossPlace) waits for what follows it: if the resume is
 // answered first, it is dropped (resumeAnswered) and the Store never has it.
+// It waits no longer than until a message after it is delivered
+// (commitPlaceFirst).
 func (r *runner) commit() {
 	if !r.pos.dirty && (len(r.entries) == 0 || len(r.entries) == 1 && isPlace(&r.entries[0])) {
 		return
 	}
+	r.commitEntries()
+}
+
+// commitPlaceFirst commits a place kept for a loss (keepLossPlace) that
+// the batch about to be delivered follows, before the batch is delivered,
+// instead of with the batch's messages after the handler took them. Where
+// a Store's commits reach it later than the batch reaches the application
+// (worker mode: the worker's commits cross to the page by postMessage),
+// the page may go away having taken the batch before the commit of it
+// comes, and store what it took itself (relay.js remote.js commitTail),
+// which knows nothing of the place: the jump the page showed then stayed
+// unmarked, or, the commit coming after all (a page kept in the
+// back/forward cache), the place landed after those messages. A commit
+// made before the batch crosses before it. It costs the transcript no
+// entry: delivered before the resume's answer, the place is stored with
+// that batch's messages anyway (only a batch the handler refuses whole
+// would have left it to be dropped).
+func (r *runner) commitPlaceFirst() {
+	for i := range r.entries {
+		if isPlace(&r.entries[i]) {
+			r.commitEntries()
+			return
+		}
+	}
+}
+
+// commitEntries is commit without its wait for what follows a place.
+func (r *runner) commitEntries() {
 	for i := range r.entries {
 		switch e := &r.entries[i]; {
 		case isPlace(e):
