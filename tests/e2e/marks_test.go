@@ -9,6 +9,8 @@ import (
 
 	cdppage "github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
+
+	"github.com/relaywasm/relaywasm/demo/stack"
 )
 
 // The demo page in worker mode (?worker) against a runtime that does not
@@ -49,17 +51,15 @@ func TestWorkerPlaceStoredWhenThePageCommitsItself(t *testing.T) {
 	tb.waitFor("the answer to ping", lastAgentDone)
 	tb.waitFor("the page to learn the runtime does not resume", `__chat.resumable === false`)
 
-	n := countLasting(10 * time.Second)
+	n := placeCountLen
 	goOn := startCountHeld(tb, s, n)
 	recordGoing(tb)
-	goOn()
-	restartRelay(tb, s)
-	tb.waitFor("the count to go on over the new connection", countGoesOnAfterReconnect)
+	hold := placeCountAcrossRestart(tb, s, goOn)
 	tb.waitFor("the worker's commits since the reconnection held back", `window.__e2eHeldCommits > 0`)
 	if st := tb.chat(); len(st.Evictions) != 0 {
 		t.Fatalf("the loss was reported before the reload (evictions %s); the test needs it not yet known", st.Evictions)
 	}
-	reloadWith(tb, "resumeTimeout", "10000")
+	placeCountAcrossReload(tb, hold)
 	shown := goneShowing(tb)
 	if ranges(shown.numbers) == ranges(countTo(len(shown.numbers))) {
 		t.Fatalf("the page went away showing the count without a jump (%s): nothing was lost while it reconnected, the test tested nothing", ranges(shown.numbers))
@@ -250,21 +250,21 @@ func TestWorkerPlaceKeptBeforeTheTailThePageStored(t *testing.T) {
 	tb.waitFor("the answer to ping", lastAgentDone)
 	tb.waitFor("the page to learn the runtime does not resume", `__chat.resumable === false`)
 
-	n := countLasting(10 * time.Second)
+	n := placeCountLen
 	goOn := startCountHeld(tb, s, n)
-	goOn()
-	restartRelay(tb, s)
-	tb.waitFor("the count to go on over the new connection", countGoesOnAfterReconnect)
+	hold := placeCountAcrossRestart(tb, s, goOn)
 	tb.waitFor("the worker's commits since the reconnection held back", `window.__e2eHeldCommits > 0`)
 	// The page stores what it took since itself (pagehide), and the
-	// worker's commits of it come after.
+	// worker's commits of it come after. The count goes on past the hold
+	// it may have reached, to placeCountMore.
+	hold = holdPlaceCount(tb, s, hold, placeCountMore)
 	tb.eval(`dispatchEvent(new PageTransitionEvent("pagehide", { persisted: false })), __e2eReleaseCommits()`, nil)
 	if st := tb.chat(); len(st.Evictions) != 0 {
 		t.Fatalf("the loss was reported before the reload (evictions %s); the test needs it not yet known", st.Evictions)
 	}
 	tb.waitFor("more of the count after the page stored its tail", lastAgentChunks+" > "+strconv.Itoa(countShownNow(tb)+3))
 	recordGoing(tb)
-	reloadWith(tb, "resumeTimeout", "10000")
+	placeCountAcrossReload(tb, hold)
 	shown := goneShowing(tb)
 	if ranges(shown.numbers) == ranges(countTo(len(shown.numbers))) {
 		t.Fatalf("the page went away showing the count without a jump (%s): nothing was lost while it reconnected, the test tested nothing", ranges(shown.numbers))
@@ -273,6 +273,66 @@ func TestWorkerPlaceKeptBeforeTheTailThePageStored(t *testing.T) {
 	waitJumpsMarked(tb, shown)
 	got, unmarked := countAcrossLoss(tb, n, shown, true)
 	t.Logf("after the reload the page shows %d of the %d numbers (%s when it went away, jumps unmarked then at %v, marked now)", got, n, ranges(shown.numbers), unmarked)
+}
+
+// The worker-mode place tests' count is held (Runtime.PauseAt) at each
+// step until the page has done what the next step needs, instead of
+// running for a fixed time: a count of 10 s could end, on a loaded
+// machine, before the page had connected again after the relay's restart
+// or before the reloaded page was back, and the test then failed waiting
+// for what never came. The runtime holds only when it gets to a hold
+// first. Chunks are counted from 0, as Runtime.PauseAt counts them.
+var (
+	// From the relay's restart until the page has connected again: the
+	// chunks sent meanwhile are lost, the jump the test needs.
+	placeCountRestarted = interruptAfter + 100
+	// Over the new connection, until the test has seen the count go on
+	// there and the worker's commits of it held back.
+	placeCountShown = placeCountRestarted + 150
+	// After the page stored its tail itself, until it has shown more.
+	placeCountMore = placeCountShown + 150
+	// placeCountLen is the count's length: what is left after the last
+	// hold comes to the reloaded page.
+	placeCountLen = placeCountMore + 300
+)
+
+// placeCountAcrossRestart lets the count startCountHeld holds go on
+// (goOn), restarts the relay under it, and returns when the page,
+// connected again, has shown the count going on; the runtime holds the
+// count at placeCountShown, should it get there, until the returned
+// release is called.
+func placeCountAcrossRestart(tb *tab, s *stack.Stack, goOn func()) (release func()) {
+	tb.t.Helper()
+	release = holdPlaceCount(tb, s, goOn, placeCountRestarted)
+	restartRelay(tb, s)
+	tb.waitFor("the page to connect again", `(() => {
+		const s = __chat.states, i = s.findIndex((x) => x.state === "reconnecting");
+		return i >= 0 && s.slice(i).some((x) => x.state === "open");
+	})()`)
+	release = holdPlaceCount(tb, s, release, placeCountShown)
+	tb.waitFor("the count to go on over the new connection", countGoesOnAfterReconnect)
+	return release
+}
+
+// placeCountAcrossReload reloads the page, its wait for the resume's
+// answer 10 s, and lets the count the runtime holds (release) go on once
+// the reloaded page has connected: the rest of it comes to that page.
+func placeCountAcrossReload(tb *tab, release func()) {
+	tb.t.Helper()
+	reloadWith(tb, "resumeTimeout", "10000")
+	tb.waitFor("the reloaded page to connect", `__chat.states.some((x) => x.state === "open")`)
+	release()
+}
+
+// holdPlaceCount lets s's runtime go on from the hold release lets go and
+// holds it again before chunk number at: at once if it has sent that one
+// already. It returns the new hold's release, also called at the test's
+// end.
+func holdPlaceCount(tb *tab, s *stack.Stack, release func(), at int) func() {
+	release()
+	release = s.Runtime().PauseAt(at)
+	tb.t.Cleanup(release)
+	return release
 }
 
 // countShownNow is how many chunks the page shows of its last answer.
