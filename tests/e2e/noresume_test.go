@@ -314,16 +314,15 @@ func reloadWhileResuming(t *testing.T, m pageMode) {
 	}
 	s, tb := nonResumingChat(t, query)
 	m.check(tb)
-	n := countLasting(10 * time.Second)
-	goOn := startCountHeld(tb, s, n)
+	// The count outlasts whatever the test waits for (countAcross's holds);
+	// a tail of it comes after the reloaded page is back.
+	n := countAcross.reloaded + 210
 	recordGoing(tb)
-	goOn()
-	restartRelay(tb, s)
-	tb.waitFor("the count to go on over the new connection", countGoesOnAfterReconnect)
+	release := countAcrossRestart(tb, s, n)
 	if st := tb.chat(); len(st.Evictions) != 0 {
 		t.Fatalf("the loss was reported before the reload (evictions %s); the test needs it not yet known", st.Evictions)
 	}
-	reloadWith(tb, "resumeTimeout", "10000")
+	countAcrossReload(tb, s, release, "10000")()
 	shown := goneShowing(tb)
 	if ranges(shown.numbers) == ranges(countTo(len(shown.numbers))) {
 		t.Fatalf("the page went away showing the count without a jump (%s): nothing was lost while it reconnected, the test tested nothing", ranges(shown.numbers))
@@ -357,6 +356,73 @@ func reloadWith(tb *tab, param, value string) {
 	tb.t.Helper()
 	tb.eval(`(() => { const u = new URL(location.href); u.searchParams.set(`+strconv.Quote(param)+`, `+strconv.Quote(value)+`); history.replaceState(history.state, "", u) })()`, nil)
 	tb.reload()
+}
+
+// countAcross is where, in chunks of the count, the runtime holds it in
+// countAcrossRestart and countAcrossReload (Runtime.PauseAt) until the page
+// has done what the next step needs, so that the count is still going
+// however long a loaded browser takes to get there: a count of a fixed
+// length (10 s) once ended, in Firefox on a loaded machine, before the
+// reloaded page was back, and the page got none of it after the reload.
+// The runtime sends the chunks between two holds at its own pace, and
+// holds only when it gets to the next one first.
+var countAcross = func() (c struct{ restarted, shown, reloaded int }) {
+	// From the relay's restart until the page has connected again: 1 s
+	// of chunks, the first of them sent while the relay is down, lost.
+	c.restarted = interruptAfter + 100
+	// Over the new connection, until the test has seen the count go on
+	// there and reloads: where the runtime is at the reload, at most.
+	c.shown = c.restarted + 150
+	// From the reload until the reloaded page has connected: 5 s for the
+	// old page to go away, the chunks sent after that lost.
+	c.reloaded = c.shown + 500
+	return c
+}()
+
+// countAcrossRestart has tb's page ask s's runtime for "count n" (held
+// after its first chunks, startCountHeld), restarts the relay under it,
+// and returns when the page, connected again, has shown the count going
+// on; the runtime holds it at countAcross.shown, should it get there,
+// until release is called.
+func countAcrossRestart(tb *tab, s *stack.Stack, n int) (release func()) {
+	tb.t.Helper()
+	goOn := startCountHeld(tb, s, n)
+	release = holdCountAt(tb, s, goOn, countAcross.restarted)
+	restartRelay(tb, s)
+	// Connected again: the relay answers a page's attach only while the
+	// runtime is connected to it, so the count reaches the page from here.
+	tb.waitFor("the page to connect again", `(() => {
+		const s = __chat.states, i = s.findIndex((x) => x.state === "reconnecting");
+		return i >= 0 && s.slice(i).some((x) => x.state === "open");
+	})()`)
+	release = holdCountAt(tb, s, release, countAcross.shown)
+	tb.waitFor("the count to go on over the new connection", countGoesOnAfterReconnect)
+	return release
+}
+
+// countAcrossReload lets the count countAcrossRestart holds go on (release)
+// and reloads the page at once, with the reloaded page's wait for the
+// resume's answer set to resumeTimeout (milliseconds). The runtime holds
+// the count at countAcross.reloaded until the reloaded page has connected:
+// the rest of it comes to that page. It returns the hold's release.
+func countAcrossReload(tb *tab, s *stack.Stack, release func(), resumeTimeout string) func() {
+	tb.t.Helper()
+	release = holdCountAt(tb, s, release, countAcross.reloaded)
+	reloadWith(tb, "resumeTimeout", resumeTimeout)
+	tb.waitFor("the reloaded page to connect", `__chat.states.some((x) => x.state === "open")`)
+	return release
+}
+
+// holdCountAt lets s's runtime go on from the hold release lets go and
+// holds it again before chunk number at (counting from 0): at once if it
+// has sent that one already. The runtime shares one hold among all its
+// callers, so the old one goes first; the new one is let go at the test's
+// end too. It returns the new one's release.
+func holdCountAt(tb *tab, s *stack.Stack, release func(), at int) func() {
+	release()
+	release = s.Runtime().PauseAt(at)
+	tb.t.Cleanup(release)
+	return release
 }
 
 // countGoesOnAfterReconnect is a JavaScript expression: the page has
@@ -648,15 +714,19 @@ func ranges(numbers []int) string {
 func TestNonResumingRuntimeTrimmedPlaceMarksNothingLater(t *testing.T) {
 	t.Parallel()
 	s, tb := nonResumingChat(t, "?resumeTimeout=30000&history=150")
-	n := countLasting(10 * time.Second)
-	goOn := startCountHeld(tb, s, n)
-	goOn()
-	restartRelay(tb, s)
-	tb.waitFor("the count to go on over the new connection", countGoesOnAfterReconnect)
 	// The first page's wait for the resume's answer outlasts the time to
-	// the reload; the reloaded page's is shorter than the count left.
-	reloadWith(tb, "resumeTimeout", "6000")
+	// the reload. The reloaded page's (6 s) ends while the count is still
+	// coming: the runtime sends at least 8 s of it from the time the page
+	// has connected, more than the keep first, and holds what is left
+	// only if the report is later still, until it comes. What comes as
+	// the loss is told is what was marked wrongly.
+	flow := countLasting(8 * time.Second)
+	n := countAcross.reloaded + flow + 50
+	release := countAcrossRestart(tb, s, n)
+	release = countAcrossReload(tb, s, release, "6000")
+	release = holdCountAt(tb, s, release, countAcross.reloaded+flow)
 	tb.waitFor("the loss reported", `__chat.evictions.some((e) => e.reason === "not_resumed")`)
+	release()
 	tb.waitFor("the page to have read its transcript again", `__chat.placed.some((p) => p.told || p.error) || __chat.placed.length >= 6`)
 	tb.waitFor("the count to end", `![...document.querySelectorAll("#transcript [data-role=agent]")].some(li => li.dataset.done !== "true")`)
 	var placed string
