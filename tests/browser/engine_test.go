@@ -154,7 +154,11 @@ func TestAPINonResumingDropAndReload(t *testing.T) {
 	db := database(t)
 	r := recorder(t, map[string]any{"offlineAt": 200})
 	relay := loadRelay(t, ctx, map[string]any{"database": db})
-	att := must(t, ctx, relay.Call("attach", nonResumingOptions(t, r, "nr-drop", nil)))
+	// The test acts on nothing while the resume's answer, which never
+	// comes, is awaited (after the drop, after the reload): each wait is
+	// 1 s, not the default 3 s, and only delays the report.
+	quick := map[string]any{"resumeTimeoutMs": 1000}
+	att := must(t, ctx, relay.Call("attach", nonResumingOptions(t, r, "nr-drop", quick)))
 	sid := must(t, ctx, app(t).Call("newSession", att, r)).String()
 	must(t, ctx, app(t).Call("prompt", att, sid, "count 5000"))
 	must(t, ctx, r.Call("untilState", "offline"))
@@ -179,7 +183,7 @@ func TestAPINonResumingDropAndReload(t *testing.T) {
 	session := att.Get("session").String()
 	must(t, ctx, att.Call("close"))
 	r2 := recorder(t, nil)
-	att2 := must(t, ctx, reloadedRelay(t, ctx, db, relay).Call("attach", nonResumingOptions(t, r2, "nr-drop", nil)))
+	att2 := must(t, ctx, reloadedRelay(t, ctx, db, relay).Call("attach", nonResumingOptions(t, r2, "nr-drop", quick)))
 	if got := att2.Get("session").String(); got != session {
 		t.Fatalf("the reloaded page got attachment %q, want %q", got, session)
 	}

@@ -49,8 +49,10 @@ func TestHistoryKeepsTheLoss(t *testing.T) {
 			before := must(t, ctx, att.Call("history")).Length()
 			must(t, ctx, att.Call("close"))
 
+			// The reloaded page acts on nothing while the resume's answer,
+			// which never comes, is awaited: 1 s, not the default 3 s.
 			r2 := recorder(t, nil)
-			att2 := must(t, ctx, page().Call("attach", nonResumingOptions(t, r2, name, map[string]any{"history": 1000})))
+			att2 := must(t, ctx, page().Call("attach", nonResumingOptions(t, r2, name, map[string]any{"history": 1000, "resumeTimeoutMs": 1000})))
 			must(t, ctx, r2.Call("until", js.FuncOf(func(_ js.Value, args []js.Value) any { return args[0].Get("evictions").Length() > 0 }), "the reload's loss reported"))
 			told := r2.Get("evictions").Index(0)
 			must(t, ctx, r2.Call("response", must(t, ctx, app(t).Call("prompt", att2, sid, "count 5"))))
