@@ -366,23 +366,23 @@ func reloadWith(tb *tab, param, value string) {
 // reloaded page was back, and the page got none of it after the reload.
 // The runtime sends the chunks between two holds at its own pace, and
 // holds only when it gets to the next one first.
-var countAcross = func() (c struct{ restarted, shown, reloaded int }) {
+var countAcross = func() (c struct{ restarted, reconnected, reloaded int }) {
 	// From the relay's restart until the page has connected again: 1 s
 	// of chunks, the first of them sent while the relay is down, lost.
 	c.restarted = interruptAfter + 100
 	// Over the new connection, until the test has seen the count go on
 	// there and reloads: where the runtime is at the reload, at most.
-	c.shown = c.restarted + 150
+	c.reconnected = c.restarted + 150
 	// From the reload until the reloaded page has connected: 5 s for the
 	// old page to go away, the chunks sent after that lost.
-	c.reloaded = c.shown + 500
+	c.reloaded = c.reconnected + 500
 	return c
 }()
 
 // countAcrossRestart has tb's page ask s's runtime for "count n" (held
 // after its first chunks, startCountHeld), restarts the relay under it,
 // and returns when the page, connected again, has shown the count going
-// on; the runtime holds it at countAcross.shown, should it get there,
+// on; the runtime holds it at countAcross.reconnected, should it get there,
 // until release is called.
 func countAcrossRestart(tb *tab, s *stack.Stack, n int) (release func()) {
 	tb.t.Helper()
@@ -395,7 +395,7 @@ func countAcrossRestart(tb *tab, s *stack.Stack, n int) (release func()) {
 		const s = __chat.states, i = s.findIndex((x) => x.state === "reconnecting");
 		return i >= 0 && s.slice(i).some((x) => x.state === "open");
 	})()`)
-	release = holdCountAt(tb, s, release, countAcross.shown)
+	release = holdCountAt(tb, s, release, countAcross.reconnected)
 	tb.waitFor("the count to go on over the new connection", countGoesOnAfterReconnect)
 	return release
 }
