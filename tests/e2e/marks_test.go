@@ -9,8 +9,6 @@ import (
 
 	cdppage "github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
-
-	"github.com/relaywasm/relaywasm/demo/stack"
 )
 
 // The demo page in worker mode (?worker) against a runtime that does not
@@ -54,7 +52,7 @@ func TestWorkerPlaceStoredWhenThePageCommitsItself(t *testing.T) {
 	n := placeCountLen
 	goOn := startCountHeld(tb, s, n)
 	recordGoing(tb)
-	hold := placeCountAcrossRestart(tb, s, goOn)
+	hold := restartUnderCount(tb, s, goOn)
 	tb.waitFor("the worker's commits since the reconnection held back", `window.__e2eHeldCommits > 0`)
 	if st := tb.chat(); len(st.Evictions) != 0 {
 		t.Fatalf("the loss was reported before the reload (evictions %s); the test needs it not yet known", st.Evictions)
@@ -252,12 +250,12 @@ func TestWorkerPlaceKeptBeforeTheTailThePageStored(t *testing.T) {
 
 	n := placeCountLen
 	goOn := startCountHeld(tb, s, n)
-	hold := placeCountAcrossRestart(tb, s, goOn)
+	hold := restartUnderCount(tb, s, goOn)
 	tb.waitFor("the worker's commits since the reconnection held back", `window.__e2eHeldCommits > 0`)
 	// The page stores what it took since itself (pagehide), and the
 	// worker's commits of it come after. The count goes on past the hold
 	// it may have reached, to placeCountMore.
-	hold = holdPlaceCount(tb, s, hold, placeCountMore)
+	hold = holdCountAt(tb, s, hold, placeCountMore)
 	tb.eval(`dispatchEvent(new PageTransitionEvent("pagehide", { persisted: false })), __e2eReleaseCommits()`, nil)
 	if st := tb.chat(); len(st.Evictions) != 0 {
 		t.Fatalf("the loss was reported before the reload (evictions %s); the test needs it not yet known", st.Evictions)
@@ -276,43 +274,19 @@ func TestWorkerPlaceKeptBeforeTheTailThePageStored(t *testing.T) {
 }
 
 // The worker-mode place tests' count is held (Runtime.PauseAt) at each
-// step until the page has done what the next step needs, instead of
-// running for a fixed time: a count of 10 s could end, on a loaded
-// machine, before the page had connected again after the relay's restart
-// or before the reloaded page was back, and the test then failed waiting
-// for what never came. The runtime holds only when it gets to a hold
-// first. Chunks are counted from 0, as Runtime.PauseAt counts them.
+// step until the page has done what the next step needs, as countAcross's
+// is, instead of running for a fixed time: a count of 10 s could end, on a
+// loaded machine, before the page had connected again after the relay's
+// restart or before the reloaded page was back, and the test then failed
+// waiting for what never came. Chunks are counted from 0, as
+// Runtime.PauseAt counts them.
 var (
-	// From the relay's restart until the page has connected again: the
-	// chunks sent meanwhile are lost, the jump the test needs.
-	placeCountRestarted = interruptAfter + 100
-	// Over the new connection, until the test has seen the count go on
-	// there and the worker's commits of it held back.
-	placeCountShown = placeCountRestarted + 150
 	// After the page stored its tail itself, until it has shown more.
-	placeCountMore = placeCountShown + 150
+	placeCountMore = countAcross.reconnected + 150
 	// placeCountLen is the count's length: what is left after the last
 	// hold comes to the reloaded page.
 	placeCountLen = placeCountMore + 300
 )
-
-// placeCountAcrossRestart lets the count startCountHeld holds go on
-// (goOn), restarts the relay under it, and returns when the page,
-// connected again, has shown the count going on; the runtime holds the
-// count at placeCountShown, should it get there, until the returned
-// release is called.
-func placeCountAcrossRestart(tb *tab, s *stack.Stack, goOn func()) (release func()) {
-	tb.t.Helper()
-	release = holdPlaceCount(tb, s, goOn, placeCountRestarted)
-	restartRelay(tb, s)
-	tb.waitFor("the page to connect again", `(() => {
-		const s = __chat.states, i = s.findIndex((x) => x.state === "reconnecting");
-		return i >= 0 && s.slice(i).some((x) => x.state === "open");
-	})()`)
-	release = holdPlaceCount(tb, s, release, placeCountShown)
-	tb.waitFor("the count to go on over the new connection", countGoesOnAfterReconnect)
-	return release
-}
 
 // placeCountAcrossReload reloads the page, its wait for the resume's
 // answer 10 s, and lets the count the runtime holds (release) go on once
@@ -322,17 +296,6 @@ func placeCountAcrossReload(tb *tab, release func()) {
 	reloadWith(tb, "resumeTimeout", "10000")
 	tb.waitFor("the reloaded page to connect", `__chat.states.some((x) => x.state === "open")`)
 	release()
-}
-
-// holdPlaceCount lets s's runtime go on from the hold release lets go and
-// holds it again before chunk number at: at once if it has sent that one
-// already. It returns the new hold's release, also called at the test's
-// end.
-func holdPlaceCount(tb *tab, s *stack.Stack, release func(), at int) func() {
-	release()
-	release = s.Runtime().PauseAt(at)
-	tb.t.Cleanup(release)
-	return release
 }
 
 // countShownNow is how many chunks the page shows of its last answer.

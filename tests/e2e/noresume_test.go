@@ -380,13 +380,19 @@ var countAcross = func() (c struct{ restarted, reconnected, reloaded int }) {
 }()
 
 // countAcrossRestart has tb's page ask s's runtime for "count n" (held
-// after its first chunks, startCountHeld), restarts the relay under it,
-// and returns when the page, connected again, has shown the count going
-// on; the runtime holds it at countAcross.reconnected, should it get there,
-// until release is called.
+// after its first chunks, startCountHeld) and restarts the relay under it
+// (restartUnderCount).
 func countAcrossRestart(tb *tab, s *stack.Stack, n int) (release func()) {
 	tb.t.Helper()
-	goOn := startCountHeld(tb, s, n)
+	return restartUnderCount(tb, s, startCountHeld(tb, s, n))
+}
+
+// restartUnderCount lets the count startCountHeld holds go on (goOn),
+// restarts the relay under it, and returns when the page, connected
+// again, has shown the count going on; the runtime holds it at
+// countAcross.reconnected, should it get there, until release is called.
+func restartUnderCount(tb *tab, s *stack.Stack, goOn func()) (release func()) {
+	tb.t.Helper()
 	release = holdCountAt(tb, s, goOn, countAcross.restarted)
 	restartRelay(tb, s)
 	// Connected again: the relay answers a page's attach only while the
