@@ -1,12 +1,8 @@
 package e2e
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/relaywasm/relaywasm/demo/stack"
 )
 
 // quietPage is lifetimesPage with the page's worker able to hold back the
@@ -65,28 +61,11 @@ func TestNoStateAfterClose(t *testing.T) {
 // attachment is open.
 func quietTab(t *testing.T, mode string, noResume bool) *tab {
 	t.Helper()
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "quiet.html"), []byte(quietPage), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	var s *stack.Stack
+	start := startStackServing
 	if noResume {
-		s = startNonResumingStack(t, dir, 0)
-	} else {
-		s = startStackServing(t, dir, 0)
+		start = startNonResumingStack
 	}
-	tb := openTab(t, newBrowser(t), "quiet", s.PageURL()+"quiet.html?"+mode)
-	tb.waitFor("the page to attach", `window.__l && (__l.ready || __l.error !== null)`)
-	var start struct {
-		Error *string
-		Mode  string
-	}
-	tb.eval(`({error: __l.error, mode: __l.mode})`, &start)
-	if start.Error != nil || start.Mode != mode {
-		t.Fatalf("the page started in mode %q (error %v), want %q", start.Mode, start.Error, mode)
-	}
-	tb.waitFor("the attachment to open", `__l.att.state === "open"`)
-	return tb
+	return modeTab(t, "quiet", quietPage, mode, start)
 }
 
 // After close(), onEvicted is not called, in either mode: a loss the

@@ -4,6 +4,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/relaywasm/relaywasm/demo/stack"
 )
 
 // lifetimesPage attaches in main or worker mode (?worker) and records what
@@ -82,20 +84,30 @@ try {
 // of its own, once the attachment is open.
 func lifetimesTab(t *testing.T, mode string) *tab {
 	t.Helper()
+	return modeTab(t, "lifetimes", lifetimesPage, mode, startStackServing)
+}
+
+// modeTab serves page as name.html beside the demo's files on a stack that
+// start starts, opens it in mode ("main" or "worker", its query), and
+// returns once the page's attachment (window.__l.att) is open. The page
+// sets __l.mode to the mode it runs in, __l.ready once attached, and
+// __l.error if it could not attach.
+func modeTab(t *testing.T, name, page, mode string, start func(*testing.T, string, float64) *stack.Stack) *tab {
+	t.Helper()
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "lifetimes.html"), []byte(lifetimesPage), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, name+".html"), []byte(page), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	s := startStackServing(t, dir, 0)
-	tb := openTab(t, newBrowser(t), "lifetimes", s.PageURL()+"lifetimes.html?"+mode)
+	s := start(t, dir, 0)
+	tb := openTab(t, newBrowser(t), name, s.PageURL()+name+".html?"+mode)
 	tb.waitFor("the page to attach", `window.__l && (__l.ready || __l.error !== null)`)
-	var start struct {
+	var started struct {
 		Error *string
 		Mode  string
 	}
-	tb.eval(`({error: __l.error, mode: __l.mode})`, &start)
-	if start.Error != nil || start.Mode != mode {
-		t.Fatalf("the page started in mode %q (error %v), want %q", start.Mode, start.Error, mode)
+	tb.eval(`({error: __l.error, mode: __l.mode})`, &started)
+	if started.Error != nil || started.Mode != mode {
+		t.Fatalf("the page started in mode %q (error %v), want %q", started.Mode, started.Error, mode)
 	}
 	tb.waitFor("the attachment to open", `__l.att.state === "open"`)
 	return tb

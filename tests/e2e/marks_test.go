@@ -34,16 +34,9 @@ func TestWorkerPlaceStoredWhenThePageCommitsItself(t *testing.T) {
 	t.Parallel()
 	skipUnless(t, "a script run before the page's (Page.addScriptToEvaluateOnNewDocument)")
 	s := startNonResumingStack(t, webDir, streamRate)
-	tb := openTab(t, newBrowser(t), "tab", "about:blank")
-	tb.run(chromedp.ActionFunc(func(ctx context.Context) error {
-		_, err := cdppage.AddScriptToEvaluateOnNewDocument(holdWorkerCommits).Do(ctx)
-		return err
-	}))
 	// The first page's wait for the resume's answer outlasts the relay's
 	// restart and the reload (as in reloadWhileResuming).
-	url := s.PageURL() + "?worker&resumeTimeout=30000"
-	tb.eval(`setTimeout(() => location.assign(`+strconv.Quote(url)+`), 0), true`, nil)
-	tb.waitReady()
+	tb := openPageAfter(t, holdWorkerCommits, s.PageURL()+"?worker&resumeTimeout=30000")
 	inWorker.check(tb)
 	tb.prompt("ping")
 	tb.waitFor("the answer to ping", lastAgentDone)
@@ -127,14 +120,7 @@ func TestResumingRuntimeOpenPlaceLeftByAPageGoneMarksNothingLater(t *testing.T) 
 	t.Parallel()
 	skipUnless(t, "a script run before the page's (Page.addScriptToEvaluateOnNewDocument)")
 	s := startStackServing(t, webDir, streamRate)
-	tb := openTab(t, newBrowser(t), "tab", "about:blank")
-	tb.run(chromedp.ActionFunc(func(ctx context.Context) error {
-		_, err := cdppage.AddScriptToEvaluateOnNewDocument(dropResumed).Do(ctx)
-		return err
-	}))
-	url := s.PageURL() + "?resumeTimeout=30000"
-	tb.eval(`setTimeout(() => location.assign(`+strconv.Quote(url)+`), 0), true`, nil)
-	tb.waitReady()
+	tb := openPageAfter(t, dropResumed, s.PageURL()+"?resumeTimeout=30000")
 	tb.prompt("ping")
 	tb.waitFor("the answer to ping", lastAgentDone)
 
@@ -235,14 +221,7 @@ func TestWorkerPlaceKeptBeforeTheTailThePageStored(t *testing.T) {
 	t.Parallel()
 	skipUnless(t, "a script run before the page's (Page.addScriptToEvaluateOnNewDocument)")
 	s := startNonResumingStack(t, webDir, streamRate)
-	tb := openTab(t, newBrowser(t), "tab", "about:blank")
-	tb.run(chromedp.ActionFunc(func(ctx context.Context) error {
-		_, err := cdppage.AddScriptToEvaluateOnNewDocument(holdWorkerCommits).Do(ctx)
-		return err
-	}))
-	url := s.PageURL() + "?worker&resumeTimeout=30000"
-	tb.eval(`setTimeout(() => location.assign(`+strconv.Quote(url)+`), 0), true`, nil)
-	tb.waitReady()
+	tb := openPageAfter(t, holdWorkerCommits, s.PageURL()+"?worker&resumeTimeout=30000")
 	inWorker.check(tb)
 	tb.prompt("ping")
 	tb.waitFor("the answer to ping", lastAgentDone)
@@ -296,6 +275,20 @@ func placeCountAcrossReload(tb *tab, release func()) {
 	reloadWith(tb, "resumeTimeout", "10000")
 	tb.waitFor("the reloaded page to connect", `__chat.states.some((x) => x.state === "open")`)
 	release()
+}
+
+// openPageAfter opens url in a tab of a new browser that runs script before
+// the page's own scripts, on every page the tab loads (reloads too).
+func openPageAfter(t *testing.T, script, url string) *tab {
+	t.Helper()
+	tb := openTab(t, newBrowser(t), "tab", "about:blank")
+	tb.run(chromedp.ActionFunc(func(ctx context.Context) error {
+		_, err := cdppage.AddScriptToEvaluateOnNewDocument(script).Do(ctx)
+		return err
+	}))
+	tb.eval(`setTimeout(() => location.assign(`+strconv.Quote(url)+`), 0), true`, nil)
+	tb.waitReady()
+	return tb
 }
 
 // countShownNow is how many chunks the page shows of its last answer.

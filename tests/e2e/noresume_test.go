@@ -354,7 +354,7 @@ func reloadWhileResuming(t *testing.T, m pageMode) {
 // the same document's history entry).
 func reloadWith(tb *tab, param, value string) {
 	tb.t.Helper()
-	tb.eval(`(() => { const u = new URL(location.href); u.searchParams.set(`+strconv.Quote(param)+`, `+strconv.Quote(value)+`); history.replaceState(history.state, "", u) })()`, nil)
+	setQuery(tb, map[string]string{param: value})
 	tb.reload()
 }
 
