@@ -68,12 +68,21 @@ func TestAnsweredPlaceIsNotMarked(t *testing.T) {
 // that (its runtime overdue) marks only what came after the answer.
 func TestAnswerClosesAPlaceOfAnEarlierConnection(t *testing.T) {
 	t.Parallel()
+	answerClosesAnEarlierPlace(t, func(p *pages) { p.front.Cut() })
+}
+
+// answerClosesAnEarlierPlace stores a place, has goAway end its connection
+// (or page) before its resume is answered, answers the next connection's
+// resume, and checks that a later not_resumed loss marks only what came
+// after that answer.
+func answerClosesAnEarlierPlace(t *testing.T, goAway func(*pages)) {
+	t.Helper()
 	p := newPages(t)
 	p.unsequenced(t, 1, 2)
 	p.reload(t, guard)
 	p.expectResume(t)
-	p.unsequenced(t, 3, 4) // the place, stored; the connection drops unanswered
-	p.front.Cut()
+	p.unsequenced(t, 3, 4) // the place, stored; then gone unanswered
+	goAway(p)
 	_, id := p.expectResume(t)
 	p.resumed(t, id, 0, false)
 	p.sendAfterResume(t)
@@ -94,23 +103,7 @@ func TestAnswerClosesAPlaceOfAnEarlierConnection(t *testing.T) {
 // answered resume lost nothing (the Store kept Saved.PlaceOpen).
 func TestAnswerClosesAPlaceAnEarlierPageLeft(t *testing.T) {
 	t.Parallel()
-	p := newPages(t)
-	p.unsequenced(t, 1, 2)
-	p.reload(t, guard)
-	p.expectResume(t)
-	p.unsequenced(t, 3, 4) // the place, stored; the page goes away unanswered
-	p.reload(t, guard)
-	_, id := p.expectResume(t)
-	p.resumed(t, id, 0, false)
-	p.sendAfterResume(t)
-	p.unsequenced(t, 5)
-	p.reload(t, resumeWait)
-	p.expectResume(t)
-	p.c.Wait(t, "the reload's loss reported", func(c *clienttest.Collector) bool { return evictions(c, "not_resumed") == 1 })
-	p.unsequenced(t, 9)
-	if got, want := p.history(t), "1 2 3 4 sent 5 [not_resumed] 9"; got != want {
-		t.Fatalf("History: %s, want %s", got, want)
-	}
+	answerClosesAnEarlierPlace(t, func(p *pages) { p.reload(t, guard) })
 }
 
 // Messages a handler refused before the connection dropped are held and
