@@ -28,8 +28,11 @@ export const tabEnv = { read: readSession, write: writeSession, reloading, lock:
 // The locks this context holds, by name: how many of tryLock's grants of
 // each are not let go yet. A page holds its worker's too (remote.js), so a
 // page with a Relay in worker mode and one on the main thread knows that
-// a lock one of them holds is not another tab's.
-const granted = new Map();
+// a lock one of them holds is not another tab's. On globalThis, as
+// EARLY_SLOTS is: preload.js counts the early request's grant in its copy
+// of this module, and takeEarly hands that lock to relay.js's copy, whose
+// own count would not have it (forget would blame another tab).
+const granted = (globalThis[Symbol.for("relaywasm.granted")] ??= new Map());
 
 /**
  * heldHere says whether this context holds lockName (tryLock's): a lock it
