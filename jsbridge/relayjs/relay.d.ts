@@ -242,7 +242,7 @@ export interface AttachOptions extends StreamName {
    * reports it ("evicted") in its place.
    */
   onMessage: (message: any, meta: MessageMeta) => void | Promise<void>;
-  /** Told of every change of connection state, and of a fall back to memory storage. Once close() is called it hears only the attachment's "closed", in either mode (in worker mode a state the worker sent before it heard the close is dropped), and onEvicted nothing. */
+  /** Told of every change of connection state, and of a fall back to memory storage. Once close() or detach() is called it hears only the attachment's "closed", in either mode (in worker mode a state the worker sent before it heard the call is dropped), and onEvicted nothing. */
   onState?: (state: State, info: StateInfo) => void;
   /** Told when content is gone for good: refetch state rather than append. onState and onEvicted may be left out (or null); anything else but a function rejects attach with bad_options. */
   onEvicted?: (info: Eviction) => void;

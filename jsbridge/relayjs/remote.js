@@ -676,6 +676,7 @@ class RemoteAttachment extends BaseAttachment {
   #ending = null; // the outcome of close() or detach()
   #attached = false; // attach resolved: the application has it
   #closed = false; // close() was called: state says "closed" from then on, as on the main thread
+  #quiet = false; // close() or detach() was called: the application hears no state but "closed", and no loss
 
   constructor(c, h, options) {
     super(h, options);
@@ -811,6 +812,7 @@ class RemoteAttachment extends BaseAttachment {
     if (this.#ending === null) {
       this.#over = true;
       this.#closed = op === "close";
+      this.#quiet = true;
       if (this.#busy?.held) this.#report(this.#busy);
       const end = () => (this.#c.attachments.has(this._handle) ? this.#c.call(op, [this._handle]) : Promise.resolve());
       const busy = this.#busy; // called from a handler, which has yet to return
@@ -883,18 +885,20 @@ class RemoteAttachment extends BaseAttachment {
   // message was on its way) reaches the page after the call: the
   // application is not told it, as on the main thread, where close() ends
   // the attachment within the call and onState hears only its "closed".
-  // Nor a loss told then (_evicted).
+  // Nor a loss told then (_evicted). The same after detach(), which ends
+  // the attachment within the call on the main thread too, though state
+  // says "closed" only once the worker has (the getter).
   _state(state, info, now) {
     this.#now = now ?? [state, this.#now[1], this.#now[2]];
     this.#now[0] = state;
     if (state === "closed") {
       this.#over = true;
       this.#c.attachments.delete(this._handle);
-    } else if (this.#closed) return;
+    } else if (this.#quiet) return;
     super._state(state, info);
   }
 
   _evicted(info) {
-    if (!this.#closed) super._evicted(info);
+    if (!this.#quiet) super._evicted(info);
   }
 }

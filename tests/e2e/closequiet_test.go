@@ -6,12 +6,12 @@ import (
 )
 
 // quietPage is lifetimesPage with the page's worker able to hold back the
-// close() call: while X.holdClose names a kind of the worker's messages
-// ("state", "evicted"), the page's message that asks the worker to close
-// waits until the worker has posted one, and goes the moment it reaches
-// the page, before relay.js reads it. That is the race of a worker busy as
-// close() is called: the message was sent before the worker heard the
-// close, and arrives after the app called it. The page counts onEvicted's
+// close() or detach() call: while X.holdClose names a kind of the worker's
+// messages ("state", "evicted"), the page's message that asks the worker to
+// close or detach waits until the worker has posted one, and goes the
+// moment it reaches the page, before relay.js reads it. That is the race of
+// a worker busy as close() or detach() is called: the message was sent
+// before the worker heard the call, and arrives after the app made it. The page counts onEvicted's
 // calls (X.evictions), and its resume waits 1 s for an answer the dev
 // runtime never gives (not_resumed).
 var quietPage = strings.NewReplacer(
@@ -21,39 +21,60 @@ var quietPage = strings.NewReplacer(
     this.addEventListener("message", ({ data }) => data?.t === X.holdFor && X.held?.());
   }
   postMessage(m, ...rest) {
-    if (!X.holdClose || m?.t !== "call" || m.op !== "close") return super.postMessage(m, ...rest);
+    if (!X.holdClose || m?.t !== "call" || (m.op !== "close" && m.op !== "detach")) return super.postMessage(m, ...rest);
     X.holdFor = X.holdClose;
     X.holdClose = false;
     X.held = () => ((X.held = null), (X.released = true), super.postMessage(m, ...rest));`).Replace(lifetimesPage)
 
-// After close(), the app's onState hears nothing but the attachment's
-// "closed", in either mode: a state the worker reported before it heard the
-// close (here "offline", told to the worker in the same task as the close)
-// is dropped on the page, as on the main thread, where close() ends the
-// attachment within the call. Before, worker mode called onState("offline")
-// after close() had been called: an app that tears its view down in
-// close() got a callback into the dead view.
+// After close() or detach(), the app's onState hears nothing but the
+// attachment's "closed", in either mode: a state the worker reported
+// before it heard the call (here "offline", told to the worker in the same
+// task as the call) is dropped on the page, as on the main thread, where
+// close() and detach() end the attachment within the call. Before, worker
+// mode called onState("offline") after close() had been called: an app
+// that tears its view down in close() got a callback into the dead view;
+// and after detach() it still did, once close() no longer let it through.
 func TestNoStateAfterClose(t *testing.T) {
 	t.Parallel()
-	for _, mode := range []string{"main", "worker"} {
-		t.Run(mode, func(t *testing.T) {
-			tb := quietTab(t, mode, false)
+	for _, c := range endCases() {
+		t.Run(c.name, func(t *testing.T) {
+			tb := quietTab(t, c.mode, false)
 			tb.eval(`(__l.holdClose = __l.mode === "worker" && "state", dispatchEvent(new Event("offline")),
-				__l.closedAt = __l.states.length, __l.closing = __l.att.close(),
+				__l.closedAt = __l.states.length, __l.closing = __l.att.`+c.op+`(),
 				__l.closing.then(() => (__l.closeDone = true)), null)`, nil)
-			tb.waitFor("close() to resolve", `__l.closeDone === true`)
+			tb.waitFor(c.op+"() to resolve", `__l.closeDone === true`)
 			var after []struct{ State, Code string }
 			tb.eval(`__l.states.slice(__l.closedAt)`, &after)
 			var released bool
 			tb.eval(`__l.released === true`, &released)
-			if mode == "worker" && !released {
-				t.Fatal("the page's close() call was not held until the worker's state came: the test did not race")
+			if c.mode == "worker" && !released {
+				t.Fatalf("the page's %s() call was not held until the worker's state came: the test did not race", c.op)
 			}
 			if len(after) != 1 || after[0].State != "closed" {
-				t.Errorf("onState heard %+v after close() was called, want only closed", after)
+				t.Errorf("onState heard %+v after %s() was called, want only closed", after, c.op)
+			}
+			var state string
+			tb.eval(`__l.att.state`, &state)
+			if state != "closed" {
+				t.Errorf("state is %q once %s() has resolved, want closed", state, c.op)
 			}
 		})
 	}
+}
+
+// endCase is a way the application ends an attachment (op: "close" or
+// "detach"), in a mode ("main" or "worker").
+type endCase struct{ name, op, mode string }
+
+// endCases are both ways in both modes.
+func endCases() []endCase {
+	var cs []endCase
+	for _, op := range []string{"close", "detach"} {
+		for _, mode := range []string{"main", "worker"} {
+			cs = append(cs, endCase{op + "/" + mode, op, mode})
+		}
+	}
+	return cs
 }
 
 // quietTab opens quietPage in mode ("main" or "worker") on a stack of its
@@ -68,30 +89,31 @@ func quietTab(t *testing.T, mode string, noResume bool) *tab {
 	return modeTab(t, "quiet", quietPage, mode, start)
 }
 
-// After close(), onEvicted is not called, in either mode: a loss the
-// worker told before it heard the close (here not_resumed: a redial's
-// resume, to a runtime that does not resume, unanswered) is dropped on the page, as onState's states are.
-// Before, worker mode called onEvicted after close() had been called.
+// After close() or detach(), onEvicted is not called, in either mode: a
+// loss the worker told before it heard the call (here not_resumed: a
+// redial's resume, to a runtime that does not resume, unanswered) is
+// dropped on the page, as onState's states are. Before, worker mode called
+// onEvicted after close() had been called, and then after detach().
 func TestNoEvictionAfterClose(t *testing.T) {
 	t.Parallel()
-	for _, mode := range []string{"main", "worker"} {
-		t.Run(mode, func(t *testing.T) {
-			tb := quietTab(t, mode, true)
+	for _, c := range endCases() {
+		t.Run(c.name, func(t *testing.T) {
+			tb := quietTab(t, c.mode, true)
 			tb.eval(`(__l.holdClose = __l.mode === "worker" && "evicted",
 				dispatchEvent(new Event("offline")), dispatchEvent(new Event("online")),
-				__l.evictedAt = __l.evictions ?? 0, __l.closing = __l.att.close(),
+				__l.evictedAt = __l.evictions ?? 0, __l.closing = __l.att.`+c.op+`(),
 				__l.closing.then(() => (__l.closeDone = true)), null)`, nil)
-			tb.waitFor("close() to resolve", `__l.closeDone === true`)
+			tb.waitFor(c.op+"() to resolve", `__l.closeDone === true`)
 			var got struct {
 				Released   bool
 				Before, At int
 			}
 			tb.eval(`({ released: __l.released === true, before: __l.evictedAt, at: __l.evictions ?? 0 })`, &got)
-			if mode == "worker" && !got.Released {
-				t.Fatal("the page's close() call was not held until the worker told a loss: the test did not race")
+			if c.mode == "worker" && !got.Released {
+				t.Fatalf("the page's %s() call was not held until the worker told a loss: the test did not race", c.op)
 			}
 			if got.At != got.Before {
-				t.Errorf("onEvicted was called %d times after close() was called, want none", got.At-got.Before)
+				t.Errorf("onEvicted was called %d times after %s() was called, want none", got.At-got.Before, c.op)
 			}
 		})
 	}
