@@ -186,14 +186,26 @@ function connect(viaBlob = false) {
 // it lives (worker.js up), so the page's request for it is granted once
 // the worker is gone, in all three engines. Granted after the page ended
 // it itself (Connection.end), or as the page goes away, it says nothing.
-// A hung worker still holds it: that is not seen.
+// A hung worker still holds it: that is not seen. WebKit drops the
+// pending lock requests of a page put in the back/forward cache (as it
+// does the slots', Connection.suspendLocks), so a restored page asks again
+// (c.rewatch, on pageshow: forwardLifecycle), aborting the request where
+// it survived; before, a worker ended after a restore went unnoticed in
+// WebKit, its attachments never told.
 function watch(c, alive) {
   if (typeof alive !== "string") return;
-  try {
-    navigator.locks.request(alive, () => c.failed("the browser ended it (no error event: out of memory, or its process went)", true)).catch(() => {});
-  } catch {
-    // no Web Locks on the page: the worker had none either
-  }
+  let asked = null;
+  c.rewatch = () => {
+    asked?.abort();
+    asked = new AbortController();
+    try {
+      const gone = () => c.failed("the browser ended it (no error event: out of memory, or its process went)", true);
+      navigator.locks.request(alive, { signal: asked.signal }, gone).catch(() => {});
+    } catch {
+      // no Web Locks on the page: the worker had none either
+    }
+  };
+  c.rewatch();
 }
 
 // errorOf is what a worker's error event says of the error the worker did
@@ -327,6 +339,7 @@ class Connection {
     this.stores = new Stores((id, kind, value, h) => this.#stored(id, kind, value, h));
     this.locks = new Map(); // lock request id -> {name, release}: the worker's slots (tabs.js tabEnv)
     this.away = false; // from a pagehide into the back/forward cache to the pageshow from it (forwardLifecycle)
+    this.rewatch = () => {}; // asks again for the worker's lock (watch)
   }
 
   // end gives up a worker that never loaded relay.wasm (startIn), or one
@@ -512,7 +525,7 @@ class Connection {
 // slots' locks the page holds for the worker; a pagehide into the
 // back/forward cache has the worker let its slots' locks go (suspend), and
 // pageshow from it has the worker ask for them again (tabs.js
-// suspendSlots).
+// suspendSlots), and the page ask again for the worker's own (watch).
 //
 // At every pagehide the page commits itself what its handlers took that
 // the worker has not committed yet (_commitTail), and, until it is shown
@@ -538,6 +551,7 @@ function forwardLifecycle(w, c) {
     if (!ev.persisted) return;
     c.away = false;
     send("pageshow");
+    c.rewatch();
   };
   const visibility = () => {
     if (document.visibilityState === "visible") send("visible");

@@ -1,6 +1,10 @@
 package e2e
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/relaywasm/relaywasm/tests/webdriver"
+)
 
 // A worker the browser ends itself (out of memory, its process gone) fires
 // no event on the page, and the page went on waiting on it: calls never
@@ -33,5 +37,34 @@ func TestWorkerEndedByTheBrowserTold(t *testing.T) {
 	}
 	if got.Send != "wasm_exited" || got.State != "closed" {
 		t.Errorf("after the worker ended sendACP gave %q and state is %q, want wasm_exited and closed", got.Send, got.State)
+	}
+}
+
+// A page restored from the back/forward cache still tells the application
+// of a worker the browser ends, as TestWorkerEndedByTheBrowserTold does:
+// onState hears "closed" with wasm_exited. WebKit drops the pending Web
+// Lock requests of a page it caches, the page's request for the worker's
+// lock among them, so the restored page asks for it again (remote.js
+// watch). Before, in WebKit the attachment stayed "open" after the worker
+// was gone, its calls never settling. Firefox does not cache this page: it
+// loads again, with a new worker, and the test is skipped there.
+func TestRestoredPageWorkerEndedByTheBrowserTold(t *testing.T) {
+	t.Parallel()
+	tb := lifetimesTab(t, "worker")
+	tb.page = allowing{tb.page, "the worker running relay.wasm failed: the browser ended it"} // relay.js logs it
+	var away string
+	tb.eval(`new URL("/relay.js", location.href).href`, &away)
+	if !leaveAndComeBack(tb, away, `location.search === "?worker" && window.__l && __l.ready`) {
+		if engine == webdriver.Chromium || engine == webdriver.WebKit {
+			t.Fatalf("%s loaded the page again instead of restoring it from the back/forward cache, as it does here", engine)
+		}
+		t.Skipf("%s did not restore the page from the back/forward cache", engine)
+	}
+	tb.eval(`__l.workers[0].terminate(), null`, nil)
+	tb.waitFor("the attachment to be closed", `__l.states.some((s) => s.state === "closed")`)
+	var closed []struct{ Code string }
+	tb.eval(`__l.states.filter((s) => s.state === "closed")`, &closed)
+	if len(closed) != 1 || closed[0].Code != "wasm_exited" {
+		t.Errorf("onState heard closed %+v, want once, with the code wasm_exited", closed)
 	}
 }
