@@ -96,7 +96,15 @@ func TestOversizeRuntimeFrame(t *testing.T) {
 // A socket that stops reading while its runtime keeps sending is a slow
 // consumer: its queue stays bounded, and once it reads again it finds
 // slow_consumer and close 4429. Another attachment of the same instance is
-// not held up for good.
+// not held up meanwhile.
+//
+// The stalled socket reads again only once the other attachment has the
+// marker the runtime sent after the flood: the relay has routed the flood
+// by then. flood returns once the runtime's connection took the bytes,
+// and on relay nodes the frames cross NATS after that; a socket that read
+// again before they came found its queue never overflowed, read the whole
+// flood, and the test waited out its guard for a close that rightly never
+// came.
 func TestSlowConsumer(t *testing.T) {
 	s := newSuite(t, func(c *relay.Config) {
 		c.Limits.QueueFrames, c.Limits.QueueBytes = 64, 256<<10
@@ -106,11 +114,11 @@ func TestSlowConsumer(t *testing.T) {
 	slow := s.attachStalled(t)
 	fast := s.Attach(t, "")
 	flood(t, rt, slow.Browser, s.floodBytes)
-	closed := slow.readAgain()
 	rt.Send(librelay.Frame{Type: librelay.TypeACPMessage, Instance: fast.Instance, Session: fast.Session, Payload: []byte(`"marker"`)})
 	if f := mustRead(t, fast); string(f.Payload) != `"marker"` {
 		t.Fatalf("other attachment got %s", f.Payload)
 	}
+	closed := slow.readAgain()
 	if code := <-closed; code != relayleg.CloseSlowConsumer {
 		t.Fatalf("the slow socket ended with %d (negative: without relay.error slow_consumer), want 4429", code)
 	}
