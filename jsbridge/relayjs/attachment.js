@@ -14,6 +14,7 @@ export class BaseAttachment {
   #resumable = true; // the last onState info's resumable
   #where = { storage: "indexeddb" }; // the last onState info's storage and reason
   _tap = null; // the open stream() (stream.js): it takes the deliveries while set
+  _quit = false; // close() or detach() was called, or the attachment ended: no token is asked for (_token)
 
   constructor(handle, options) {
     this._handle = handle;
@@ -53,11 +54,21 @@ export class BaseAttachment {
     if (this.onEvicted) guard("onEvicted", () => this.onEvicted(info));
   }
 
+  // The token for a dial. Once the application called close() or detach(),
+  // a redial already under way gets none: the token function is not called
+  // (an app may have torn down the session it refreshes tokens from), and
+  // one it had called is not waited for: the dial fails, and does not go.
   async _token() {
+    if (this._quit) throw closedNow();
     const t = typeof this.#token === "function" ? await this.#token() : this.#token;
+    if (this._quit) throw closedNow();
     if (typeof t !== "string") throw new TypeError("the token function must resolve to a string");
     return t;
   }
+}
+
+function closedNow() {
+  return new RelayError("closed", "the attachment is closed: no token is asked for");
 }
 
 /** meta is what onMessage is given beside a delivered frame's payload. */

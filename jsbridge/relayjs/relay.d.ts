@@ -224,6 +224,10 @@ export interface AttachOptions extends StreamName {
    * function's message, and the dial is made again after the backoff, the
    * function called again. attach stays pending meanwhile (until a dial
    * succeeds, or its signal aborts); nothing ends the attachment for it.
+   * Once close() or detach() has been called, the function is not called
+   * again, in either mode, even by a redial already under way; what a call
+   * made before resolves to afterwards is not used, and that dial does not
+   * go.
    */
   token: string | (() => string | Promise<string>);
   /** The relay's pinned Ed25519 public key (librelay.FormatPublicKey); a welcome that does not verify, or cannot be read, rejects with bad_relay_signature. Checked with WebCrypto's Ed25519 where the engine has it, else by relay.wasm. Its text, never its bytes: anything but a string, or a string that is not a key, rejects with bad_options. It proves the relay after the upgrade, when the token has been sent already (a browser can put it only in the upgrade request): it keeps the conversation from a relay that is not the one pinned, not the token. Over wss:// TLS proves the server before the token goes; over ws:// nothing does. */

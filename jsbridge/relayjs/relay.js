@@ -480,6 +480,7 @@ class Attachment extends BaseAttachment {
 
   async #end(op) {
     this.#over = true;
+    this._quit = true;
     this.#counted();
     this.#slot.leave(); // another attach of this page may wait for it (tabs.js)
     try {
@@ -570,6 +571,7 @@ class Attachment extends BaseAttachment {
   // state, cursor and session for the getters, and free its slot.
   _ended() {
     this.#over = true;
+    this._quit = true;
     this.#held = null;
     this.#tookSeq = 0; // what Go counted is all that counts now
     this.#info();
