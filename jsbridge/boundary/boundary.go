@@ -194,6 +194,7 @@ func constants() []constant {
 		{"CODE_BAD_PAYLOAD", client.ErrBadPayload.Code()}, {"CODE_BAD_CURSOR", client.ErrBadCursor.Code()},
 		{"CODE_SUPERSEDED", client.ErrSuperseded.Code()},
 		{"CODE_RUNTIME_GONE", client.ErrRuntimeGone.Code()},
+		{"CODE_CLOSED", client.ErrClosed.Code()},
 	}
 }
 

@@ -5,7 +5,7 @@
 // so that both modes take and refuse the same arguments and report the same
 // to the same handlers.
 
-import { CODE_BAD_CURSOR, CODE_BAD_OPTIONS, CODE_BAD_PAYLOAD, MAX_FRAME_BYTES } from "./boundary.js";
+import { CODE_BAD_CURSOR, CODE_BAD_OPTIONS, CODE_BAD_PAYLOAD, CODE_CLOSED, MAX_FRAME_BYTES } from "./boundary.js";
 import { checkSignal, guard, kindOf, RelayError } from "./errors.js";
 import { openStream } from "./stream.js";
 
@@ -68,7 +68,7 @@ export class BaseAttachment {
 }
 
 function closedNow() {
-  return new RelayError("closed", "the attachment is closed: no token is asked for");
+  return new RelayError(CODE_CLOSED, "the attachment is closed: no token is asked for");
 }
 
 /** meta is what onMessage is given beside a delivered frame's payload. */

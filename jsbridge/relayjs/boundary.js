@@ -48,3 +48,4 @@ export const CODE_BAD_PAYLOAD = "bad_payload";
 export const CODE_BAD_CURSOR = "bad_cursor";
 export const CODE_SUPERSEDED = "superseded";
 export const CODE_RUNTIME_GONE = "runtime_gone";
+export const CODE_CLOSED = "closed";

@@ -825,6 +825,7 @@ class RemoteAttachment extends BaseAttachment {
   #end(op) {
     if (this.#ending === null) {
       this.#over = true;
+      this._quit = true;
       this.#closed = op === "close";
       this.#quiet = true;
       if (this.#busy?.held) this.#report(this.#busy);

@@ -46,7 +46,7 @@
 // for a handler's Promise on the main thread; the cursor moves only past
 // what the page's onMessage accepted.
 
-import { CODE_BAD_OPTIONS, DONE_OK } from "./boundary.js";
+import { CODE_BAD_OPTIONS, CODE_CLOSED, DONE_OK } from "./boundary.js";
 import { bridge } from "./bridge.js";
 import { loadRelay, RelayError } from "./relay.js";
 import { DELIVERY } from "./remote.js";
@@ -261,7 +261,7 @@ function relayOf(id) {
 // they do for an attachment that ended, which the page may not know yet.
 function att(h) {
   const a = atts.get(h);
-  if (!a) throw B.gone ?? new RelayError("closed", "the attachment is closed");
+  if (!a) throw B.gone ?? new RelayError(CODE_CLOSED, "the attachment is closed");
   return a;
 }
 
