@@ -371,7 +371,9 @@ export interface Attachment {
    *   reach the SDK under ids of the stream's own too, and the app's
    *   answer goes out with the request's wire id only while no new request
    *   with that id has come from the runtime (a JSON-RPC peer does not
-   *   reuse an id while its request is pending): a runtime that restarted
+   *   reuse an id while its request is pending; it has come once the
+   *   attachment delivered it to the stream, before the SDK reads it):
+   *   a runtime that restarted
    *   while the stream went on numbers its requests afresh. Once one has,
    *   the SDK gets a $/cancel_request for the old request (its dialog goes
    *   away), and an answer the app gives it is dropped with a console.warn

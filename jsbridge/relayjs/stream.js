@@ -213,15 +213,14 @@ export function openStream(att, options) {
     open.set(m.id, JSON.stringify(m));
     if (turn === undefined) turns.delete(m.id);
     else turns.set(m.id, turn);
-    // A new request of that id: the runtime is past the one the stream
-    // cancelled (see turnOver), and a cancel of the id is this one's.
-    unwait(m.id);
     return ask(m, false);
   };
   // unwait gives up on every request of wire id id the stream cancelled
   // at its turn's end (see settle): a new request of that id has come, so
   // the runtime is past them, and a cancel of the id would be the new
-  // one's. An answer held for one is dropped; one the SDK has yet to give
+  // one's. It runs when the new request is delivered, read or not (see
+  // superseded): while the SDK has yet to read it, an answer to an old one
+  // going out under the id would answer it, unseen. An answer held for one is dropped; one the SDK has yet to give
   // is dropped when it comes (see toWire). That holds too for one whose
   // cancel the runtime sent already (asked, no longer in cancelled): its
   // answer, late, would go out under the id and answer the new request.
@@ -307,9 +306,13 @@ export function openStream(att, options) {
   // superseded makes stale the request handed to the SDK that a request
   // from the runtime (m, a new one, not one delivered again) reuses the
   // wire id of, and tells the SDK its request is cancelled: the app's
-  // dialog for it goes away.
+  // dialog for it goes away. The requests of that id the stream cancelled
+  // at their turn's end are given up too (see unwait). It runs as m is
+  // delivered, before the SDK reads it.
   const superseded = (m) => {
-    if (!isRequest(m) || !localOf.has(m.id)) return;
+    if (!isRequest(m)) return;
+    unwait(m.id);
+    if (!localOf.has(m.id)) return;
     const local = localOf.get(m.id);
     localOf.delete(m.id);
     requests.get(local).stale = true;
@@ -694,6 +697,9 @@ export function openStream(att, options) {
       // A request delivered meanwhile came after those responses, and
       // before anything the SDK writes from now on.
       if (held?.turn === null) held.turn = turnOf(held.raw);
+      // A request delivered meanwhile is past the requests of its id that
+      // those responses ended, whenever the SDK reads it.
+      if (held && !offered.has(JSON.stringify(held.raw))) superseded(held.raw);
       ready = true;
       if (!ended) wake();
     });

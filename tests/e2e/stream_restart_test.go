@@ -155,3 +155,45 @@ func TestStreamLateCancelAnswerAfterRuntimeRestart(t *testing.T) {
 		t.Fatalf("the console warned %q, want nothing: the app's answer to the old request was the cancelled outcome", w)
 	}
 }
+
+// The same, but the new process's request is delivered to the stream while
+// the SDK is not reading (the page's gate is shut), and the app answers the
+// old dialog then: the stream holds the new request, unread, and its
+// answer to the old one must not go out under the id meanwhile, where it
+// answered the new request (with "cancelled", a dialog the user never saw)
+// before the SDK ever read it. The stream is past the old request once the
+// new one is delivered, read or not.
+func TestStreamLateCancelAnswerWhileNewRequestUnread(t *testing.T) {
+	t.Parallel()
+	tb, restart := askedBeforeRestart(t, true, "permission to write")
+	tb.eval(`__acp.opened.then(c => c.notify("session/cancel", {sessionId: __acp.sessionId}))`, nil)
+	sdkWait(tb, "the cancelled turn's answer", `__acp.answers.length === 1`)
+	sdkWait(tb, "the runtime's own $/cancel_request", `__acp.att.history().then(h => h.some(e => !e.out && e.message?.method === "$/cancel_request"))`)
+
+	restart()
+	// The test watches what the attachment delivers to the stream (its
+	// tap): the new request is held there, unread, once it shows here.
+	tb.eval(`(() => {
+		const tap = __acp.att._tap, deliver = tap.onMessage;
+		__acp.delivered = [];
+		tap.onMessage = (raw, meta) => (__acp.delivered.push(raw), deliver.call(tap, raw, meta));
+	})()`, nil)
+	// The SDK reads the new session's response, and nothing after it.
+	tb.eval(`__acp.setLimit(__acp.reads + 1), __acp.newSession().then(() => __acp.promptLater("permission to read README"))`, nil)
+	sdkWait(tb, "the new process's request delivered, unread", `__acp.delivered.some(m => m?.method === "session/request_permission") && __acp.asked.length === 1`)
+
+	tb.eval(`__acp.holding[0]({outcome: {outcome: "cancelled"}})`, nil)
+	// The SDK's answer has been written once a message the SDK writes
+	// after it (in order) reached the runtime: a session/cancel of no
+	// session (a notification nothing answers).
+	tb.eval(`__acp.opened.then(c => c.notify("session/cancel", {sessionId: "none"}))`, nil)
+	sdkWait(tb, "the SDK's writes to go out", `__acp.att.history().then(h => h.some(e => e.out && e.message?.params?.sessionId === "none"))`)
+	tb.eval(`__acp.setLimit(Infinity)`, nil)
+	sdkWait(tb, "the new process's request read", `__acp.asked.length === 2 && __acp.holding.length === 2`)
+	id := reusedID(tb)
+	tb.eval(`__acp.holding[1]({outcome: {outcome: "selected", optionId: "reject"}})`, nil)
+	newTurnHeard(tb, "permission reject")
+	if answers := answersWithID(tb, id); answers != 1 {
+		t.Fatalf("%d responses went out with the reused id %s after the new process's request, want 1 (the new dialog's)", answers, id)
+	}
+}
