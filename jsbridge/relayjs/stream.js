@@ -152,7 +152,8 @@ export function openStream(att, options) {
   // its dialog left on screen after its own turn ended. The requests that
   // came before the loss keep them: their turns may still run (the
   // runtime only reconnected), and the response, should it come, still
-  // ends them.
+  // ends them. Once none of those counts one any more, it goes (see
+  // bury).
   const dead = new Set();
   // lost: a loss was told before the transcript's prompts were known
   // (ready): they all went out before it.
@@ -181,6 +182,19 @@ export function openStream(att, options) {
   const lose = () => {
     lost ||= !ready;
     for (const id of prompts.keys()) if (!sent.has(id)) dead.add(id);
+    bury();
+  };
+  // bury lets go of the prompts in dead that no request's turns count
+  // (see turns; a request held, not read yet, counts too): no request
+  // that comes now is of their turns, so their responses would end
+  // nothing, and each would be kept for the stream's life if, as may be,
+  // its response is gone.
+  const bury = () => {
+    for (const id of dead) {
+      if (held?.turn?.has(id) || [...turns.values()].some((of) => of.has(id))) continue;
+      dead.delete(id);
+      prompts.delete(id);
+    }
   };
   // moot: the runtime's requests the stream told the SDK were cancelled
   // because their turn ended (the id the SDK has them under -> {wire,
@@ -229,11 +243,15 @@ export function openStream(att, options) {
     for (const [sdk, r] of moot) if (r.wire === id) moot.delete(sdk);
   };
   // settled forgets the runtime's request of wire id id: answered or
-  // cancelled, it is open no more, and is not offered again.
+  // cancelled, it is open no more, and is not offered again. Nor is it
+  // stale any more (see staleOf): what made it over is in the transcript
+  // after it, so no later stream offers it.
   const settled = (id) => {
+    if (open.has(id)) stale.get(att)?.delete(open.get(id));
     open.delete(id);
     turns.delete(id);
     for (const [text, w] of offered) if (w === id) offered.delete(text);
+    if (dead.size > 0) bury();
   };
   const answered = (m) => {
     if (m === null || typeof m !== "object" || "method" in m || !("id" in m)) return;
@@ -682,9 +700,12 @@ export function openStream(att, options) {
   att
     .history()
     .then(unanswered)
-    .catch(() => ({ requests: [], prompts: new Map(), dead: new Set() })) // the attachment ended meanwhile, and the stream with it
-    .then(({ requests, prompts: earlier, dead: lostEarlier }) => {
+    .catch(() => ({ requests: [], prompts: new Map(), dead: new Set(), received: new Set() })) // the attachment ended meanwhile, and the stream with it
+    .then(({ requests, prompts: earlier, dead: lostEarlier, received }) => {
       const gone = staleOf(att);
+      // A stale request the transcript no longer holds is offered by no
+      // stream: it goes.
+      for (const t of gone) if (!received.has(t)) gone.delete(t);
       for (const { m, turn } of requests) if (!gone.has(JSON.stringify(m))) reoffer(m, turn);
       // The transcript's prompts are older than those this stream sent
       // meanwhile: they go first (see turnOf).
@@ -700,6 +721,7 @@ export function openStream(att, options) {
       // A request delivered meanwhile is past the requests of its id that
       // those responses ended, whenever the SDK reads it.
       if (held && !offered.has(JSON.stringify(held.raw))) superseded(held.raw);
+      bury();
       ready = true;
       if (!ended) wake();
     });
@@ -717,7 +739,9 @@ export function openStream(att, options) {
 // pending when the runtime left is not offered again, at the cost of a
 // turn that waits (the app can cancel it) where the runtime only
 // reconnected. It lasts as long as the page: after a reload, the
-// transcript alone cannot tell.
+// transcript alone cannot tell. A request goes from it once it is over
+// (see settled in openStream), or once the transcript no longer holds it
+// (a stream opens): no stream offers it again then.
 const stale = new WeakMap();
 
 // staleOf returns att's stale requests, adding texts to them first.
@@ -769,11 +793,13 @@ const GONE = new Set(["cursor_evicted", "session_replaced"]);
 // the stream's own) to its session until its response; those still
 // unanswered are returned too (and which of them were at a loss: dead),
 // for the stream to end their turns when their responses come, and each
-// request with the prompts of the turns it may be of ({m, turn}).
+// request with the prompts of the turns it may be of ({m, turn}); and the
+// texts of all the requests it holds (received), answered or not.
 function unanswered(entries) {
   const open = new Map(); // id -> {m: the request, turn: the ids of the prompts it may be of}
   const prompts = new Map(); // a sent session/prompt's id -> its sessionId, oldest first
   const dead = new Set(); // those of prompts unanswered at a loss after them
+  const received = new Set(); // every request received (JSON text), for staleOf's to be let go
   for (const { out, message: m, lost } of entries) {
     if (lost) {
       if (GONE.has(lost.reason)) {
@@ -785,6 +811,7 @@ function unanswered(entries) {
     }
     if (m === null || typeof m !== "object" || Array.isArray(m)) continue;
     if (!out && isRequest(m)) {
+      received.add(JSON.stringify(m));
       open.delete(m.id);
       open.set(m.id, { m, turn: openPrompts(prompts, m, dead) });
     } else if (!out && m.method === CANCEL_REQUEST) open.delete(m.params?.requestId);
@@ -796,7 +823,7 @@ function unanswered(entries) {
       dead.delete(m.id);
     }
   }
-  return { requests: [...open.values()], prompts, dead };
+  return { requests: [...open.values()], prompts, dead, received };
 }
 
 // turnEnded notes in open that the turn of the prompt whose id is prompt
