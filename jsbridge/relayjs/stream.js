@@ -55,7 +55,7 @@
 // routes an attachment's deliveries, state changes and evictions through the
 // open stream's tap (att._tap) and does nothing else for it.
 
-import { ABORTED, CODE_BAD_OPTIONS, CODE_CANCELED, CODE_RUNTIME_GONE, CODE_STREAM_OPEN } from "./boundary.js";
+import { ABORTED, CODE_BAD_OPTIONS, CODE_CANCELED, CODE_CLOSED, CODE_RUNTIME_GONE, CODE_STREAM_OPEN } from "./boundary.js";
 import { RelayError, checkSignal } from "./errors.js";
 
 // The RelayError code of a message over the browser leg's limit, and the
@@ -107,7 +107,7 @@ export function openStream(att, options) {
   checkSignal(signal);
   if (signal?.aborted) throw new RelayError(CODE_CANCELED, ABORTED);
   if (att._tap) throw new RelayError(CODE_STREAM_OPEN, "the attachment has a stream open already");
-  if (att.state === "closed") throw new RelayError("closed", "the attachment is closed");
+  if (att.state === "closed") throw new RelayError(CODE_CLOSED, "the attachment is closed");
 
   const prefix = `rw-${randomHex()}-`;
   let next = 0;
@@ -504,7 +504,7 @@ export function openStream(att, options) {
   // delivers it again.
   const end = (err, errorReadable, closed = false) => {
     if (ended) return;
-    ended = err ?? new RelayError("closed", "the stream is closed");
+    ended = err ?? new RelayError(CODE_CLOSED, "the stream is closed");
     // Nothing the SDK writes goes out any more, and nothing is delivered
     // to the stream.
     moot.clear();
@@ -531,7 +531,7 @@ export function openStream(att, options) {
       }
     }
   };
-  const onAbort = () => end(new RelayError("canceled", "the stream's signal aborted"), true);
+  const onAbort = () => end(new RelayError(CODE_CANCELED, "the stream's signal aborted"), true);
   signal?.addEventListener("abort", onAbort, { once: true });
   const pause = () => {
     const h = held;
