@@ -112,9 +112,11 @@ func (r *Relay) hooks() Hooks {
 
 // probeLocal answers another node's Probe for one of this relay's runtime
 // connections; it shares the probe of any takeover already under way here.
+// A connection that did not answer is reported alive to every newcomer but
+// the first (yield, takeover.go).
 func probeLocal(ep Endpoint, deadline time.Time) bool {
 	c, ok := ep.(*runtimeConn)
-	return ok && c.contest.answeredBy(c, deadline)
+	return ok && (c.contest.answeredBy(c, deadline) || !c.yield())
 }
 
 // endEndpoint closes one of the relay's own endpoints for a shared table.

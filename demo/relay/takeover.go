@@ -37,8 +37,12 @@ import (
 // Answered there: the newcomer here is refused instance_taken. Not answered
 // (that node gone, the runtime frozen, the bus in trouble): the newcomer is
 // welcomed, and the incumbent is told superseded by its node when this
-// node's hold reaches it. A table that cannot probe (not a Prober) has the
-// newcomer take over at once, as before.
+// node's hold reaches it. Of several newcomers
+// on several nodes that find the incumbent silent at once, only the first
+// is told so by its node (yield); the others are refused instance_taken, as
+// on one relay, where they would probe the first and find it answering. A
+// table that cannot probe (not a Prober) has the newcomer take over at
+// once, as before.
 
 // claim installs c as its instance's runtime by the rule above, or refuses
 // it; it reports whether c was welcomed.
@@ -52,9 +56,13 @@ func (c *runtimeConn) claim(hello librelay.Frame, v int, sig []byte) bool {
 			return false
 		}
 		cur := c.r.table.Runtime(c.instance)
-		_, local := cur.(*runtimeConn)
+		inc, local := cur.(*runtimeConn)
 		_, remote := c.r.table.(Prober)
-		if cur == nil || cur == silent || !local && !remote {
+		// A newcomer on another node was told first that it may take
+		// over the silent incumbent: it is the one welcomed, as the
+		// first newcomer is on one relay.
+		yielded := local && cur == silent && inc.contest.grantedWithin(c.r.cfg.Limits.TakeoverWait)
+		if !yielded && (cur == nil || cur == silent || !local && !remote) {
 			c.welcome(hello, v, sig, silent)
 			c.r.takeover.Unlock()
 			return true
@@ -62,13 +70,14 @@ func (c *runtimeConn) claim(hello librelay.Frame, v int, sig []byte) bool {
 		c.r.takeover.Unlock()
 		// Another newcomer may have won meanwhile: it has just been
 		// welcomed, so it gets a probe too, within what is left of the wait.
-		if time.Now().Before(deadline) && !c.answers(cur, deadline) {
+		if !yielded && time.Now().Before(deadline) && !c.answers(cur, deadline) {
 			silent = cur
 			continue
 		}
-		c.refuse(hello, relayleg.CodeInstanceTaken, "another connection holds this instance and answers heartbeats; redial later")
-		return false
+		break
 	}
+	c.refuse(hello, relayleg.CodeInstanceTaken, "another connection holds this instance and answers heartbeats; redial later")
+	return false
 }
 
 // answers probes the incumbent cur, a connection of this relay or (through
@@ -90,6 +99,54 @@ type challenge struct {
 	id    string        // the outstanding probe's request id
 	ans   chan struct{} // closed when it is answered or the connection ends; nil when none is out
 	ended bool
+	// granted: when a newcomer on another node was told this connection
+	// did not answer, and so may take it over (yield).
+	granted time.Time
+}
+
+// yield: c did not answer the probe another node asked for (Hooks.Probe)
+// on behalf of a newcomer there. It reports whether that newcomer may take
+// the instance over. On one relay the first newcomer to find the incumbent
+// silent is welcomed and every later one probes it, finds it answering,
+// and is refused instance_taken; across nodes each newcomer's node would
+// be told "not answered" by the same shared probe, all would be welcomed,
+// and all but one superseded when the holds settled, every browser of the
+// instance told runtime_gone once per newcomer. So the holder's node lets
+// the first newcomer (here or elsewhere, under the takeover lock) have the
+// instance and answers "alive" to the others for TakeoverWait: by then the
+// first is welcomed and probed through its own node, or gone (its hello
+// abandoned), and the next newcomer's probe decides afresh.
+func (c *runtimeConn) yield() bool {
+	c.r.takeover.Lock()
+	defer c.r.takeover.Unlock()
+	switch cur := c.r.table.Runtime(c.instance); cur {
+	case nil:
+		return true // c has gone, and nobody took its place
+	case Endpoint(c):
+		return c.contest.grant(c.r.cfg.Limits.TakeoverWait)
+	default:
+		return false // a newcomer here, or a newer hold from elsewhere, has just taken it
+	}
+}
+
+// grant reports whether nobody was granted the takeover within wait, and
+// if so grants it now.
+func (ch *challenge) grant(wait time.Duration) bool {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	if !ch.granted.IsZero() && time.Since(ch.granted) < wait {
+		return false
+	}
+	ch.granted = time.Now()
+	return true
+}
+
+// grantedWithin reports whether a newcomer elsewhere was granted the
+// takeover within wait.
+func (ch *challenge) grantedWithin(wait time.Duration) bool {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	return !ch.granted.IsZero() && time.Since(ch.granted) < wait
 }
 
 // answeredBy probes c's connection (unless a probe is already out) and

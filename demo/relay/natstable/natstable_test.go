@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -270,6 +271,61 @@ func TestNodeThatAnswersNoProbeIsTakenOver(t *testing.T) {
 	}
 }
 
+// Two newcomers on two nodes at once, while the incumbent on a third does
+// not answer: as on one relay, the first to find it silent takes the
+// instance and the other is refused instance_taken (on one relay it would
+// probe the first and find it answering). Both used to be welcomed, both
+// probes having failed, and one superseded when the holds settled: every
+// browser of the instance was told runtime_gone twice, and the loser, a dev
+// runtime, stopped for good. The incumbent, reading again, learns it has
+// lost the instance, and a browser on its node reaches the winner.
+func TestTwoNewcomersOnTwoNodesOneWelcomed(t *testing.T) {
+	c := cluster(t, func(c *relay.Config) { c.Limits.TakeoverWait = time.Second })
+	rt0 := env(c, 0).Connect(t) // not read while the newcomers say hello: the probe goes unanswered
+	waitRoutable(t, c, 1, 2)
+	var rts [2]*relaytest.Runtime
+	var hellos [2]librelay.Frame
+	var errs [2]error
+	var wg sync.WaitGroup
+	for i := range rts {
+		rts[i] = dialRuntime(t, c, 1+i)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			hellos[i], _, errs[i] = rts[i].Hello("test", librelay.ProtocolVersion)
+		}()
+	}
+	wg.Wait()
+	winner := -1
+	for i, f := range hellos {
+		switch {
+		case errs[i] != nil:
+			t.Fatalf("newcomer on node %d: %v", 1+i, errs[i])
+		case f.Type == librelay.TypeWelcome && winner >= 0:
+			t.Fatal("both newcomers were welcomed")
+		case f.Type == librelay.TypeWelcome:
+			winner = i
+		case f.Type != librelay.TypeError || errCode(f) != relayleg.CodeInstanceTaken:
+			t.Fatalf("newcomer on node %d got %s %s, want a welcome or instance_taken", 1+i, f.Type, f.Payload)
+		}
+	}
+	if winner < 0 {
+		t.Fatal("both newcomers were refused")
+	}
+	cargo := answering(rts[winner])
+	for {
+		f := readCargo(t, rt0)
+		if f.Type == librelay.TypeError {
+			break
+		}
+	}
+	b := env(c, 0).Attach(t, "")
+	b.Send(msg(b, `{"to":"the winner"}`))
+	if f := next(t, cargo); f.Type != librelay.TypeACPMessage || string(f.Payload) != `{"to":"the winner"}` {
+		t.Fatalf("the welcomed newcomer got %s %s, want the browser's frame", f.Type, f.Payload)
+	}
+}
+
 // answering reads rt on its own goroutine, answering the relay's heartbeats
 // (a live runtime), and hands on every other frame; the channel closes when
 // the connection ends.
@@ -323,7 +379,7 @@ func dialRuntime(t *testing.T, c *stack.Cluster, i int) *relaytest.Runtime {
 // the dead node is taken for gone, as on one relay when its runtime's
 // connection ends, so that their clients resume; new traffic reaches the
 // new runtime. (A runtime superseded on a node that lives on is the same
-// for the browsers: TestRuntimeSupersededAcrossNodes.)
+// for the browsers: TestSilentRuntimeTakenOverAcrossNodes.)
 func TestRuntimeMovesFromDeadNode(t *testing.T) {
 	// The raw runtime answers no heartbeat: none is sent, so that nothing
 	// but the move can end the sockets.
