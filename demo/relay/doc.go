@@ -132,8 +132,13 @@
 // newcomer's node asks that one, which probes its connection the same way
 // and answers (Prober, Hooks.Probe), and the newcomer is refused
 // instance_taken or welcomed by the same rule. No answer in time (that node
-// gone, the bus in trouble) counts as not answered, and the incumbent is
-// then told superseded by its own node when the newcomer's hold reaches it.
+// gone, the bus in trouble) counts as not answered. The incumbent that did
+// not answer is told heartbeat_timeout by its own node when the newcomer's
+// hold reaches it, as on one relay (a dev runtime that slept redials). Two
+// newcomers on two nodes finding the incumbent silent at once settle as on
+// one relay too: its node lets the first take over and tells the other's
+// node that the runtime answers, so that one is refused instance_taken,
+// rather than both being welcomed and one superseded a moment later.
 //
 // # Attachment ids
 //
@@ -169,9 +174,10 @@
 // On the runtime leg the same relay.error precedes closing the connection;
 // the runtime leg has one code of its own, instance_taken (see Two runtimes
 // for one instance), and sees superseded only when it is replaced from
-// another node sharing the Table after it did not answer that node's probe
-// (or by a node that does not probe: a Table that is not a Prober, or an
-// older node during a rolling upgrade).
+// another node sharing the Table without its node having probed it for
+// that node (a Table that is not a Prober, a node of an earlier version
+// during a rolling upgrade, the bus in trouble, or two newcomers on two
+// nodes welcomed at once for an instance that had no runtime).
 //
 // # Limits, and the numbers behind them
 //

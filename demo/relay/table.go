@@ -65,7 +65,9 @@ type Hooks struct {
 	// End closes ep, one of this node's endpoints, with relay.error code:
 	// superseded when another node took over its route (the table has
 	// removed it), runtime_gone when frames on the way to it were lost, so
-	// that its client resumes.
+	// that its client resumes. A runtime connection superseded after it
+	// failed a probe another node asked for is told heartbeat_timeout
+	// instead, as one relay tells it (endFromAfar).
 	End func(ep Endpoint, code, message string)
 	// Probe: another node, before it takes over instance's runtime, asks
 	// whether ep, this node's runtime connection for it, is alive. The
@@ -129,7 +131,7 @@ func probeLocal(ep Endpoint, deadline time.Time) bool {
 func endEndpoint(ep Endpoint, code, message string) {
 	switch c := ep.(type) {
 	case *runtimeConn:
-		c.closeWith(code, message)
+		c.endFromAfar(code, message)
 	case *browserConn:
 		c.closeWith(code, message, code != relayleg.CodeSuperseded)
 		if code == relayleg.CodeSuperseded {

@@ -36,13 +36,14 @@ import (
 // and each swap used to end every browser of the instance runtime_gone.
 // Answered there: the newcomer here is refused instance_taken. Not answered
 // (that node gone, the runtime frozen, the bus in trouble): the newcomer is
-// welcomed, and the incumbent is told superseded by its node when this
-// node's hold reaches it. Of several newcomers
-// on several nodes that find the incumbent silent at once, only the first
-// is told so by its node (yield); the others are refused instance_taken, as
-// on one relay, where they would probe the first and find it answering. A
-// table that cannot probe (not a Prober) has the newcomer take over at
-// once, as before.
+// welcomed, and the incumbent is told heartbeat_timeout by its node when
+// this node's hold reaches it, as on one relay (endFromAfar; superseded if
+// its node never probed it: gone, or of an earlier version). Of several
+// newcomers on several nodes that find the incumbent silent at once, only
+// the first is told so by its node (yield); the others are refused
+// instance_taken, as on one relay, where they would probe the first and
+// find it answering. A table that cannot probe (not a Prober) has the
+// newcomer take over at once, as before.
 
 // claim installs c as its instance's runtime by the rule above, or refuses
 // it; it reports whether c was welcomed.
@@ -197,4 +198,25 @@ func (ch *challenge) end() {
 		close(ch.ans)
 		ch.ans = nil
 	}
+}
+
+// endFromAfar closes c for a shared table (Hooks.End). Superseded by
+// another node's newer hold after c failed a probe that node asked for
+// (yield), c is the silent incumbent it took over from, and is told
+// heartbeat_timeout, as one relay tells it: a dev runtime takes superseded
+// as final, and one that froze briefly (a laptop that slept) would stop for
+// good instead of redialling.
+func (c *runtimeConn) endFromAfar(code, message string) {
+	if code == relayleg.CodeSuperseded && c.contest.yielded() {
+		code, message = relayleg.CodeHeartbeatTimeout, "no answer to a probe while another connection claimed this instance"
+	}
+	c.closeWith(code, message)
+}
+
+// yielded reports whether a newcomer elsewhere was ever granted the
+// takeover of this connection.
+func (ch *challenge) yielded() bool {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	return !ch.granted.IsZero()
 }

@@ -192,12 +192,14 @@ func TestRuntimeGoneOnEveryNode(t *testing.T) {
 // A second runtime connection for the instance on another node, while the
 // first does not answer (nothing reads it while the second says hello, so
 // the probe its node makes for the second's goes unanswered), takes the
-// instance over, as on one node: the first is told superseded, a browser
-// attached before is told runtime_gone (the newcomer knows none of its
-// streams), and, attached again with its id, reaches the new runtime. (A
-// first that answers keeps the instance: tests/cluster
+// instance over, as on one node: the first, reading again (a laptop woken
+// from sleep), is told heartbeat_timeout, as one relay tells an incumbent
+// that failed its probe, and not superseded, which a dev runtime takes as
+// final; a browser attached before is told runtime_gone (the newcomer knows
+// none of its streams), and, attached again with its id, reaches the new
+// runtime. (A first that answers keeps the instance: tests/cluster
 // TestTwoRuntimesSettleAcrossNodes.)
-func TestRuntimeSupersededAcrossNodes(t *testing.T) {
+func TestSilentRuntimeTakenOverAcrossNodes(t *testing.T) {
 	c := cluster(t, func(c *relay.Config) { c.Limits.TakeoverWait = 300 * time.Millisecond })
 	rt1 := env(c, 0).Connect(t)
 	waitRoutable(t, c, 1, 2)
@@ -206,8 +208,8 @@ func TestRuntimeSupersededAcrossNodes(t *testing.T) {
 	for {
 		f := readCargo(t, rt1)
 		if f.Type == librelay.TypeError {
-			if errCode(f) != relayleg.CodeSuperseded {
-				t.Fatalf("first runtime got %s", f.Payload)
+			if errCode(f) != relayleg.CodeHeartbeatTimeout {
+				t.Fatalf("first runtime got %s, want heartbeat_timeout", f.Payload)
 			}
 			break
 		}
@@ -277,8 +279,8 @@ func TestNodeThatAnswersNoProbeIsTakenOver(t *testing.T) {
 // probe the first and find it answering). Both used to be welcomed, both
 // probes having failed, and one superseded when the holds settled: every
 // browser of the instance was told runtime_gone twice, and the loser, a dev
-// runtime, stopped for good. The incumbent, reading again, learns it has
-// lost the instance, and a browser on its node reaches the winner.
+// runtime, stopped for good. The incumbent, reading again, is told
+// heartbeat_timeout, and a browser on its node reaches the winner.
 func TestTwoNewcomersOnTwoNodesOneWelcomed(t *testing.T) {
 	c := cluster(t, func(c *relay.Config) { c.Limits.TakeoverWait = time.Second })
 	rt0 := env(c, 0).Connect(t) // not read while the newcomers say hello: the probe goes unanswered
@@ -316,6 +318,9 @@ func TestTwoNewcomersOnTwoNodesOneWelcomed(t *testing.T) {
 	for {
 		f := readCargo(t, rt0)
 		if f.Type == librelay.TypeError {
+			if errCode(f) != relayleg.CodeHeartbeatTimeout {
+				t.Fatalf("the incumbent got %s, want heartbeat_timeout", f.Payload)
+			}
 			break
 		}
 	}
