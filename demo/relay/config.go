@@ -196,9 +196,11 @@ type Limits struct {
 	// with relay.error instance_taken; when it does not, it is closed with
 	// heartbeat_timeout and the newcomer gets the instance. An incumbent on
 	// another node sharing the Table is probed by its node, asked over the
-	// bus (a Prober); one that does not answer is told superseded, and the
-	// newcomer may wait up to TakeoverWait plus 1s for the bus's round
-	// trip. 5s leaves the newcomer's own handshake timeout (10s in the
+	// bus (a Prober); one that does not answer is told heartbeat_timeout
+	// too, once the newcomer's hold reaches its node, and the newcomer may
+	// wait up to TakeoverWait plus 1s for the bus's round trip. Its node
+	// then refuses other newcomers (instance_taken) for TakeoverWait, so
+	// that of two on two nodes only the first is welcomed. 5s leaves the newcomer's own handshake timeout (10s in the
 	// contenox connector and the dev runtime) room for the welcome.
 	TakeoverWait time.Duration
 	// CloseTimeout bounds how long a closing socket may take to drain its
