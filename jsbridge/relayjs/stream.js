@@ -245,17 +245,23 @@ export function openStream(att, options) {
   // settled forgets the runtime's request of wire id id: answered or
   // cancelled, it is open no more, and is not offered again. Nor is it
   // stale any more (see staleOf): what made it over is in the transcript
-  // after it, so no later stream offers it.
-  const settled = (id) => {
-    if (open.has(id)) stale.get(att)?.delete(open.get(id));
+  // after it, so no later stream offers it. Not so the app's answer
+  // (answered) until it is sent: one that fails to go (the connection
+  // dropped mid-write) is in no transcript, and the next stream would offer
+  // the stale request again, its answer going to whatever request of that
+  // id a restarted runtime has. It returns the request's text.
+  const settled = (id, answering = false) => {
+    const request = open.get(id);
+    if (!answering && request !== undefined) stale.get(att)?.delete(request);
     open.delete(id);
     turns.delete(id);
     for (const [text, w] of offered) if (w === id) offered.delete(text);
     if (dead.size > 0) bury();
+    return request;
   };
   const answered = (m) => {
-    if (m === null || typeof m !== "object" || "method" in m || !("id" in m)) return;
-    settled(m.id);
+    if (m === null || typeof m !== "object" || "method" in m || !("id" in m)) return undefined;
+    return settled(m.id, true);
   };
 
   // requests: the runtime's requests handed to the SDK and not answered by
@@ -566,10 +572,11 @@ export function openStream(att, options) {
       if (ended) throw ended;
       const m = toWire(sdk);
       if (m === undefined) return undefined;
-      answered(m);
+      const request = answered(m);
       return send(m).then(
         () => {
           spoke = true;
+          if (request !== undefined) stale.get(att)?.delete(request);
         },
         (e) => tooLarge(m, e),
       );
@@ -700,12 +707,12 @@ export function openStream(att, options) {
   att
     .history()
     .then(unanswered)
-    .catch(() => ({ requests: [], prompts: new Map(), dead: new Set(), received: new Set() })) // the attachment ended meanwhile, and the stream with it
+    .catch(() => ({ requests: [], prompts: new Map(), dead: new Set(), received: null })) // the attachment ended meanwhile, and the stream with it (or the store failed: the stale requests stay)
     .then(({ requests, prompts: earlier, dead: lostEarlier, received }) => {
       const gone = staleOf(att);
       // A stale request the transcript no longer holds is offered by no
       // stream: it goes.
-      for (const t of gone) if (!received.has(t)) gone.delete(t);
+      if (received !== null) for (const t of gone) if (!received.has(t)) gone.delete(t);
       for (const { m, turn } of requests) if (!gone.has(JSON.stringify(m))) reoffer(m, turn);
       // The transcript's prompts are older than those this stream sent
       // meanwhile: they go first (see turnOf).
