@@ -12,10 +12,12 @@ import (
 // moment it reaches the page, before relay.js reads it. That is the race of
 // a worker busy as close() or detach() is called: the message was sent
 // before the worker heard the call, and arrives after the app made it. The page counts onEvicted's
-// calls (X.evictions), and its resume waits 1 s for an answer the dev
-// runtime never gives (not_resumed).
+// calls (X.evictions), calls X.whenState with each state onState hears,
+// and its resume waits 1 s for an answer the dev runtime never gives
+// (not_resumed).
 var quietPage = strings.NewReplacer(
 	`name: "lifetimes",`, `name: "lifetimes", resumeTimeoutMs: 1000, onEvicted: () => (X.evictions = (X.evictions ?? 0) + 1),`,
+	`onState: (state, info) => X.states.push({ state, code: info.code ?? "" }),`, `onState: (state, info) => (X.states.push({ state, code: info.code ?? "" }), X.whenState?.(state)),`,
 	`    this.addEventListener("message", ({ data }) => data?.t === "reply" && X.replies.set(data.id, data));`,
 	`    this.addEventListener("message", ({ data }) => data?.t === "reply" && X.replies.set(data.id, data));
     this.addEventListener("message", ({ data }) => data?.t === X.holdFor && X.held?.());
@@ -94,15 +96,25 @@ func quietTab(t *testing.T, mode string, noResume bool) *tab {
 // redial's resume, to a runtime that does not resume, unanswered) is
 // dropped on the page, as onState's states are. Before, worker mode called
 // onEvicted after close() had been called, and then after detach().
+//
+// The call is made as onState hears the redial's "open": the redial has
+// its token by then (none is asked for once the call is made), and the
+// worker posts the loss after that state, so it reaches the page after
+// the call.
 func TestNoEvictionAfterClose(t *testing.T) {
 	t.Parallel()
 	for _, c := range endCases() {
 		t.Run(c.name, func(t *testing.T) {
 			tb := quietTab(t, c.mode, true)
-			tb.eval(`(__l.holdClose = __l.mode === "worker" && "evicted",
-				dispatchEvent(new Event("offline")), dispatchEvent(new Event("online")),
-				__l.evictedAt = __l.evictions ?? 0, __l.closing = __l.att.`+c.op+`(),
-				__l.closing.then(() => (__l.closeDone = true)), null)`, nil)
+			tb.eval(`(__l.evictedAt = __l.evictions ?? 0,
+				__l.whenState = (state) => {
+					if (state !== "open") return;
+					__l.whenState = null;
+					__l.holdClose = __l.mode === "worker" && "evicted";
+					__l.closing = __l.att.`+c.op+`();
+					__l.closing.then(() => (__l.closeDone = true));
+				},
+				dispatchEvent(new Event("offline")), dispatchEvent(new Event("online")), null)`, nil)
 			tb.waitFor(c.op+"() to resolve", `__l.closeDone === true`)
 			var got struct {
 				Released   bool
