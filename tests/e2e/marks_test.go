@@ -9,6 +9,8 @@ import (
 
 	cdppage "github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
+
+	"github.com/relaywasm/relaywasm/demo/stack"
 )
 
 // The demo page in worker mode (?worker) against a runtime that does not
@@ -33,23 +35,10 @@ import (
 func TestWorkerPlaceStoredWhenThePageCommitsItself(t *testing.T) {
 	t.Parallel()
 	skipUnless(t, "a script run before the page's (Page.addScriptToEvaluateOnNewDocument)")
-	s := startNonResumingStack(t, webDir, streamRate)
-	// The first page's wait for the resume's answer outlasts the relay's
-	// restart and the reload (as in reloadWhileResuming).
-	tb := openPageAfter(t, holdWorkerCommits, s.PageURL()+"?worker&resumeTimeout=30000")
-	inWorker.check(tb)
-	tb.prompt("ping")
-	tb.waitFor("the answer to ping", lastAgentDone)
-	tb.waitFor("the page to learn the runtime does not resume", `__chat.resumable === false`)
-
+	_, tb, hold := workerPlaceRestarted(t)
 	n := placeCountLen
-	goOn := startCountHeld(tb, s, n)
 	recordGoing(tb)
-	hold := restartUnderCount(tb, s, goOn)
-	tb.waitFor("the worker's commits since the reconnection held back", `window.__e2eHeldCommits > 0`)
-	if st := tb.chat(); len(st.Evictions) != 0 {
-		t.Fatalf("the loss was reported before the reload (evictions %s); the test needs it not yet known", st.Evictions)
-	}
+	lossNotYetKnown(tb)
 	placeCountAcrossReload(tb, hold)
 	shown := goneShowing(tb)
 	if ranges(shown.numbers) == ranges(countTo(len(shown.numbers))) {
@@ -120,7 +109,7 @@ func TestResumingRuntimeOpenPlaceLeftByAPageGoneMarksNothingLater(t *testing.T) 
 	t.Parallel()
 	skipUnless(t, "a script run before the page's (Page.addScriptToEvaluateOnNewDocument)")
 	s := startStackServing(t, webDir, streamRate)
-	tb := openPageAfter(t, dropResumed, s.PageURL()+"?resumeTimeout=30000")
+	tb := openPageAfter(t, dropResumed, s.PageURL()+"?resumeTimeout="+resumeWaitOutlasting)
 	tb.prompt("ping")
 	tb.waitFor("the answer to ping", lastAgentDone)
 
@@ -152,7 +141,7 @@ func TestResumingRuntimeOpenPlaceLeftByAPageGoneMarksNothingLater(t *testing.T) 
 	checkCountWhole(tb, n, "once the third page was told of a loss")
 
 	// A page drawn from the transcript since.
-	setQuery(tb, map[string]string{"resumeTimeout": "30000", "e2eDropResumed": ""})
+	setQuery(tb, map[string]string{"resumeTimeout": resumeWaitOutlasting, "e2eDropResumed": ""})
 	tb.reload()
 	checkCountWhole(tb, n, "drawn from the transcript after that loss")
 }
@@ -220,25 +209,14 @@ const dropResumed = `(() => {
 func TestWorkerPlaceKeptBeforeTheTailThePageStored(t *testing.T) {
 	t.Parallel()
 	skipUnless(t, "a script run before the page's (Page.addScriptToEvaluateOnNewDocument)")
-	s := startNonResumingStack(t, webDir, streamRate)
-	tb := openPageAfter(t, holdWorkerCommits, s.PageURL()+"?worker&resumeTimeout=30000")
-	inWorker.check(tb)
-	tb.prompt("ping")
-	tb.waitFor("the answer to ping", lastAgentDone)
-	tb.waitFor("the page to learn the runtime does not resume", `__chat.resumable === false`)
-
+	s, tb, hold := workerPlaceRestarted(t)
 	n := placeCountLen
-	goOn := startCountHeld(tb, s, n)
-	hold := restartUnderCount(tb, s, goOn)
-	tb.waitFor("the worker's commits since the reconnection held back", `window.__e2eHeldCommits > 0`)
 	// The page stores what it took since itself (pagehide), and the
 	// worker's commits of it come after. The count goes on past the hold
 	// it may have reached, to placeCountMore.
 	hold = holdCountAt(tb, s, hold, placeCountMore)
 	tb.eval(`dispatchEvent(new PageTransitionEvent("pagehide", { persisted: false })), __e2eReleaseCommits()`, nil)
-	if st := tb.chat(); len(st.Evictions) != 0 {
-		t.Fatalf("the loss was reported before the reload (evictions %s); the test needs it not yet known", st.Evictions)
-	}
+	lossNotYetKnown(tb)
 	tb.waitFor("more of the count after the page stored its tail", lastAgentChunks+" > "+strconv.Itoa(countShownNow(tb)+3))
 	recordGoing(tb)
 	placeCountAcrossReload(tb, hold)
@@ -266,6 +244,26 @@ var (
 	// hold comes to the reloaded page.
 	placeCountLen = placeCountMore + 300
 )
+
+// workerPlaceRestarted opens the demo page in worker mode, its worker's
+// store commits held back (holdWorkerCommits), against a runtime that does
+// not resume, has it ask for a count of placeCountLen and restarts the
+// relay under it (restartUnderCount). It returns once the page has
+// connected again, shown the count going on, and had a commit held back.
+// The first page's wait for the resume's answer outlasts the relay's
+// restart and the reload (resumeWaitOutlasting), so it does not wait to
+// learn that the runtime does not resume.
+func workerPlaceRestarted(t *testing.T) (s *stack.Stack, tb *tab, hold func()) {
+	t.Helper()
+	s = startNonResumingStack(t, webDir, streamRate)
+	tb = openPageAfter(t, holdWorkerCommits, s.PageURL()+"?worker&resumeTimeout="+resumeWaitOutlasting)
+	inWorker.check(tb)
+	tb.prompt("ping")
+	tb.waitFor("the answer to ping", lastAgentDone)
+	hold = restartUnderCount(tb, s, startCountHeld(tb, s, placeCountLen))
+	tb.waitFor("the worker's commits since the reconnection held back", `window.__e2eHeldCommits > 0`)
+	return s, tb, hold
+}
 
 // placeCountAcrossReload reloads the page, its wait for the resume's
 // answer 10 s, and lets the count the runtime holds (release) go on once
