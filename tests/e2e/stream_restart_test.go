@@ -124,6 +124,19 @@ func answersWithID(tb *tab, id string) int {
 	return answers
 }
 
+// cancelledBeforeRestart is askedBeforeRestart with the request to write,
+// its turn then cancelled by the user (session/cancel): it returns once
+// the prompt is answered and the runtime has sent its own $/cancel_request
+// of the request, the app holding the old dialog still unanswered.
+func cancelledBeforeRestart(t *testing.T) (*tab, func()) {
+	t.Helper()
+	tb, restart := askedBeforeRestart(t, true, "permission to write")
+	tb.eval(`__acp.opened.then(c => c.notify("session/cancel", {sessionId: __acp.sessionId}))`, nil)
+	sdkWait(tb, "the cancelled turn's answer", `__acp.answers.length === 1`)
+	sdkWait(tb, "the runtime's own $/cancel_request", `__acp.att.history().then(h => h.some(e => !e.out && e.message?.method === "$/cancel_request"))`)
+	return tb, restart
+}
+
 // A request whose turn ended (the user cancelled, the dialog left on
 // screen), which the runtime then cancelled itself ($/cancel_request after
 // its response, as the dev runtime does) while the app had yet to answer
@@ -135,10 +148,7 @@ func answersWithID(tb *tab, id string) int {
 // own answer went out a second time); only the new dialog's answer does.
 func TestStreamLateCancelAnswerAfterRuntimeRestart(t *testing.T) {
 	t.Parallel()
-	tb, restart := askedBeforeRestart(t, true, "permission to write")
-	tb.eval(`__acp.opened.then(c => c.notify("session/cancel", {sessionId: __acp.sessionId}))`, nil)
-	sdkWait(tb, "the cancelled turn's answer", `__acp.answers.length === 1`)
-	sdkWait(tb, "the runtime's own $/cancel_request", `__acp.att.history().then(h => h.some(e => !e.out && e.message?.method === "$/cancel_request"))`)
+	tb, restart := cancelledBeforeRestart(t)
 
 	restart()
 	tb.eval(`__acp.newSession().then(() => __acp.promptLater("permission to read README"))`, nil)
@@ -165,10 +175,7 @@ func TestStreamLateCancelAnswerAfterRuntimeRestart(t *testing.T) {
 // new one is delivered, read or not.
 func TestStreamLateCancelAnswerWhileNewRequestUnread(t *testing.T) {
 	t.Parallel()
-	tb, restart := askedBeforeRestart(t, true, "permission to write")
-	tb.eval(`__acp.opened.then(c => c.notify("session/cancel", {sessionId: __acp.sessionId}))`, nil)
-	sdkWait(tb, "the cancelled turn's answer", `__acp.answers.length === 1`)
-	sdkWait(tb, "the runtime's own $/cancel_request", `__acp.att.history().then(h => h.some(e => !e.out && e.message?.method === "$/cancel_request"))`)
+	tb, restart := cancelledBeforeRestart(t)
 
 	restart()
 	// The test watches what the attachment delivers to the stream (its
