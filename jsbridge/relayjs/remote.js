@@ -597,10 +597,12 @@ function reloading() {
 // message not replayed, its payload as JSON text. The payload crossed from
 // the worker as an object, so its text is JSON.stringify's, the same JSON
 // as the runtime's though maybe not the same bytes. It returns the session
-// and cursor it committed, or null. A place the engine recorded before
-// those messages (where a connection opened again) is not among them: the
-// worker commits it before it delivers the batch after it, so it reached
-// the page's store first (wasm/client's commitPlaceFirst).
+// and cursor it committed, or null. What the engine recorded before those
+// messages is not among them (a place where a connection opened again, a
+// loss told, a resume answered), nor a cursor gone back to the stream's
+// start (cursor_evicted): the worker commits those before it delivers the
+// batch after them, so they reached the page's store first (wasm/client's
+// commitFirst).
 function commitTail(stores, h, stream, keep, tail) {
   if (stores.info(h) === null) return null; // cannot happen: the place is the page's store
   const known = stores.state(h, stream);

@@ -474,7 +474,7 @@ func (r *runner) deliver() (handled int, refused bool) {
 		}
 	}
 	if len(batch) > 0 {
-		r.commitPlaceFirst()
+		r.commitFirst()
 		res := r.await(batch)
 		handled = min(max(res.handled, 0), len(batch))
 		refused = res.err != nil || handled < len(batch)

@@ -20,6 +20,11 @@ type position struct {
 	taken   uint64
 	high    uint64
 	dirty   bool // session or high changed since the Store last had them
+
+	// restarted: the cursor went back to the stream's start (restart)
+	// since the Store last had it; the runner commits that before it
+	// delivers what follows (commitFirst).
+	restarted bool
 }
 
 func newPosition(a *Attachment, s Saved) position {
@@ -76,7 +81,7 @@ func (p *position) skipTo(seq uint64) {
 // restart starts the stream over at seq 1: the runtime no longer knows it.
 func (p *position) restart() {
 	p.handled, p.taken, p.high = 0, 0, 0
-	p.dirty = true
+	p.dirty, p.restarted = true, true
 	p.a.cursor.Store(0)
 }
 

@@ -305,7 +305,7 @@ func (r *runner) writeSend(s *sendCmd) bool {
 // for a loss (keepLossPlace) waits for what follows it: if the resume is
 // answered first, it is dropped (resumeAnswered) and the Store never has it.
 // It waits no longer than until a message after it is delivered
-// (commitPlaceFirst).
+// (commitFirst).
 func (r *runner) commit() {
 	if !r.pos.dirty && (len(r.entries) == 0 || len(r.entries) == 1 && isPlace(&r.entries[0])) {
 		return
@@ -313,23 +313,34 @@ func (r *runner) commit() {
 	r.commitEntries()
 }
 
-// commitPlaceFirst commits a place kept for a loss (keepLossPlace) that
-// the batch about to be delivered follows, before the batch is delivered,
-// instead of with the batch's messages after the handler took them. Where
-// a Store's commits reach it later than the batch reaches the application
-// (worker mode: the worker's commits cross to the page by postMessage),
-// the page may go away having taken the batch before the commit of it
-// comes, and store what it took itself (relay.js remote.js commitTail),
-// which knows nothing of the place: the jump the page showed then stayed
-// unmarked, or, the commit coming after all (a page kept in the
-// back/forward cache), the place landed after those messages. A commit
-// made before the batch crosses before it. It costs the transcript no
-// entry: delivered before the resume's answer, the place is stored with
-// that batch's messages anyway (only a batch the handler refuses whole
-// would have left it to be dropped).
-func (r *runner) commitPlaceFirst() {
+// commitFirst commits what the batch about to be delivered follows and the
+// messages alone do not say, before the batch is delivered, instead of with
+// the batch's messages after the handler took them: a mark or a loss
+// recorded before it (a place kept for a loss, keepLossPlace; an answer; a
+// loss told, such as a retention loss, cursor_evicted or not_resumed), or
+// a cursor gone back to the stream's start (a runtime that restarted,
+// cursor_evicted). Where a Store's commits reach it later than the batch
+// reaches the application (worker mode: the worker's commits cross to the
+// page by postMessage), the page may go away having taken the batch before
+// the commit of it comes, and store what it took itself (relay.js
+// remote.js commitTail), which knows only the messages: the jump the page
+// showed then stayed unmarked (a place, a loss lost), a place closed since
+// stayed open, the cursor stayed where the stream was before it started
+// again (the next page would resume from there, past what the restarted
+// runtime sent since); or, the commit coming after all (a page kept in the
+// back/forward cache), the mark landed after those messages. A commit made
+// before the batch crosses before it. It costs the transcript no entry:
+// delivered before the resume's answer, a place is stored with that
+// batch's messages anyway (only a batch the handler refuses whole would
+// have left it to be dropped), and the others are stored whatever follows;
+// a batch after none of these is committed once, as before.
+func (r *runner) commitFirst() {
+	if r.pos.restarted {
+		r.commitEntries()
+		return
+	}
 	for i := range r.entries {
-		if isPlace(&r.entries[i]) {
+		if r.entries[i].Lost != nil {
 			r.commitEntries()
 			return
 		}
@@ -351,7 +362,7 @@ func (r *runner) commitEntries() {
 	_ = r.o.Store.Commit(r.ctx, r.a.key, saved, r.entries, r.o.History)
 	clear(r.entries)
 	r.entries = r.entries[:0]
-	r.pos.dirty = false
+	r.pos.dirty, r.pos.restarted = false, false
 }
 
 // evicted tells the application of a loss, and records it in the

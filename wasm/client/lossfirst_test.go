@@ -1,0 +1,235 @@
+//go:build !js
+
+package client_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/relaywasm/relaywasm/demo/relay/relaytest"
+	"github.com/relaywasm/relaywasm/librelay"
+	"github.com/relaywasm/relaywasm/wasm/client"
+	"github.com/relaywasm/relaywasm/wasm/client/clienttest"
+)
+
+// A loss told just before a batch (here cursor_evicted: the runtime
+// restarted, and the stream starts again at seq 1) is in the Store before
+// the batch after it is delivered, with the cursor gone back, not only in
+// the commit made once the handler took the batch: where a Store's commits
+// reach it after the application has the batch (jsbridge's worker mode,
+// the worker's commits crossing to the page), a page gone in between
+// stores what it took itself (relay.js commitTail), which knows only the
+// messages: the transcript lacked the loss, and the jump was shown whole
+// after a reload; the cursor stayed at the old stream's (the next page
+// would resume from there). Without a transcript the cursor alone is
+// committed first. A batch after no such entry costs no commit of its own.
+func TestLossStoredBeforeTheMessagesAfterIt(t *testing.T) {
+	for _, history := range []int{1000, 0} {
+		t.Run(map[int]string{1000: "transcript", 0: "cursor only"}[history], func(t *testing.T) {
+			t.Parallel()
+			lossStoredFirst(t, history)
+		})
+	}
+}
+
+func lossStoredFirst(t *testing.T, history int) {
+	store := &countingStore{MemoryStore: client.NewMemoryStore()}
+	tr := &coalescing{Transport: client.DefaultTransport}
+	type seen struct {
+		commits int  // the Store's commits when the batch was delivered
+		lost    bool // the Store had the cursor_evicted loss then
+		cursor  uint64
+	}
+	var (
+		mu        sync.Mutex
+		delivered = map[int]seen{} // message n -> what the Store had at its delivery
+	)
+	var (
+		s   *scripted
+		key client.Key
+	)
+	s = newScriptedWith(t, func(o *client.Options) {
+		o.Store, o.Transport, o.History = store, tr, history
+		key = client.Key{URL: o.URL, Instance: o.Instance, Name: client.DefaultName}
+		o.OnMessages = func(ctx context.Context, batch []client.Message) (int, error) {
+			h, err := store.History(ctx, key)
+			if err != nil {
+				return 0, err
+			}
+			saved, err := store.Load(ctx, key)
+			if err != nil {
+				return 0, err
+			}
+			at := seen{
+				commits: store.count(),
+				lost:    slices.ContainsFunc(h, func(e client.Entry) bool { return e.Lost != nil && e.Lost.Reason == client.EvictedCursor }),
+				cursor:  saved.Cursor,
+			}
+			mu.Lock()
+			for _, m := range batch {
+				var rpc struct{ Params int }
+				_ = json.Unmarshal(m.Payload, &rpc)
+				delivered[rpc.Params] = at
+			}
+			mu.Unlock()
+			for i, m := range batch {
+				if err := s.c.OnMessage(m); err != nil {
+					return i, err
+				}
+			}
+			return len(batch), nil
+		}
+	})
+	_, id := s.expectResume(t)
+	s.resumed(t, id, 1, false)
+	s.msg(t, 1, 1)
+	s.msg(t, 2, 2)
+	waitDelivered(t, s.c, 2)
+	waitStored(t, store, key, 2)
+	before := store.count()
+	s.msg(t, 3, 3) // a batch after no loss
+	waitDelivered(t, s.c, 3)
+	waitStored(t, store, key, 3)
+
+	// A frame past the next seq: the client resumes from 3, and the
+	// runtime, restarted, no longer knows the stream. Its answer and the
+	// first message of the stream started again reach the client in one
+	// read, as the browser hands over what arrived while the page was busy.
+	s.msg(t, 5, 5)
+	after, id := s.expectResume(t)
+	if after != 3 {
+		t.Fatalf("the gap resumed after %d, want 3", after)
+	}
+	tr.holdUntil([]byte(`"params":10`))
+	s.send(t, librelay.NewError(librelay.Frame{Type: librelay.TypeResume, ID: id}, librelay.CodeCursorEvicted, "restarted"))
+	s.msg(t, 1, 10)
+	waitDelivered(t, s.c, 4)
+
+	mu.Lock()
+	plain, first := delivered[3], delivered[10]
+	mu.Unlock()
+	if plain.commits != before {
+		t.Errorf("a batch after no loss was delivered after %d commits of its own, want none", plain.commits-before)
+	}
+	if first.cursor != 0 {
+		t.Errorf("the first message of the stream started again was delivered with the Store's cursor at %d, want 0", first.cursor)
+	}
+	if history > 0 && !first.lost {
+		t.Errorf("the first message of the stream started again was delivered before the Store had the cursor_evicted loss")
+	}
+	waitStored(t, store, key, 1)
+	if history > 0 {
+		if got, want := storedHistory(t, store, key), "1 2 3 [cursor_evicted] 10"; got != want {
+			t.Fatalf("stored: %s, want %s", got, want)
+		}
+	}
+}
+
+// waitDelivered waits until the application has n messages.
+func waitDelivered(t *testing.T, c *clienttest.Collector, n int) {
+	t.Helper()
+	c.Wait(t, fmt.Sprintf("%d messages", n), func(c *clienttest.Collector) bool { return len(c.Msgs) >= n })
+}
+
+// waitStored waits until the Store's cursor of k is at cursor.
+func waitStored(t *testing.T, store client.Store, k client.Key, cursor uint64) {
+	t.Helper()
+	relaytest.WaitFor(t, fmt.Sprintf("cursor %d stored", cursor), func() bool {
+		saved, err := store.Load(context.Background(), k)
+		return err == nil && saved.Cursor == cursor
+	})
+}
+
+// storedHistory is k's History as Attachment.History reads it: each
+// message's n, each loss's reason.
+func storedHistory(t *testing.T, store client.Store, k client.Key) string {
+	t.Helper()
+	h, err := store.History(context.Background(), k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range client.PlaceLosses(h) {
+		if e.Lost != nil {
+			out = append(out, "["+e.Lost.Reason+"]")
+			continue
+		}
+		var m relaytest.RPC
+		_ = json.Unmarshal(e.Payload, &m)
+		out = append(out, string(m.Params))
+	}
+	return strings.Join(out, " ")
+}
+
+// countingStore is a MemoryStore that counts its commits.
+type countingStore struct {
+	*client.MemoryStore
+	commits atomic.Int64
+}
+
+func (s *countingStore) Commit(ctx context.Context, k client.Key, saved client.Saved, entries []client.Entry, keep int) error {
+	s.commits.Add(1)
+	return s.MemoryStore.Commit(ctx, k, saved, entries, keep)
+}
+
+func (s *countingStore) count() int { return int(s.commits.Load()) }
+
+// coalescing is a Transport whose connections can be told to hand over
+// what arrives in one Read until a message holding a word has come
+// (holdUntil): the browser hands the engine every message that arrived
+// while the page was busy at once, which a test cannot time on a loopback
+// socket, where each frame tends to come on its own.
+type coalescing struct {
+	client.Transport
+	mu   sync.Mutex
+	word []byte // while not nil, a Read waits for a message holding it
+}
+
+func (c *coalescing) holdUntil(word []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.word = word
+}
+
+func (c *coalescing) Dial(ctx context.Context, url string, protocols []string) (client.Conn, error) {
+	conn, err := c.Transport.Dial(ctx, url, protocols)
+	if err != nil {
+		return nil, err
+	}
+	return &coalescingConn{Conn: conn, c: c}, nil
+}
+
+type coalescingConn struct {
+	client.Conn
+	c *coalescing
+}
+
+func (cc *coalescingConn) Read(ctx context.Context) ([][]byte, error) {
+	var out [][]byte
+	for {
+		msgs, err := cc.Conn.Read(ctx)
+		for _, m := range msgs {
+			out = append(out, bytes.Clone(m)) // the Conn's slices last until its next Read
+		}
+		if err != nil {
+			return out, err
+		}
+		cc.c.mu.Lock()
+		word := cc.c.word
+		held := word != nil && !slices.ContainsFunc(out, func(m []byte) bool { return bytes.Contains(m, word) })
+		if !held {
+			cc.c.word = nil
+		}
+		cc.c.mu.Unlock()
+		if !held {
+			return out, nil
+		}
+	}
+}
