@@ -233,3 +233,64 @@ func (cc *coalescingConn) Read(ctx context.Context) ([][]byte, error) {
 		}
 	}
 }
+
+// A place a connection left open in the Store (its resume unanswered while
+// it delivered) is closed in the Store before the first message after the
+// resume's answer is delivered: the page that stores what it took itself
+// (relay.js commitTail) copies whether a place is open from the Store's
+// last commit, and stored the place as still open, where the next page's
+// not_resumed loss would go, though the runtime had answered there.
+func TestPlaceClosedBeforeTheMessagesAfterTheAnswer(t *testing.T) {
+	t.Parallel()
+	tr := &coalescing{Transport: client.DefaultTransport}
+	var (
+		mu   sync.Mutex
+		open = map[int]bool{} // message n -> a place open in the Store at its delivery
+	)
+	c := clienttest.NewCollector()
+	var p *pages
+	p = newPagesWith(t, guard, c, func(o *client.Options) {
+		o.Transport = tr
+		key := client.Key{URL: o.URL, Instance: o.Instance, Name: client.DefaultName}
+		o.OnMessages = func(ctx context.Context, batch []client.Message) (int, error) {
+			saved, err := p.store.Load(ctx, key)
+			if err != nil {
+				return 0, err
+			}
+			mu.Lock()
+			for _, m := range batch {
+				var rpc struct{ Params int }
+				_ = json.Unmarshal(m.Payload, &rpc)
+				open[rpc.Params] = saved.PlaceOpen
+			}
+			mu.Unlock()
+			for i, m := range batch {
+				if err := c.OnMessage(m); err != nil {
+					return i, err
+				}
+			}
+			return len(batch), nil
+		}
+	})
+	p.unsequenced(t, 1, 2)
+	p.reload(t, guard)
+	_, id := p.expectResume(t)
+	p.unsequenced(t, 3) // delivered before the answer: the place is stored, open
+	// The answer and the next message come in one Read, as the browser
+	// hands over what arrived while the page was busy.
+	tr.holdUntil([]byte(`"params":4`))
+	p.resumed(t, id, 0, false)
+	p.unsequenced(t, 4)
+	mu.Lock()
+	before, after := open[3], open[4]
+	mu.Unlock()
+	if !before {
+		t.Fatalf("the message delivered before the resume's answer found no place open in the Store: the test tested nothing")
+	}
+	if after {
+		t.Errorf("the first message after the resume's answer was delivered with the Store's place still open")
+	}
+	if got, want := p.history(t), "1 2 3 4"; got != want {
+		t.Fatalf("History: %s, want %s", got, want)
+	}
+}
