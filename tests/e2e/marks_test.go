@@ -29,7 +29,7 @@ import (
 // of messages over the new connection on, by a wrapper of Worker the tab
 // runs before the page's own scripts (Chromium's DevTools protocol: the
 // test runs there only). The engine commits the place before it delivers
-// that batch (client's commitPlaceFirst), and the worker's messages reach
+// that batch (client's commitFirst), and the worker's messages reach
 // the page in the order it posts them: no commit posted before a batch is
 // still on its way once the page has taken the batch.
 func TestWorkerPlaceStoredWhenThePageCommitsItself(t *testing.T) {
