@@ -207,9 +207,9 @@ export function openStream(att, options) {
   // cancel, held until then (answer), or has it sent when it comes
   // (asked). See settle. Neither waits beyond the end of the session's
   // next turn (see expire; once the runtime asked, see sweep), a new
-  // request of the same wire id (see unwait), nor the stream's end: what
-  // is kept for one goes then, answered or not, and an answer the SDK
-  // gives later is dropped (see toWire).
+  // request of the same wire id (see unwait), the runtime's leaving (see
+  // gone), nor the stream's end: what is kept for one goes then, answered
+  // or not, and an answer the SDK gives later is dropped (see toWire).
   const moot = new Map();
   const cancelled = new Map();
   // handed records m, a message of the runtime's the SDK reads now, and
@@ -241,6 +241,23 @@ export function openStream(att, options) {
   const unwait = (id) => {
     cancelled.delete(id);
     for (const [sdk, r] of moot) if (r.wire === id) moot.delete(sdk);
+  };
+  // gone lets go of every request the stream cancelled at its turn's end
+  // when the runtime leaves (runtime_gone): the runtime that asked for the
+  // SDK's answer, or would, is gone, and the process that takes its place
+  // may be a new one whose requests reuse their wire ids. Its request of
+  // the same id may be on its way before the stream sees it (queued in the
+  // attachment behind a message the SDK has not read, or crossing the
+  // answer on the wire), so waiting for it (unwait) is too late: an answer
+  // going out under the id meanwhile would answer it. An answer held for
+  // one is dropped; one the SDK has yet to give is dropped when it comes
+  // (see toWire). Their turns are over (the runtime answered their
+  // prompts without them), so a runtime that merely reconnected loses at
+  // most the answer to its own cancel, which a new process would not
+  // want; a drop on the page's side, with no runtime_gone, keeps them.
+  const gone = () => {
+    moot.clear();
+    cancelled.clear();
   };
   // settled forgets the runtime's request of wire id id: answered or
   // cancelled, it is open no more, and is not offered again. Nor is it
@@ -677,7 +694,10 @@ export function openStream(att, options) {
       });
     },
     state(state, info) {
-      if (info?.code === CODE_RUNTIME_GONE) staleOf(att, open.values());
+      if (info?.code === CODE_RUNTIME_GONE) {
+        staleOf(att, open.values());
+        gone();
+      }
       if (state === "closed") end(new RelayError(info?.code ?? "closed", info?.message ?? "the attachment is closed"), true, true);
     },
     // evicted ends the stream when content is gone, unless nothing the

@@ -59,7 +59,7 @@ func TestStreamLiveCancelledAfterRuntimeRestart(t *testing.T) {
 // had (JSON).
 func restartedRuntimeReusesID(t *testing.T, deaf bool) (*tab, string) {
 	t.Helper()
-	tb, restart := askedBeforeRestart(t, deaf, "permission to DELETE the production database")
+	tb, restart := askedBeforeRestart(t, deaf, "permission to DELETE the production database", nil)
 	restart()
 	// The new process knows no session: the app starts one on the same
 	// SDK connection and asks again.
@@ -77,14 +77,20 @@ func restartedRuntimeReusesID(t *testing.T, deaf bool) (*tab, string) {
 // console warnings captured, and has it prompt, the app holding the
 // runtime's permission request (deaf: answerable even once cancelled). It
 // returns the tab, and restart: it restarts the runtime as one that
-// resumes and waits for the page to be back after runtime_gone.
-func askedBeforeRestart(t *testing.T, deaf bool, prompt string) (*tab, func()) {
+// resumes and waits for the page to be back after runtime_gone. edit, if
+// not nil, adjusts each runtime's config too (both processes').
+func askedBeforeRestart(t *testing.T, deaf bool, prompt string, edit func(*devruntime.Config)) (*tab, func()) {
 	t.Helper()
 	needSDK(t)
 	resumes := false // the restarted runtime resumes; the first does not
 	s := startFreshStack(t, stack.Config{
 		WebDir: sdkDir, ModuleDir: moduleDir, Logger: logger(),
-		EditRuntime: func(c *devruntime.Config) { c.NoResume = !resumes },
+		EditRuntime: func(c *devruntime.Config) {
+			c.NoResume = !resumes
+			if edit != nil {
+				edit(c)
+			}
+		},
 	})
 	t.Cleanup(func() { s.Close() })
 	tb := openTab(t, newBrowser(t), "sdk", s.PageURL())
@@ -124,13 +130,14 @@ func answersWithID(tb *tab, id string) int {
 	return answers
 }
 
-// cancelledBeforeRestart is askedBeforeRestart with the request to write,
-// its turn then cancelled by the user (session/cancel): it returns once
-// the prompt is answered and the runtime has sent its own $/cancel_request
-// of the request, the app holding the old dialog still unanswered.
-func cancelledBeforeRestart(t *testing.T) (*tab, func()) {
+// cancelledBeforeRestart is askedBeforeRestart with the request to write
+// (edit as there), its turn then cancelled by the user (session/cancel):
+// it returns once the prompt is answered and the runtime has sent its own
+// $/cancel_request of the request, the app holding the old dialog still
+// unanswered.
+func cancelledBeforeRestart(t *testing.T, edit func(*devruntime.Config)) (*tab, func()) {
 	t.Helper()
-	tb, restart := askedBeforeRestart(t, true, "permission to write")
+	tb, restart := askedBeforeRestart(t, true, "permission to write", edit)
 	tb.eval(`__acp.opened.then(c => c.notify("session/cancel", {sessionId: __acp.sessionId}))`, nil)
 	sdkWait(tb, "the cancelled turn's answer", `__acp.answers.length === 1`)
 	sdkWait(tb, "the runtime's own $/cancel_request", `__acp.att.history().then(h => h.some(e => !e.out && e.message?.method === "$/cancel_request"))`)
@@ -148,7 +155,7 @@ func cancelledBeforeRestart(t *testing.T) (*tab, func()) {
 // own answer went out a second time); only the new dialog's answer does.
 func TestStreamLateCancelAnswerAfterRuntimeRestart(t *testing.T) {
 	t.Parallel()
-	tb, restart := cancelledBeforeRestart(t)
+	tb, restart := cancelledBeforeRestart(t, nil)
 
 	restart()
 	tb.eval(`__acp.newSession().then(() => __acp.promptLater("permission to read README"))`, nil)
@@ -175,7 +182,7 @@ func TestStreamLateCancelAnswerAfterRuntimeRestart(t *testing.T) {
 // new one is delivered, read or not.
 func TestStreamLateCancelAnswerWhileNewRequestUnread(t *testing.T) {
 	t.Parallel()
-	tb, restart := cancelledBeforeRestart(t)
+	tb, restart := cancelledBeforeRestart(t, nil)
 
 	restart()
 	// The test watches what the attachment delivers to the stream (its

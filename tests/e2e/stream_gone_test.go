@@ -1,0 +1,79 @@
+package e2e
+
+import (
+	"net/url"
+	"testing"
+
+	"github.com/relaywasm/relaywasm/demo/devruntime"
+	"github.com/relaywasm/relaywasm/demo/relay/relaytest"
+)
+
+// A request whose turn ended (the user cancelled, the dialog left on
+// screen), which the runtime then cancelled itself ($/cancel_request, as
+// the dev runtime does), so the stream waits for the SDK's "cancelled"
+// answer to send it; then the runtime restarts, and its new process, which
+// numbers its requests afresh, asks a permission under the old request's
+// wire id. That request is queued in the attachment behind a message the
+// stream holds, unread (the SDK reads slowly): the stream has not seen it
+// when the app answers the old dialog, "cancelled". The runtime that asked
+// for that answer is gone: it must not go out under the id, where the new
+// process took it for the answer to its request (a denial the user never
+// gave, "permission cancelled"); only the new dialog's answer does.
+// (TestStreamLateCancelAnswerWhileNewRequestUnread: the new request
+// delivered to the stream, unread.)
+func TestStreamLateCancelAnswerWhileNewRequestQueued(t *testing.T) {
+	t.Parallel()
+	// Each runtime dials the relay through a hop that keeps the lines it
+	// sends (one JSON frame a line): the test sees the new process send
+	// its request, which nothing on the page shows while it is queued.
+	var hop *relaytest.Proxy
+	tb, restart := cancelledBeforeRestart(t, func(c *devruntime.Config) {
+		u, err := url.Parse(c.Relay)
+		if err != nil || u.Scheme != "http" {
+			t.Fatalf("the runtime dials %q, want a plain http relay for the hop", c.Relay)
+		}
+		hop = relaytest.NewProxy(t, u.Host, relaytest.RecordLines())
+		c.Relay = "http://" + hop.Addr()
+	})
+
+	restart()
+	// The test watches what the attachment delivers to the stream (its
+	// tap).
+	tb.eval(`(() => {
+		const tap = __acp.att._tap, deliver = tap.onMessage;
+		__acp.delivered = [];
+		tap.onMessage = (raw, meta) => (__acp.delivered.push(raw), deliver.call(tap, raw, meta));
+	})()`, nil)
+	// The SDK reads the new session's response, and nothing after it: the
+	// stream holds the ping's chunk, unread, and the attachment delivers
+	// nothing more meanwhile.
+	tb.eval(`__acp.setLimit(__acp.reads + 1), __acp.newSession().then(() => __acp.promptLater("ping"))`, nil)
+	sdkWait(tb, "the ping's chunk held by the stream", `__acp.delivered.some(m => m?.params?.update?.content?.text === "pong")`)
+	tb.eval(`__acp.promptLater("permission to read README")`, nil)
+	if !hop.WaitLine(`session/request_permission`, waitLimit) {
+		t.Fatalf("still waiting for the new process's permission request: it sent %d lines, none holding one", len(hop.Lines()))
+	}
+	var seen bool
+	tb.eval(`__acp.delivered.some(m => m?.method === "session/request_permission") || __acp.asked.length !== 1`, &seen)
+	if seen {
+		t.Fatal("the new process's request reached the stream: the test would not see it queued behind the held message")
+	}
+
+	tb.eval(`__acp.holding[0]({outcome: {outcome: "cancelled"}})`, nil)
+	// The SDK's answer has been written once a message the SDK writes
+	// after it (in order) went out: a session/cancel of no session (a
+	// notification nothing answers).
+	tb.eval(`__acp.opened.then(c => c.notify("session/cancel", {sessionId: "none"}))`, nil)
+	sdkWait(tb, "the SDK's writes to go out", `__acp.att.history().then(h => h.some(e => e.out && e.message?.params?.sessionId === "none"))`)
+	tb.eval(`__acp.setLimit(Infinity)`, nil)
+	sdkWait(tb, "the new process's request read", `__acp.asked.length === 2 && __acp.holding.length === 2`)
+	id := reusedID(tb)
+	tb.eval(`__acp.holding[1]({outcome: {outcome: "selected", optionId: "reject"}})`, nil)
+	newTurnHeard(tb, "permission reject")
+	if answers := answersWithID(tb, id); answers != 1 {
+		t.Fatalf("%d responses went out with the reused id %s after the new process's request, want 1 (the new dialog's)", answers, id)
+	}
+	if w := warnings(tb); len(w) != 0 {
+		t.Fatalf("the console warned %q, want nothing: the app's answer to the old request was the cancelled outcome", w)
+	}
+}
