@@ -37,8 +37,9 @@
 //     not say with $/cancel_request; the answer does not go out then (see
 //     turnOver). A request that may be of a turn still running is not
 //     touched. A prompt unanswered at a loss (its response may be gone:
-//     not_resumed after a turn ended offline) counts for none of the
-//     requests that come after the loss (see dead).
+//     not_resumed after a turn ended offline), or when the runtime left
+//     (runtime_gone: a new process answers none), counts for none of the
+//     requests that come after (see dead).
 //   - errors the readable with the RelayError that ended the attachment
 //     (unauthorized, superseded, detached, closed) or that says content is
 //     gone (an eviction's reason), so the SDK's connection closes with that
@@ -145,9 +146,10 @@ export function openStream(att, options) {
   // go to onMessage. The response to one ends its turn.
   const prompts = new Map();
   // dead: the prompts in prompts that were unanswered at a loss after
-  // they went out (see lose): their responses may be gone for good (a
-  // turn that ended while the page was offline, against a runtime that
-  // does not resume). A request that comes later is not taken for one of
+  // they went out (see lose), or when the runtime left (see gone): their
+  // responses may be gone for good (a turn that ended while the page was
+  // offline, against a runtime that does not resume, or a runtime that
+  // restarted). A request that comes later is not taken for one of
   // their turns: it would stay open until a response that never comes,
   // its dialog left on screen after its own turn ended. The requests that
   // came before the loss keep them: their turns may still run (the
@@ -155,9 +157,13 @@ export function openStream(att, options) {
   // ends them. Once none of those counts one any more, it goes (see
   // bury).
   const dead = new Set();
-  // lost: a loss was told before the transcript's prompts were known
-  // (ready): they all went out before it.
+  // lost: a loss was told, or the runtime left, before the transcript's
+  // prompts were known (ready): they all went out before it.
   let lost = false;
+  // going: the prompts of prompts written and not gone out yet (their
+  // sendACP has not resolved): while the attachment reconnects they wait,
+  // and go to the runtime that is there after it (see gone).
+  const going = new Set();
   // turns: the runtime's requests by the turns they may belong to (wire
   // id -> a Set of the wire ids of prompts): the prompts of their session
   // still unanswered when they arrived (see turnOf). A request's turn is
@@ -255,9 +261,21 @@ export function openStream(att, options) {
   // prompts without them), so a runtime that merely reconnected loses at
   // most the answer to its own cancel, which a new process would not
   // want; a drop on the page's side, with no runtime_gone, keeps them.
+  //
+  // The prompts sent before (those that went out: see going), this
+  // stream's and the transcript's, go in dead, as at a loss (see lose):
+  // a new process never answers them, and numbers its sessions afresh, so
+  // a request of the new process's session of the same id would be taken
+  // for one of their turns, its dialog left on screen after its own turn
+  // ended, and they would be kept for the stream's life. The SDK is told
+  // nothing of them: a runtime that merely reconnected still answers
+  // them, and the response reaches the SDK (see restore).
   const gone = () => {
     moot.clear();
     cancelled.clear();
+    lost ||= !ready;
+    for (const id of prompts.keys()) if (!going.has(id)) dead.add(id);
+    bury();
   };
   // settled forgets the runtime's request of wire id id: answered or
   // cancelled, it is open no more, and is not offered again. Nor is it
@@ -616,13 +634,19 @@ export function openStream(att, options) {
       const id = prefix + next++;
       sent.set(id, m.id);
       wire.set(m.id, id);
-      if (m.method === PROMPT && typeof m.params?.sessionId === "string") prompts.set(id, m.params.sessionId);
-      return att.sendACP({ ...m, id }).catch((e) => {
-        sent.delete(id);
-        wire.delete(m.id);
-        prompts.delete(id);
-        throw e;
-      });
+      if (m.method === PROMPT && typeof m.params?.sessionId === "string") {
+        prompts.set(id, m.params.sessionId);
+        going.add(id);
+      }
+      return att
+        .sendACP({ ...m, id })
+        .finally(() => going.delete(id))
+        .catch((e) => {
+          sent.delete(id);
+          wire.delete(m.id);
+          prompts.delete(id);
+          throw e;
+        });
     }
     if (m.method === CANCEL_REQUEST && wire.has(m.params?.requestId)) {
       return att.sendACP({ ...m, params: { ...m.params, requestId: wire.get(m.params.requestId) } });

@@ -77,3 +77,28 @@ func TestStreamLateCancelAnswerWhileNewRequestQueued(t *testing.T) {
 		t.Fatalf("the console warned %q, want nothing: the app's answer to the old request was the cancelled outcome", w)
 	}
 }
+
+// A prompt the runtime never answered because it restarted: its new
+// process knows nothing of it, and numbers its sessions afresh, so the
+// app's new session has the old one's id. The new process's permission
+// request is of the new prompt's turn alone: when the user cancels that
+// turn (the runtime sends no $/cancel_request of its own), the new dialog
+// goes away with it. Were the old prompt, whose response never comes,
+// taken for one of the turns the request may be of, the dialog would stay
+// on screen for a turn that is over.
+func TestStreamTurnEndsAfterRuntimeRestart(t *testing.T) {
+	t.Parallel()
+	tb, restart := askedBeforeRestart(t, false, "permission to write", func(c *devruntime.Config) { c.NoCancelRequest = true })
+	restart()
+	tb.eval(`__acp.newSession().then(() => __acp.promptLater("permission to read README"))`, nil)
+	// The new request reuses the old one's wire id, so the old dialog goes.
+	sdkWait(tb, "the new process's request, the old dialog gone", `__acp.asked.length === 2 && __acp.holding.length === 1`)
+	var same bool
+	tb.eval(`__acp.asked[0].sessionId === __acp.asked[1].sessionId`, &same)
+	if !same {
+		t.Fatal("the new process's session has an id of its own: the test would not see the old prompt taken for its turn")
+	}
+	tb.eval(`__acp.opened.then(c => c.notify("session/cancel", {sessionId: __acp.sessionId}))`, nil)
+	sdkWait(tb, "the new turn's answer", `__acp.answers.some(a => a.text === "permission to read README")`)
+	sdkWait(tb, "the new dialog to go away with its turn", `__acp.holding.length === 0`)
+}
