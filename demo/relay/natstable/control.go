@@ -271,7 +271,7 @@ func (t *Table) claimLocked(k route, h holder, fx *effects) {
 		t.moved[k] = now
 	}
 	if s := t.toAtt[k]; s != nil {
-		s.forget(0)
+		s.claimedBy(h.Node)
 	}
 }
 

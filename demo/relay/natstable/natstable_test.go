@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -863,6 +864,33 @@ func TestStalledWindowDropTellsTheBrowser(t *testing.T) {
 		}
 	}
 	toldOfALoss(t, b)
+}
+
+// A node's claim of a socket comes on the control subject and its acks on
+// its ack subject, which the runtime's node handles apart, so the claim can
+// come after the first ack. The claim of the node that consumes the stream
+// already leaves the consumer known; before, the stream forgot it, and its
+// window with it, until the next ack (under a loaded make test
+// TestStalledWindowDropTellsTheBrowser waited 60 s for an ack that had come
+// and been forgotten). A claim from another node still makes the stream
+// wait for nobody until that node acknowledges.
+func TestLateClaimKeepsTheConsumer(t *testing.T) {
+	c := twoNodes(t, func(int, *natstable.Config) {})
+	b, _ := flowing(t, c)
+	node := c.Node(0).Table()
+	relaytest.WaitFor(t, "node 0 to hear node 1's ack", func() bool { return node.Consumed(b.Instance, b.Session) })
+	consumer, err := strconv.ParseUint(c.Node(1).Table().Node(), 16, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	node.HandleControl(natstable.ClaimMessage(consumer, b.Instance, b.Session, time.Now().UnixNano()))
+	if !node.Consumed(b.Instance, b.Session) {
+		t.Fatal("node 1's late claim made node 0 forget that node 1 consumes the stream")
+	}
+	node.HandleControl(natstable.ClaimMessage(99, b.Instance, b.Session, time.Now().UnixNano()))
+	if node.Consumed(b.Instance, b.Session) {
+		t.Fatal("another node's claim left the stream counting on node 1")
+	}
 }
 
 // Frames NATS drops on the browser's node because the subscription passed

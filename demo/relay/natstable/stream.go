@@ -189,15 +189,36 @@ func (s *stream) ack(a ack) {
 	s.room.Broadcast()
 }
 
-// forget makes the stream count on no consumer: the route changed hands,
-// or the consumer's node is gone (node 0: whichever it was).
+// forget makes the stream count on no consumer: the consumer's node is
+// gone, or this node lost the bus (node 0: whichever it was).
 func (s *stream) forget(node uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if node == 0 || s.consumer == node {
-		s.consumer, s.stalled = 0, false
-		s.room.Broadcast()
+		s.noConsumerLocked()
 	}
+}
+
+// claimedBy: node took the route's socket. The route changed hands, and the
+// stream counts on no consumer until node acknowledges, unless node is its
+// consumer already. A node's claim comes on the control subject and its
+// acks on the ack subject, which this node handles apart, so the claim can
+// come after the first ack of the socket it announces; forgetting the
+// consumer then left the stream without its window until the next ack,
+// Window/4 frames later (TestLateClaimKeepsTheConsumer).
+func (s *stream) claimedBy(node uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.consumer != node {
+		s.noConsumerLocked()
+	}
+}
+
+// noConsumerLocked: the stream waits for no consumer until one
+// acknowledges; with s.mu held.
+func (s *stream) noConsumerLocked() {
+	s.consumer, s.stalled = 0, false
+	s.room.Broadcast()
 }
 
 // heldBy points a stream to a runtime at a new hold: reply names it, and
