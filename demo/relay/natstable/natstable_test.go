@@ -893,6 +893,40 @@ func TestLateClaimKeepsTheConsumer(t *testing.T) {
 	}
 }
 
+// The claim of the node that consumes the stream, with the window full and
+// stalled: the socket it announces may have taken over, on that node, from
+// one that stopped reading there (no release comes then), and it
+// acknowledges only frames that reach it, which the stalled window drops.
+// The stream forgets the consumer, as for another node's claim, and sends
+// again.
+func TestClaimOverAStalledWindowForgetsTheConsumer(t *testing.T) {
+	var p *relaytest.Proxy
+	c := twoNodes(t, func(i int, tc *natstable.Config) {
+		tc.Window, tc.StallTimeout = 4, 200*time.Millisecond
+		if i == 1 {
+			p = proxied(t, tc)
+		}
+	})
+	b, send := flowing(t, c)
+	node := c.Node(0).Table()
+	relaytest.WaitFor(t, "node 0 to hear node 1's ack", func() bool { return node.Consumed(b.Instance, b.Session) })
+	p.Freeze()
+	for seq := uint64(2); seq <= 6; seq++ { // 2 to 5 fill the window; 6 is dropped, the window stalled
+		send(seq)
+	}
+	relaytest.WaitFor(t, "node 0 to drop seq 6", func() bool { return node.Sent(b.Instance, b.Session) == 6 })
+	consumer, err := strconv.ParseUint(c.Node(1).Table().Node(), 16, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	node.HandleControl(natstable.ClaimMessage(consumer, b.Instance, b.Session, time.Now().UnixNano()))
+	consumed := node.Consumed(b.Instance, b.Session)
+	p.Thaw()
+	if consumed {
+		t.Fatal("node 1's claim over a stalled window left the stream counting on node 1, which acknowledges nothing the window drops")
+	}
+}
+
 // Frames NATS drops on the browser's node because the subscription passed
 // its pending limits (the node's dispatcher for the instance was behind)
 // are a loss at once: NATS reports the drop (nats.ErrSlowConsumer) to the

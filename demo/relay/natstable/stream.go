@@ -201,15 +201,20 @@ func (s *stream) forget(node uint64) {
 
 // claimedBy: node took the route's socket. The route changed hands, and the
 // stream counts on no consumer until node acknowledges, unless node is its
-// consumer already. A node's claim comes on the control subject and its
-// acks on the ack subject, which this node handles apart, so the claim can
-// come after the first ack of the socket it announces; forgetting the
-// consumer then left the stream without its window until the next ack,
-// Window/4 frames later (TestLateClaimKeepsTheConsumer).
+// consumer already and the window has room. A node's claim comes on the
+// control subject and its acks on the ack subject, which this node handles
+// apart, so the claim can come after the first ack of the socket it
+// announces; forgetting the consumer then left the stream without its
+// window until the next ack, Window/4 frames later
+// (TestLateClaimKeepsTheConsumer). A full or stalled window is forgotten
+// all the same: the socket the node's claim announces may have taken over
+// from one that stopped reading there (inbound.takenOver, no release), and
+// it acknowledges only frames that reach it, which a full window would
+// hold back or drop.
 func (s *stream) claimedBy(node uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.consumer != node {
+	if s.consumer != node || s.stalled || !s.hasRoom() {
 		s.noConsumerLocked()
 	}
 }
