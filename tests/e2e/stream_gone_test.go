@@ -37,13 +37,7 @@ func TestStreamLateCancelAnswerWhileNewRequestQueued(t *testing.T) {
 	})
 
 	restart()
-	// The test watches what the attachment delivers to the stream (its
-	// tap).
-	tb.eval(`(() => {
-		const tap = __acp.att._tap, deliver = tap.onMessage;
-		__acp.delivered = [];
-		tap.onMessage = (raw, meta) => (__acp.delivered.push(raw), deliver.call(tap, raw, meta));
-	})()`, nil)
+	watchDelivered(tb)
 	// The SDK reads the new session's response, and nothing after it: the
 	// stream holds the ping's chunk, unread, and the attachment delivers
 	// nothing more meanwhile.
@@ -59,23 +53,7 @@ func TestStreamLateCancelAnswerWhileNewRequestQueued(t *testing.T) {
 		t.Fatal("the new process's request reached the stream: the test would not see it queued behind the held message")
 	}
 
-	tb.eval(`__acp.holding[0]({outcome: {outcome: "cancelled"}})`, nil)
-	// The SDK's answer has been written once a message the SDK writes
-	// after it (in order) went out: a session/cancel of no session (a
-	// notification nothing answers).
-	tb.eval(`__acp.opened.then(c => c.notify("session/cancel", {sessionId: "none"}))`, nil)
-	sdkWait(tb, "the SDK's writes to go out", `__acp.att.history().then(h => h.some(e => e.out && e.message?.params?.sessionId === "none"))`)
-	tb.eval(`__acp.setLimit(Infinity)`, nil)
-	sdkWait(tb, "the new process's request read", `__acp.asked.length === 2 && __acp.holding.length === 2`)
-	id := reusedID(tb)
-	tb.eval(`__acp.holding[1]({outcome: {outcome: "selected", optionId: "reject"}})`, nil)
-	newTurnHeard(tb, "permission reject")
-	if answers := answersWithID(tb, id); answers != 1 {
-		t.Fatalf("%d responses went out with the reused id %s after the new process's request, want 1 (the new dialog's)", answers, id)
-	}
-	if w := warnings(tb); len(w) != 0 {
-		t.Fatalf("the console warned %q, want nothing: the app's answer to the old request was the cancelled outcome", w)
-	}
+	answerOldWhileUnread(tb)
 }
 
 // A prompt the runtime never answered because it restarted: its new

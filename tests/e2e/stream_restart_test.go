@@ -185,21 +185,38 @@ func TestStreamLateCancelAnswerWhileNewRequestUnread(t *testing.T) {
 	tb, restart := cancelledBeforeRestart(t, nil)
 
 	restart()
-	// The test watches what the attachment delivers to the stream (its
-	// tap): the new request is held there, unread, once it shows here.
+	// The new request is held in the stream, unread, once it shows among
+	// what the attachment delivered.
+	watchDelivered(tb)
+	// The SDK reads the new session's response, and nothing after it.
+	tb.eval(`__acp.setLimit(__acp.reads + 1), __acp.newSession().then(() => __acp.promptLater("permission to read README"))`, nil)
+	sdkWait(tb, "the new process's request delivered, unread", `__acp.delivered.some(m => m?.method === "session/request_permission") && __acp.asked.length === 1`)
+
+	answerOldWhileUnread(tb)
+}
+
+// watchDelivered has the page keep what the attachment delivers to the
+// stream (its tap) in __acp.delivered, read by the SDK or not.
+func watchDelivered(tb *tab) {
+	tb.t.Helper()
 	tb.eval(`(() => {
 		const tap = __acp.att._tap, deliver = tap.onMessage;
 		__acp.delivered = [];
 		tap.onMessage = (raw, meta) => (__acp.delivered.push(raw), deliver.call(tap, raw, meta));
 	})()`, nil)
-	// The SDK reads the new session's response, and nothing after it.
-	tb.eval(`__acp.setLimit(__acp.reads + 1), __acp.newSession().then(() => __acp.promptLater("permission to read README"))`, nil)
-	sdkWait(tb, "the new process's request delivered, unread", `__acp.delivered.some(m => m?.method === "session/request_permission") && __acp.asked.length === 1`)
+}
 
+// answerOldWhileUnread has the app answer the old dialog "cancelled" while
+// the SDK reads nothing more (the new process's request not read yet), and
+// waits for that answer to have been written: a message the SDK writes
+// after it (in order) went out, a session/cancel of no session (a
+// notification nothing answers). Then the SDK reads the new request, the
+// app answers it "reject", and only that answer may have gone out under
+// the reused wire id, with nothing warned on the console.
+func answerOldWhileUnread(tb *tab) {
+	t := tb.t
+	t.Helper()
 	tb.eval(`__acp.holding[0]({outcome: {outcome: "cancelled"}})`, nil)
-	// The SDK's answer has been written once a message the SDK writes
-	// after it (in order) reached the runtime: a session/cancel of no
-	// session (a notification nothing answers).
 	tb.eval(`__acp.opened.then(c => c.notify("session/cancel", {sessionId: "none"}))`, nil)
 	sdkWait(tb, "the SDK's writes to go out", `__acp.att.history().then(h => h.some(e => e.out && e.message?.params?.sessionId === "none"))`)
 	tb.eval(`__acp.setLimit(Infinity)`, nil)
@@ -209,5 +226,8 @@ func TestStreamLateCancelAnswerWhileNewRequestUnread(t *testing.T) {
 	newTurnHeard(tb, "permission reject")
 	if answers := answersWithID(tb, id); answers != 1 {
 		t.Fatalf("%d responses went out with the reused id %s after the new process's request, want 1 (the new dialog's)", answers, id)
+	}
+	if w := warnings(tb); len(w) != 0 {
+		t.Fatalf("the console warned %q, want nothing: the app's answer to the old request was the cancelled outcome", w)
 	}
 }
