@@ -842,6 +842,24 @@ func toldOfALoss(t *testing.T, b *relaytest.Browser) {
 // skip, and when the dropped frame ended an answer the client waited for
 // ever.
 func TestStalledWindowDropTellsTheBrowser(t *testing.T) {
+	_, b, p := stalledWindow(t)
+	p.Thaw()
+	for seq := uint64(2); seq <= 5; seq++ {
+		if f, err := readWithin(b, 3*time.Second); err != nil || f.Seq != seq {
+			t.Fatalf("got %+v (%v), want seq %d", f, err, seq)
+		}
+	}
+	toldOfALoss(t, b)
+}
+
+// stalledWindow starts two nodes whose streams keep a window of 4 frames
+// (StallTimeout 200 ms), node 1's bus link through a proxy, and a browser
+// on node 1 attached to a runtime on node 0 (flowing). Once node 0 has
+// heard node 1's ack, the proxy freezes node 1's link, and the runtime
+// sends seq 2 to 6: 2 to 5 fill the window, 6 (an answer's last) is
+// dropped, the window stalled. It returns with the link still frozen.
+func stalledWindow(t *testing.T) (*stack.Cluster, *relaytest.Browser, *relaytest.Proxy) {
+	t.Helper()
 	var p *relaytest.Proxy
 	c := twoNodes(t, func(i int, tc *natstable.Config) {
 		tc.Window, tc.StallTimeout = 4, 200*time.Millisecond
@@ -853,17 +871,11 @@ func TestStalledWindowDropTellsTheBrowser(t *testing.T) {
 	node := c.Node(0).Table()
 	relaytest.WaitFor(t, "node 0 to hear node 1's ack", func() bool { return node.Consumed(b.Instance, b.Session) })
 	p.Freeze()
-	for seq := uint64(2); seq <= 6; seq++ { // 2 to 5 fill the window; 6, the answer's last, is dropped
+	for seq := uint64(2); seq <= 6; seq++ {
 		send(seq)
 	}
 	relaytest.WaitFor(t, "node 0 to drop seq 6", func() bool { return node.Sent(b.Instance, b.Session) == 6 })
-	p.Thaw()
-	for seq := uint64(2); seq <= 5; seq++ {
-		if f, err := readWithin(b, 3*time.Second); err != nil || f.Seq != seq {
-			t.Fatalf("got %+v (%v), want seq %d", f, err, seq)
-		}
-	}
-	toldOfALoss(t, b)
+	return c, b, p
 }
 
 // A node's claim of a socket comes on the control subject and its acks on
@@ -900,21 +912,8 @@ func TestLateClaimKeepsTheConsumer(t *testing.T) {
 // The stream forgets the consumer, as for another node's claim, and sends
 // again.
 func TestClaimOverAStalledWindowForgetsTheConsumer(t *testing.T) {
-	var p *relaytest.Proxy
-	c := twoNodes(t, func(i int, tc *natstable.Config) {
-		tc.Window, tc.StallTimeout = 4, 200*time.Millisecond
-		if i == 1 {
-			p = proxied(t, tc)
-		}
-	})
-	b, send := flowing(t, c)
+	c, b, p := stalledWindow(t)
 	node := c.Node(0).Table()
-	relaytest.WaitFor(t, "node 0 to hear node 1's ack", func() bool { return node.Consumed(b.Instance, b.Session) })
-	p.Freeze()
-	for seq := uint64(2); seq <= 6; seq++ { // 2 to 5 fill the window; 6 is dropped, the window stalled
-		send(seq)
-	}
-	relaytest.WaitFor(t, "node 0 to drop seq 6", func() bool { return node.Sent(b.Instance, b.Session) == 6 })
 	consumer, err := strconv.ParseUint(c.Node(1).Table().Node(), 16, 64)
 	if err != nil {
 		t.Fatal(err)
