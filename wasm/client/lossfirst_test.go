@@ -48,44 +48,28 @@ func lossStoredFirst(t *testing.T, history int) {
 		cursor  uint64
 	}
 	var (
-		mu        sync.Mutex
-		delivered = map[int]seen{} // message n -> what the Store had at its delivery
-	)
-	var (
-		s   *scripted
-		key client.Key
+		delivered atDelivery[seen] // message n -> what the Store had at its delivery
+		s         *scripted
+		key       client.Key
 	)
 	s = newScriptedWith(t, func(o *client.Options) {
 		o.Store, o.Transport, o.History = store, tr, history
 		key = client.Key{URL: o.URL, Instance: o.Instance, Name: client.DefaultName}
-		o.OnMessages = func(ctx context.Context, batch []client.Message) (int, error) {
+		o.OnMessages = delivered.handler(func() *clienttest.Collector { return s.c }, func(ctx context.Context) (seen, error) {
 			h, err := store.History(ctx, key)
 			if err != nil {
-				return 0, err
+				return seen{}, err
 			}
 			saved, err := store.Load(ctx, key)
 			if err != nil {
-				return 0, err
+				return seen{}, err
 			}
-			at := seen{
+			return seen{
 				commits: store.count(),
 				lost:    slices.ContainsFunc(h, func(e client.Entry) bool { return e.Lost != nil && e.Lost.Reason == client.EvictedCursor }),
 				cursor:  saved.Cursor,
-			}
-			mu.Lock()
-			for _, m := range batch {
-				var rpc struct{ Params int }
-				_ = json.Unmarshal(m.Payload, &rpc)
-				delivered[rpc.Params] = at
-			}
-			mu.Unlock()
-			for i, m := range batch {
-				if err := s.c.OnMessage(m); err != nil {
-					return i, err
-				}
-			}
-			return len(batch), nil
-		}
+			}, nil
+		})
 	})
 	_, id := s.expectResume(t)
 	s.resumed(t, id, 1, false)
@@ -112,9 +96,7 @@ func lossStoredFirst(t *testing.T, history int) {
 	s.msg(t, 1, 10)
 	waitDelivered(t, s.c, 4)
 
-	mu.Lock()
-	plain, first := delivered[3], delivered[10]
-	mu.Unlock()
+	plain, first := delivered.at(3), delivered.at(10)
 	if plain.commits != before {
 		t.Errorf("a batch after no loss was delivered after %d commits of its own, want none", plain.commits-before)
 	}
@@ -130,6 +112,50 @@ func lossStoredFirst(t *testing.T, history int) {
 			t.Fatalf("stored: %s, want %s", got, want)
 		}
 	}
+}
+
+// atDelivery keeps, for each message delivered, what a look at the Store
+// read as its batch was delivered, before the handler took any of it, by
+// the message's params (a number in these tests).
+type atDelivery[T any] struct {
+	mu sync.Mutex
+	by map[int]T
+}
+
+// handler is an OnMessages that looks at the Store as each batch is
+// delivered, keeps what it read for every message of the batch, and hands
+// the batch to the Collector c returns (a func: the one a test's peer
+// makes may not exist yet when its options are set).
+func (a *atDelivery[T]) handler(c func() *clienttest.Collector, look func(context.Context) (T, error)) func(context.Context, []client.Message) (int, error) {
+	return func(ctx context.Context, batch []client.Message) (int, error) {
+		v, err := look(ctx)
+		if err != nil {
+			return 0, err
+		}
+		a.mu.Lock()
+		if a.by == nil {
+			a.by = map[int]T{}
+		}
+		for _, m := range batch {
+			var rpc struct{ Params int }
+			_ = json.Unmarshal(m.Payload, &rpc)
+			a.by[rpc.Params] = v
+		}
+		a.mu.Unlock()
+		for i, m := range batch {
+			if err := c().OnMessage(m); err != nil {
+				return i, err
+			}
+		}
+		return len(batch), nil
+	}
+}
+
+// at is what the Store had when message n was delivered.
+func (a *atDelivery[T]) at(n int) T {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.by[n]
 }
 
 // waitDelivered waits until the application has n messages.
@@ -243,34 +269,16 @@ func (cc *coalescingConn) Read(ctx context.Context) ([][]byte, error) {
 func TestPlaceClosedBeforeTheMessagesAfterTheAnswer(t *testing.T) {
 	t.Parallel()
 	tr := &coalescing{Transport: client.DefaultTransport}
-	var (
-		mu   sync.Mutex
-		open = map[int]bool{} // message n -> a place open in the Store at its delivery
-	)
+	var open atDelivery[bool] // message n -> a place open in the Store at its delivery
 	c := clienttest.NewCollector()
 	var p *pages
 	p = newPagesWith(t, guard, c, func(o *client.Options) {
 		o.Transport = tr
 		key := client.Key{URL: o.URL, Instance: o.Instance, Name: client.DefaultName}
-		o.OnMessages = func(ctx context.Context, batch []client.Message) (int, error) {
+		o.OnMessages = open.handler(func() *clienttest.Collector { return c }, func(ctx context.Context) (bool, error) {
 			saved, err := p.store.Load(ctx, key)
-			if err != nil {
-				return 0, err
-			}
-			mu.Lock()
-			for _, m := range batch {
-				var rpc struct{ Params int }
-				_ = json.Unmarshal(m.Payload, &rpc)
-				open[rpc.Params] = saved.PlaceOpen
-			}
-			mu.Unlock()
-			for i, m := range batch {
-				if err := c.OnMessage(m); err != nil {
-					return i, err
-				}
-			}
-			return len(batch), nil
-		}
+			return saved.PlaceOpen, err
+		})
 	})
 	p.unsequenced(t, 1, 2)
 	p.reload(t, guard)
@@ -281,9 +289,7 @@ func TestPlaceClosedBeforeTheMessagesAfterTheAnswer(t *testing.T) {
 	tr.holdUntil([]byte(`"params":4`))
 	p.resumed(t, id, 0, false)
 	p.unsequenced(t, 4)
-	mu.Lock()
-	before, after := open[3], open[4]
-	mu.Unlock()
+	before, after := open.at(3), open.at(4)
 	if !before {
 		t.Fatalf("the message delivered before the resume's answer found no place open in the Store: the test tested nothing")
 	}

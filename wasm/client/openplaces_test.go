@@ -320,40 +320,20 @@ func (p *pages) history(t *testing.T) string {
 // messages.
 func TestPlaceStoredBeforeTheMessagesAfterIt(t *testing.T) {
 	t.Parallel()
-	var (
-		mu     sync.Mutex
-		placed = map[string]bool{} // message -> a place stored when it was delivered
-	)
+	var placed atDelivery[bool] // message n -> a place stored when it was delivered
 	c := clienttest.NewCollector()
 	p := newPagesWith(t, guard, c, func(o *client.Options) {
 		store, key := o.Store, client.Key{URL: o.URL, Instance: o.Instance, Name: client.DefaultName}
-		o.OnMessages = func(ctx context.Context, batch []client.Message) (int, error) {
+		o.OnMessages = placed.handler(func() *clienttest.Collector { return c }, func(ctx context.Context) (bool, error) {
 			h, err := store.History(ctx, key)
-			if err != nil {
-				return 0, err
-			}
-			had := slices.ContainsFunc(h, func(e client.Entry) bool { return e.Lost != nil && e.Lost.Reason == "" })
-			mu.Lock()
-			for _, m := range batch {
-				placed[string(m.Payload)] = had
-			}
-			mu.Unlock()
-			for i, m := range batch {
-				if err := c.OnMessage(m); err != nil {
-					return i, err
-				}
-			}
-			return len(batch), nil
-		}
+			return slices.ContainsFunc(h, func(e client.Entry) bool { return e.Lost != nil && e.Lost.Reason == "" }), err
+		})
 	})
 	p.unsequenced(t, 1, 2)
 	p.reload(t, guard) // the connection opens again; its resume is not answered
 	p.expectResume(t)
 	p.unsequenced(t, 3, 4)
-	mu.Lock()
-	first := placed[`{"jsonrpc":"2.0","method":"n","params":3}`]
-	mu.Unlock()
-	if !first {
+	if !placed.at(3) {
 		t.Errorf("the first message after the place was delivered before the Store had the place")
 	}
 	var got []string
