@@ -107,8 +107,17 @@ func lossStoredFirst(t *testing.T, history int) {
 		t.Errorf("the first message of the stream started again was delivered before the Store had the cursor_evicted loss")
 	}
 	waitStored(t, store, key, 1)
+	// Once the stream started again is stored, a batch after it is a plain
+	// one again: no commit of its own before it.
+	before = store.count()
+	s.msg(t, 2, 11)
+	waitDelivered(t, s.c, 5)
+	waitStored(t, store, key, 2)
+	if at := delivered.at(11).commits; at != before {
+		t.Errorf("a batch after the restarted stream was stored cost %d commits of its own before its delivery, want none", at-before)
+	}
 	if history > 0 {
-		if got, want := storedHistory(t, store, key), "1 2 3 [cursor_evicted] 10"; got != want {
+		if got, want := storedHistory(t, store, key), "1 2 3 [cursor_evicted] 10 11"; got != want {
 			t.Fatalf("stored: %s, want %s", got, want)
 		}
 	}
