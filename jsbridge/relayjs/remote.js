@@ -712,6 +712,13 @@ class RemoteAttachment extends BaseAttachment {
   // hears of it after, so a page that goes away in between would lose
   // those messages from the transcript against a runtime that does not
   // resume. At pagehide, the page commits them itself (_commitTail).
+  // Not what the app sent: the worker commits a send it has written
+  // before it tells the page the send resolved, so a send the page saw
+  // resolve is stored. One the worker wrote while the page waited for its
+  // answer, whose commit had not reached the page when it went away, is
+  // missing from the transcript (not from the runtime): the page cannot
+  // tell it from one still waiting in the worker's queue, which it must
+  // not record.
   #tail = []; // [{waitID, batch, replay, n}]: the first n of each batch
   #place = null; // [store handle, stream] in the page's stores, or null
   // What _commitTail committed whose commits from the worker are still to
