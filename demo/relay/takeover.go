@@ -38,8 +38,9 @@ import (
 // incumbent (it may have let another newcomer in): the newcomer here is
 // refused instance_taken. Not answered (that node gone, the runtime
 // frozen): the newcomer is welcomed, and the incumbent is told
-// heartbeat_timeout by its node when this node's hold reaches it, as on one relay (endFromAfar; superseded if
-// its node never probed it: gone, or of an earlier version). Of several
+// heartbeat_timeout by its node when this node's hold reaches it, as on
+// one relay (endFromAfar; superseded if its node never probed it: gone,
+// or of an earlier version). Of several
 // newcomers on several nodes that find the incumbent silent at once, only
 // the first is told so by its node (yield); the others are refused
 // instance_taken, as on one relay, where they would probe the first and
