@@ -50,6 +50,15 @@ type Config struct {
 	// waits for the answer any more. For tests of clients.
 	NoCancelRequest bool
 
+	// CancelRequestFirst sends the agent's $/cancel_request of a request
+	// before the response that ends its cancelled turn (stopReason
+	// "cancelled"), which the agent's ACP library otherwise sends first as
+	// often as not (it writes the cancel from a goroutine of its own). For
+	// tests of clients: the runtime cancels the request while its turn
+	// still runs. A cancelled turn's response waits for that cancel at most
+	// cancelFirstWait.
+	CancelRequestFirst bool
+
 	// LoadForgets has session/load of a session the agent does not hold
 	// answer as if it had loaded it, replaying nothing and holding nothing:
 	// the next prompt on it is refused "unknown session" again, as by a

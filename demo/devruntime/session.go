@@ -28,8 +28,15 @@ type session struct {
 	instance, id string
 	noResume     bool              // Config.NoResume: no seq, no retention
 	noCancel     bool              // Config.NoCancelRequest: $/cancel_request not sent
+	cancelFirst  bool              // Config.CancelRequestFirst: a cancelled turn's response waits for its $/cancel_request
 	out          func(line []byte) // the current connection, or nowhere while there is none
 	used         atomic.Int64      // unix nanos of the last frame either way, for eviction
+
+	// heldMu guards held: a cancelled turn's response waiting for the
+	// agent's $/cancel_request (cancelFirst), sent by it or by heldTimer.
+	heldMu    sync.Mutex
+	held      []byte
+	heldTimer *time.Timer
 
 	mu     sync.Mutex
 	last   uint64 // seq of the newest frame; 0 before the first
@@ -44,7 +51,7 @@ type session struct {
 // sequenced acp.message frame.
 func newSession(cfg *Config, id string, p *pause, out func([]byte), log *slog.Logger) *session {
 	pr, pw := io.Pipe()
-	s := &session{instance: cfg.Instance, id: id, noResume: cfg.NoResume, noCancel: cfg.NoCancelRequest, out: out, in: pw}
+	s := &session{instance: cfg.Instance, id: id, noResume: cfg.NoResume, noCancel: cfg.NoCancelRequest, cancelFirst: cfg.CancelRequestFirst, out: out, in: pw}
 	s.kept = retention{maxFrames: cfg.RetainFrames, maxBytes: cfg.RetainBytes}
 	s.touch()
 	agent := newDevAgent(cfg.AgentRate, p)
@@ -73,11 +80,60 @@ func (s *session) Write(p []byte) (int, error) {
 		if len(bytes.TrimSpace(line)) == 0 || s.noCancel && isCancelRequest(line) {
 			continue
 		}
+		if s.cancelFirst && isCancelledTurn(line) {
+			s.hold(line)
+			continue
+		}
 		if err := s.emit(line); err != nil {
 			return 0, err
 		}
+		if s.cancelFirst && isCancelRequest(line) {
+			s.sendHeld()
+		}
 	}
 	return len(p), nil
+}
+
+// cancelFirstWait bounds how long a cancelled turn's response waits for
+// the agent's $/cancel_request under Config.CancelRequestFirst: a turn
+// cancelled with no request open sends none.
+const cancelFirstWait = 200 * time.Millisecond
+
+// hold keeps a cancelled turn's response (a copy: the caller's buffer is
+// the ACP library's) until the agent's $/cancel_request has gone out, or
+// cancelFirstWait.
+func (s *session) hold(line []byte) {
+	s.sendHeld() // one at a time: an earlier one goes first
+	s.heldMu.Lock()
+	defer s.heldMu.Unlock()
+	s.held = bytes.Clone(line)
+	s.heldTimer = time.AfterFunc(cancelFirstWait, s.sendHeld)
+}
+
+// sendHeld sends the response hold keeps, if any.
+func (s *session) sendHeld() {
+	s.heldMu.Lock()
+	line := s.held
+	s.held = nil
+	if s.heldTimer != nil {
+		s.heldTimer.Stop()
+		s.heldTimer = nil
+	}
+	s.heldMu.Unlock()
+	if line != nil {
+		_ = s.emit(line) // a session closed meanwhile has nowhere to send it
+	}
+}
+
+// isCancelledTurn says whether line is the response to a session/prompt
+// whose turn was cancelled.
+func isCancelledTurn(line []byte) bool {
+	var m struct {
+		Result struct {
+			StopReason string `json:"stopReason"`
+		} `json:"result"`
+	}
+	return json.Unmarshal(line, &m) == nil && m.Result.StopReason == "cancelled"
 }
 
 // isCancelRequest says whether line is a $/cancel_request notification.

@@ -4,10 +4,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/relaywasm/relaywasm/librelay"
 )
@@ -174,6 +176,43 @@ func TestSessionNoCancelRequest(t *testing.T) {
 	}
 	if f := rec.frames(t); len(f) != 1 || !strings.Contains(string(f[0].Payload), "cancelled") {
 		t.Fatalf("sent %v, want only the response", f)
+	}
+}
+
+// With CancelRequestFirst a cancelled turn's response goes out after the
+// agent's $/cancel_request written after it, and on its own once
+// cancelFirstWait has passed with no cancel; other messages are not held.
+func TestSessionCancelRequestFirst(t *testing.T) {
+	rec := &recorder{}
+	s := bareSession(rec, 10)
+	s.cancelFirst = true
+	const (
+		cancelledTurn = `{"jsonrpc":"2.0","id":2,"result":{"stopReason":"cancelled"}}`
+		cancel        = `{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":1}}`
+		chunk         = `{"jsonrpc":"2.0","method":"session/update","params":{}}`
+	)
+	for _, line := range []string{chunk, cancelledTurn, cancel} {
+		if _, err := s.Write([]byte(line + "\n")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []string
+	for _, f := range rec.frames(t) {
+		got = append(got, string(f.Payload))
+	}
+	if want := []string{chunk, cancel, cancelledTurn}; !slices.Equal(got, want) {
+		t.Fatalf("sent %q, want %q", got, want)
+	}
+	rec.reset()
+	if _, err := s.Write([]byte(cancelledTurn + "\n")); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(rec.frames(t)) == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if f := rec.frames(t); len(f) != 1 || string(f[0].Payload) != cancelledTurn {
+		t.Fatalf("with no cancel after it, sent %v, want the cancelled turn's response alone", f)
 	}
 }
 

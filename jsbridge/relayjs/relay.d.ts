@@ -434,10 +434,10 @@ export interface Attachment {
    *   request that came after the second prompt went out keeps its dialog
    *   until the second turn ends, unless the runtime cancels it; a
    *   session/prompt unanswered at a loss, whose response may be gone,
-   *   or when the runtime left the relay (runtime_gone: a new process
-   *   answers none, and may reuse its session's id), counts for no request
-   *   that came after, and one that came before stays open unless that
-   *   response does come): the stream
+   *   counts for no request that came after the loss, and one that came
+   *   before stays open unless that response does come; not so at
+   *   runtime_gone, after which the same process may be back, its
+   *   requests of that turn): the stream
    *   sends the SDK a
    *   $/cancel_request for each (the dialog goes away), and the SDK's
    *   answer reaches the runtime only if the runtime cancels the request
@@ -446,7 +446,8 @@ export interface Attachment {
    *   before a new request with its id comes from the runtime, a turn
    *   begun after the cancel ends (see Ids), or the runtime leaves the
    *   relay (runtime_gone: its new process's request of that id may be on
-   *   its way before the stream sees it). An answer the app gave anyway (Allow on a dialog left
+   *   its way before the stream sees it), which holds too for a request
+   *   the runtime cancelled before its turn ended. An answer the app gave anyway (Allow on a dialog left
    *   on screen) is dropped with a console.warn. A request without a
    *   sessionId, or of no turn, is kept.
    * - Errors: the readable errors with the RelayError that ended the

@@ -37,9 +37,8 @@
 //     not say with $/cancel_request; the answer does not go out then (see
 //     turnOver). A request that may be of a turn still running is not
 //     touched. A prompt unanswered at a loss (its response may be gone:
-//     not_resumed after a turn ended offline), or when the runtime left
-//     (runtime_gone: a new process answers none), counts for none of the
-//     requests that come after (see dead).
+//     not_resumed after a turn ended offline) counts for none of the
+//     requests that come after the loss (see dead).
 //   - errors the readable with the RelayError that ended the attachment
 //     (unauthorized, superseded, detached, closed) or that says content is
 //     gone (an eviction's reason), so the SDK's connection closes with that
@@ -146,10 +145,9 @@ export function openStream(att, options) {
   // go to onMessage. The response to one ends its turn.
   const prompts = new Map();
   // dead: the prompts in prompts that were unanswered at a loss after
-  // they went out (see lose), or when the runtime left (see gone): their
-  // responses may be gone for good (a turn that ended while the page was
-  // offline, against a runtime that does not resume, or a runtime that
-  // restarted). A request that comes later is not taken for one of
+  // they went out (see lose): their responses may be gone for good (a
+  // turn that ended while the page was offline, against a runtime that
+  // does not resume). A request that comes later is not taken for one of
   // their turns: it would stay open until a response that never comes,
   // its dialog left on screen after its own turn ended. The requests that
   // came before the loss keep them: their turns may still run (the
@@ -157,13 +155,9 @@ export function openStream(att, options) {
   // ends them. Once none of those counts one any more, it goes (see
   // bury).
   const dead = new Set();
-  // lost: a loss was told, or the runtime left, before the transcript's
-  // prompts were known (ready): they all went out before it.
+  // lost: a loss was told before the transcript's prompts were known
+  // (ready): they all went out before it.
   let lost = false;
-  // going: the prompts of prompts written and not gone out yet (their
-  // sendACP has not resolved): while the attachment reconnects they wait,
-  // and go to the runtime that is there after it (see gone).
-  const going = new Set();
   // turns: the runtime's requests by the turns they may belong to (wire
   // id -> a Set of the wire ids of prompts): the prompts of their session
   // still unanswered when they arrived (see turnOf). A request's turn is
@@ -261,21 +255,23 @@ export function openStream(att, options) {
   // prompts without them), so a runtime that merely reconnected loses at
   // most the answer to its own cancel, which a new process would not
   // want; a drop on the page's side, with no runtime_gone, keeps them.
+  // So too the requests the runtime cancelled itself before their turn
+  // ended (its $/cancel_request came before the prompt's response, see
+  // over), whose answer the SDK has yet to give: kept in requests, it
+  // would go out under the wire id. A request still open is kept: a
+  // runtime that merely reconnected waits for its answer.
   //
-  // The prompts sent before (those that went out: see going), this
-  // stream's and the transcript's, go in dead, as at a loss (see lose):
-  // a new process never answers them, and numbers its sessions afresh, so
-  // a request of the new process's session of the same id would be taken
-  // for one of their turns, its dialog left on screen after its own turn
-  // ended, and they would be kept for the stream's life. The SDK is told
-  // nothing of them: a runtime that merely reconnected still answers
-  // them, and the response reaches the SDK (see restore).
+  // The prompts sent before are not touched: the same process may be
+  // back (the relay says runtime_gone when the runtime's connection
+  // drops, or when it restarts), and its requests are of their turns.
   const gone = () => {
     moot.clear();
     cancelled.clear();
-    lost ||= !ready;
-    for (const id of prompts.keys()) if (!going.has(id)) dead.add(id);
-    bury();
+    for (const [local, r] of requests) {
+      if (r.since === undefined || r.stale) continue;
+      requests.delete(local);
+      if (localOf.get(r.wire) === local) localOf.delete(r.wire);
+    }
   };
   // settled forgets the runtime's request of wire id id: answered or
   // cancelled, it is open no more, and is not offered again. Nor is it
@@ -390,7 +386,7 @@ export function openStream(att, options) {
     if (moot.has(m.id)) return settle(m);
     if (!requests.has(m.id)) {
       if (typeof m.id !== "string" || !m.id.startsWith(prefix)) return m;
-      if (given(m)) console.warn(`relaywasm: att.stream() dropped the app's answer to a request that was over (the runtime cancelled it, its turn ended, or a new request with that id came from the runtime), given after a later turn ended: nothing waits for it`);
+      if (given(m)) console.warn(`relaywasm: att.stream() dropped the app's answer to a request that was over (the runtime cancelled it, its turn ended, or a new request with that id came from the runtime), given after a later turn ended or the runtime left the relay: nothing waits for it`);
       return undefined;
     }
     const r = requests.get(m.id);
@@ -634,19 +630,13 @@ export function openStream(att, options) {
       const id = prefix + next++;
       sent.set(id, m.id);
       wire.set(m.id, id);
-      if (m.method === PROMPT && typeof m.params?.sessionId === "string") {
-        prompts.set(id, m.params.sessionId);
-        going.add(id);
-      }
-      return att
-        .sendACP({ ...m, id })
-        .finally(() => going.delete(id))
-        .catch((e) => {
-          sent.delete(id);
-          wire.delete(m.id);
-          prompts.delete(id);
-          throw e;
-        });
+      if (m.method === PROMPT && typeof m.params?.sessionId === "string") prompts.set(id, m.params.sessionId);
+      return att.sendACP({ ...m, id }).catch((e) => {
+        sent.delete(id);
+        wire.delete(m.id);
+        prompts.delete(id);
+        throw e;
+      });
     }
     if (m.method === CANCEL_REQUEST && wire.has(m.params?.requestId)) {
       return att.sendACP({ ...m, params: { ...m.params, requestId: wire.get(m.params.requestId) } });
