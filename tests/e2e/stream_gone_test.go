@@ -6,6 +6,7 @@ import (
 
 	"github.com/relaywasm/relaywasm/demo/devruntime"
 	"github.com/relaywasm/relaywasm/demo/relay/relaytest"
+	"github.com/relaywasm/relaywasm/demo/stack"
 )
 
 // A request whose turn ended (the user cancelled, the dialog left on
@@ -44,12 +45,7 @@ func lateCancelAnswerWhileQueued(t *testing.T, cancelFirst bool) {
 	var hop *relaytest.Proxy
 	tb, restart := cancelledBeforeRestart(t, func(c *devruntime.Config) {
 		c.CancelRequestFirst = cancelFirst
-		u, err := url.Parse(c.Relay)
-		if err != nil || u.Scheme != "http" {
-			t.Fatalf("the runtime dials %q, want a plain http relay for the hop", c.Relay)
-		}
-		hop = relaytest.NewProxy(t, u.Host, relaytest.RecordLines())
-		c.Relay = "http://" + hop.Addr()
+		hop = runtimeHop(t, c)
 	})
 
 	if cancelFirst {
@@ -77,4 +73,53 @@ func lateCancelAnswerWhileQueued(t *testing.T, cancelFirst bool) {
 	}
 
 	answerOldWhileUnread(tb)
+}
+
+// runtimeHop has the runtime c configures dial the relay through a hop that
+// keeps the lines it sends (one JSON frame a line), and returns the hop.
+func runtimeHop(t *testing.T, c *devruntime.Config) *relaytest.Proxy {
+	t.Helper()
+	u, err := url.Parse(c.Relay)
+	if err != nil || u.Scheme != "http" {
+		t.Fatalf("the runtime dials %q, want a plain http relay for the hop", c.Relay)
+	}
+	hop := relaytest.NewProxy(t, u.Host, relaytest.RecordLines())
+	c.Relay = "http://" + hop.Addr()
+	return hop
+}
+
+// The runtime's connection drops while its permission request is on its
+// way to the app (lost), and the same process dials again: the relay tells
+// the page runtime_gone, and the runtime, resuming the stream, sends the
+// request again. It is of the turn of the prompt sent before the drop,
+// whose response that process still sends: when the user cancels the turn
+// (this runtime sends no $/cancel_request), the dialog goes away with it.
+// A stream that took the prompts sent before runtime_gone for a new
+// process's, whose responses never come, left it on screen.
+func TestStreamSameRuntimeBackDialogEndsWithItsTurn(t *testing.T) {
+	t.Parallel()
+	needSDK(t)
+	var hop *relaytest.Proxy
+	s := startFreshStack(t, stack.Config{
+		WebDir: sdkDir, ModuleDir: moduleDir, Logger: logger(),
+		EditRuntime: func(c *devruntime.Config) {
+			c.NoCancelRequest = true
+			hop = runtimeHop(t, c)
+		},
+	})
+	t.Cleanup(func() { s.Close() })
+	tb := openTab(t, newBrowser(t), "sdk", s.PageURL())
+	tb.page = allowing{tb.page, refusedDial}
+	sdkReady(tb)
+	hop.Mute()
+	tb.eval(`__acp.hold = true, __acp.promptLater("permission to write")`, nil)
+	if !hop.WaitLine(`session/request_permission`, waitLimit) {
+		t.Fatalf("still waiting for the runtime's permission request: it sent %d lines, none holding one", len(hop.Lines()))
+	}
+	hop.Cut()
+	sdkWait(tb, "the page told runtime_gone and open again", `__acp.states.some(s => s.code === "runtime_gone") && __acp.att.state === "open"`)
+	sdkWait(tb, "the request, sent again, handed to the app", `__acp.asked.length === 1 && __acp.holding.length === 1`)
+	tb.eval(`__acp.opened.then(c => c.notify("session/cancel", {sessionId: __acp.sessionId}))`, nil)
+	sdkWait(tb, "the turn's answer", `__acp.answers.some(a => a.text === "permission to write")`)
+	sdkWait(tb, "the dialog to go away with its turn", `__acp.holding.length === 0`)
 }

@@ -22,6 +22,7 @@ type Proxy struct {
 	mu       sync.Mutex
 	upstream string
 	frozen   bool
+	muted    bool
 	down     bool
 	conns    map[net.Conn]struct{}
 	thaw     chan struct{} // closed by Thaw
@@ -37,7 +38,7 @@ type ProxyOption func(*Proxy)
 
 // RecordLines has the proxy keep every line a peer sends through it (the
 // bytes from the side that dials, up to and with each newline), once it
-// has passed the line on: a runtime's leg is an HTTP upgrade and then one
+// has passed the line on (or dropped it, muted: Mute): a runtime's leg is an HTTP upgrade and then one
 // JSON frame a line, so a test can wait until the runtime has sent
 // something nothing else shows it, such as a response that goes to a page
 // that is offline and is lost (Lines, WaitLine). Bytes after a peer's last
@@ -99,8 +100,8 @@ func (p *Proxy) pipe(down net.Conn) {
 	if p.record {
 		keep = p.lineKeeper()
 	}
-	go p.copy(up, down, keep)
-	p.copy(down, up, nil)
+	go p.copy(up, down, keep, true)
+	p.copy(down, up, nil, false)
 }
 
 // lineKeeper returns what keeps the lines of one connection's peer,
@@ -177,8 +178,9 @@ func (p *Proxy) track(cs ...net.Conn) bool {
 // until either side ends; then it closes and forgets both. An end while
 // frozen is held as bytes are: a relay that gives up on a peer behind a
 // frozen network closes a socket whose close never reaches the peer. keep,
-// if not nil, gets the bytes once they are written.
-func (p *Proxy) copy(dst, src net.Conn, keep func([]byte)) {
+// if not nil, gets the bytes once they are written. Bytes from the peer
+// (fromPeer) are dropped instead while the proxy is muted.
+func (p *Proxy) copy(dst, src net.Conn, keep func([]byte), fromPeer bool) {
 	defer func() {
 		dst.Close()
 		src.Close()
@@ -192,8 +194,11 @@ func (p *Proxy) copy(dst, src net.Conn, keep func([]byte)) {
 		n, err := src.Read(buf)
 		if n > 0 {
 			p.waitThaw()
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
+			dropped := fromPeer && p.isMuted() // as on a network failing one way
+			if !dropped {
+				if _, werr := dst.Write(buf[:n]); werr != nil {
+					return
+				}
 			}
 			if keep != nil {
 				keep(buf[:n])
@@ -216,7 +221,7 @@ func (p *Proxy) waitThaw() {
 }
 
 // Cut closes every connection through the proxy at once, as a dropped
-// network would; new dials go through as before.
+// network would; new dials go through as before, unmuted.
 func (p *Proxy) Cut() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -224,6 +229,24 @@ func (p *Proxy) Cut() {
 		c.Close()
 	}
 	clear(p.conns)
+	p.muted = false
+}
+
+// Mute drops what the peers send instead of passing it on, while what
+// upstream sends them still flows: a runtime's frames lost on the way to
+// the relay, on a connection neither end knows is failing. The stream of
+// bytes upstream reads is cut short, so a test ends the mute with Cut.
+// RecordLines still keeps the peers' lines.
+func (p *Proxy) Mute() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.muted = true
+}
+
+func (p *Proxy) isMuted() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.muted
 }
 
 // Freeze stops all traffic without closing anything: bytes, ends and new
