@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"net/url"
 	"testing"
 
 	"github.com/relaywasm/relaywasm/demo/devruntime"
@@ -34,12 +33,7 @@ func lostPromptThenCancel(t *testing.T) *tab {
 		WebDir: sdkDir, ModuleDir: moduleDir, Logger: logger(),
 		EditRuntime: func(c *devruntime.Config) {
 			c.NoCancelRequest, c.NoResume = true, true
-			u, err := url.Parse(c.Relay)
-			if err != nil || u.Scheme != "http" {
-				t.Fatalf("the runtime dials %q, want a plain http relay for the hop", c.Relay)
-			}
-			tap = relaytest.NewProxy(t, u.Host, relaytest.RecordLines())
-			c.Relay = "http://" + tap.Addr()
+			tap = runtimeHop(t, c)
 		},
 	})
 	t.Cleanup(func() { s.Close() })
