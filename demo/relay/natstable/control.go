@@ -73,16 +73,11 @@ func (t *Table) beatLocked() control {
 	return c
 }
 
-// publishBeat publishes under the read lock, as SetRuntime and
-// RemoveRuntime publish hold and release under the write lock: a beat
-// built before a hold and published after it (its goroutine preempted in
-// between) told the other nodes the runtime was not held, and they
-// released the hold they had just learnt, sending the instance's sockets
-// runtime_gone and refusing hellos unknown_instance until the next beat.
 func (t *Table) publishBeat() {
 	t.mu.RLock()
-	defer t.mu.RUnlock()
-	t.publishControl(t.beatLocked())
+	c := t.beatLocked()
+	t.mu.RUnlock()
+	t.publishControl(c)
 }
 
 // control handles one control message from another node (NoEcho keeps this

@@ -148,29 +148,3 @@ func (t *Table) AnswerProbesAfter(d time.Duration) error {
 	t.probeSub = sub
 	return t.nc.Flush()
 }
-
-// ControlSubject is the subject on which t's nodes tell each other what
-// they hold.
-func (t *Table) ControlSubject() string { return t.sub.control() }
-
-// Beat publishes t's beat now, as its clock does every Heartbeat.
-func (t *Table) Beat() { t.publishBeat() }
-
-// NodeID is t's node id, as its control messages carry it.
-func (t *Table) NodeID() uint64 { return t.id }
-
-// ControlHolds decodes a control message: its sender, its kind, and the
-// instances it says the sender holds (a hold's one, a beat's all).
-func ControlHolds(data []byte) (node uint64, kind string, instances []string) {
-	var c control
-	if json.Unmarshal(data, &c) != nil {
-		return 0, "", nil
-	}
-	if c.Kind == kindHold {
-		instances = append(instances, c.Instance)
-	}
-	for _, h := range c.Holds {
-		instances = append(instances, h.Instance)
-	}
-	return c.Node, c.Kind, instances
-}
