@@ -131,9 +131,8 @@
 // several nodes (natstable) the incumbent may be on another node: the
 // newcomer's node asks that one, which probes its connection the same way
 // and answers (Prober, Hooks.Probe), and the newcomer is refused
-// instance_taken or welcomed by the same rule. That node gone counts as
-// not answered; its reply late while it still holds the runtime as
-// answered (it may have let another newcomer in). The incumbent that did
+// instance_taken or welcomed by the same rule. No answer in time (that node
+// gone, the bus in trouble) counts as not answered. The incumbent that did
 // not answer is told heartbeat_timeout by its own node when the newcomer's
 // hold reaches it, as on one relay (a dev runtime that slept redials). Two
 // newcomers on two nodes finding the incumbent silent at once settle as on

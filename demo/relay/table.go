@@ -80,12 +80,10 @@ type Hooks struct {
 // runtime whether that runtime answers a probe (Hooks.Probe there), so that
 // a newcomer on this node settles with an incumbent on another as it would
 // with one on this node. rt is the endpoint Runtime returned; ProbeRuntime
-// reports false, and the newcomer takes the instance over, when the
-// holder's runtime does not answer by deadline (frozen), when its node is
-// gone, when rt is no longer the instance's runtime here, or when the
-// holder's node is of a version that does not answer probes. A reply from
-// the holder's node that does not come in time while its hold stands is
-// reported as answered: that node may have let another newcomer take over.
+// reports false, and the newcomer takes the instance over, when the holder
+// does not answer by deadline (its node gone, its runtime frozen, the bus
+// in trouble), when rt is no longer the instance's runtime here, or when
+// the holder's node is of a version that does not answer probes.
 type Prober interface {
 	ProbeRuntime(instance string, rt Endpoint, deadline time.Time) bool
 }

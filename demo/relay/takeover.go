@@ -34,13 +34,11 @@ import (
 // through that node (Prober, Hooks.Probe): the contenox connectors of one
 // instance behind a load balancer land on different nodes as often as not,
 // and each swap used to end every browser of the instance runtime_gone.
-// Answered there, or that node's reply late while it still holds the
-// incumbent (it may have let another newcomer in): the newcomer here is
-// refused instance_taken. Not answered (that node gone, the runtime
-// frozen): the newcomer is welcomed, and the incumbent is told
-// heartbeat_timeout by its node when this node's hold reaches it, as on
-// one relay (endFromAfar; superseded if its node never probed it: gone,
-// or of an earlier version). Of several
+// Answered there: the newcomer here is refused instance_taken. Not answered
+// (that node gone, the runtime frozen, the bus in trouble): the newcomer is
+// welcomed, and the incumbent is told heartbeat_timeout by its node when
+// this node's hold reaches it, as on one relay (endFromAfar; superseded if
+// its node never probed it: gone, or of an earlier version). Of several
 // newcomers on several nodes that find the incumbent silent at once, only
 // the first is told so by its node (yield); the others are refused
 // instance_taken, as on one relay, where they would probe the first and

@@ -31,12 +31,10 @@
 // its probe subject whether the runtime answers a probe (probe.go): a live
 // one keeps the instance and the newcomer is refused instance_taken, as a
 // second connection on one relay is; only one that does not answer within
-// the relay's TakeoverWait, or whose node is gone (nobody takes the
-// probe), is taken over (the relay tells it heartbeat_timeout when its
-// node probed it, as one relay does; several newcomers that find it silent
-// at once get one answer "not alive" between them, so only the first takes
-// over, and a reply that comes late while its node still holds it, which
-// may be that answer, has the newcomer refused).
+// the relay's TakeoverWait, or whose node does not reply, is taken over
+// (the relay tells it heartbeat_timeout when its node probed it, as one
+// relay does; several newcomers that find it silent at once get one answer
+// "not alive" between them, so only the first takes over).
 // Every node beats on the control
 // subject every Heartbeat with the runtimes it holds, so a lost hold or
 // release is mended within one beat, a node that joins or reconnects asks

@@ -3,7 +3,6 @@ package natstable
 import (
 	"encoding/json"
 	"sync"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/relaywasm/relaywasm/demo/relay"
@@ -124,27 +123,5 @@ func (t *Table) StopAnsweringProbes() error {
 	if err := t.probeSub.Unsubscribe(); err != nil {
 		return err
 	}
-	return t.nc.Flush()
-}
-
-// ProbeSlack is how long past its wait a newcomer's node waits for the
-// holder's answer.
-const ProbeSlack = probeSlack
-
-// AnswerProbesAfter makes t a node that answers other nodes' probes d late,
-// as a loaded node does: each probe is taken in d after it arrives, and
-// answered as ever (the holder's probe of its runtime, yield) from then.
-// d = 0 answers them on arrival again.
-func (t *Table) AnswerProbesAfter(d time.Duration) error {
-	if err := t.probeSub.Unsubscribe(); err != nil {
-		return err
-	}
-	sub, err := t.nc.Subscribe(t.sub.probe(t.id), func(m *nats.Msg) {
-		time.AfterFunc(d, func() { t.answerProbe(m) })
-	})
-	if err != nil {
-		return err
-	}
-	t.probeSub = sub
 	return t.nc.Flush()
 }

@@ -3,7 +3,6 @@ package natstable
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -18,16 +17,9 @@ import (
 // instance on two nodes took it from each other for ever, and every swap
 // ended the instance's browsers runtime_gone.
 //
-// No reply because nobody listens (the holder's node is gone or of an
-// earlier version: NATS says so at once) is a runtime that did not answer,
-// and the newcomer takes over, as before. A reply that does not come in
-// time while the hold stands (its node still beats) is not: that node
-// tells only the first newcomer "not alive" (relay's yield), and a loaded
-// node's "not alive" to one newcomer and "alive" to the other, both late,
-// had both welcomed. The newcomer is refused instance_taken and redials. A
-// node that stops answering altogether is taken for gone within its Lease
-// (3s by default, inside the default TakeoverWait), its hold released, and
-// the newcomer takes over then.
+// No reply (the holder's node is gone or of an earlier version: NATS says
+// at once that nobody listens; the bus is in trouble; the reply is late) is
+// a runtime that did not answer, and the newcomer takes over, as before.
 
 // probeRequest asks the holder of Instance whether its runtime answers
 // within Wait (milliseconds: a duration, so the nodes' clocks need not
@@ -42,12 +34,11 @@ type probeRequest struct {
 const probeAlive = "alive"
 
 // probeSlack is how long past the newcomer's deadline this node waits for
-// the holder's reply: the holder probes for the whole wait and replies only
-// then, so the reply needs the bus's round trip and both nodes' scheduling,
-// which do not shrink with the wait. A quarter of a 1s wait (250ms, as it
-// was) was outlasted under -race on two loaded cores: the holder's timer
-// fired 210ms late and both newcomers' requests timed out at once.
-const probeSlack = time.Second
+// the holder's reply, for the bus's round trip: the holder probes for the
+// whole wait, and a runtime that answers just in time must not be taken over.
+func probeSlack(wait time.Duration) time.Duration {
+	return min(max(wait/4, 50*time.Millisecond), time.Second)
+}
 
 // maxProbeWait bounds how long this node probes for another: a probe holds
 // a goroutine here, and no relay waits that long for a takeover.
@@ -55,8 +46,12 @@ const maxProbeWait = time.Minute
 
 // ProbeRuntime implements relay.Prober.
 func (t *Table) ProbeRuntime(instance string, rt relay.Endpoint, deadline time.Time) bool {
-	h, held := t.heldElsewhere(instance, rt)
-	if !held {
+	t.mu.RLock()
+	h, held := t.holders[instance]
+	current := held && h.Node != t.id && t.toRuntime[instance] == rt && rt != nil
+	connected := t.connected && !t.closed
+	t.mu.RUnlock()
+	if !current || !connected {
 		return false
 	}
 	wait := time.Until(deadline)
@@ -67,27 +62,14 @@ func (t *Table) ProbeRuntime(instance string, rt relay.Endpoint, deadline time.T
 	if err != nil {
 		return false
 	}
-	ctx, cancel := context.WithDeadline(context.Background(), deadline.Add(probeSlack))
+	ctx, cancel := context.WithDeadline(context.Background(), deadline.Add(probeSlack(wait)))
 	defer cancel()
 	m, err := t.nc.RequestWithContext(ctx, t.sub.probe(h.Node), b)
-	if err == nil {
-		return string(m.Data) == probeAlive
+	if err != nil {
+		t.log.Info("the node holding a runtime did not vouch for it; a newcomer takes it over", "instance", instance, "peer", nodeToken(h.Node), "err", err)
+		return false
 	}
-	if now, still := t.heldElsewhere(instance, rt); !errors.Is(err, nats.ErrNoResponders) && still && now == h {
-		t.log.Info("the node holding a runtime did not reply to a probe in time; the newcomer is refused", "instance", instance, "peer", nodeToken(h.Node), "err", err)
-		return true
-	}
-	t.log.Info("the node holding a runtime did not vouch for it; a newcomer takes it over", "instance", instance, "peer", nodeToken(h.Node), "err", err)
-	return false
-}
-
-// heldElsewhere reports the hold of instance's runtime, when rt is the
-// stream to it on another node and this node is on the bus.
-func (t *Table) heldElsewhere(instance string, rt relay.Endpoint) (holder, bool) {
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	h, held := t.holders[instance]
-	return h, held && h.Node != t.id && t.toRuntime[instance] == rt && rt != nil && t.connected && !t.closed
+	return string(m.Data) == probeAlive
 }
 
 // answerProbe answers another node's probe of this node's runtime for an
